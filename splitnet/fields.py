@@ -1,0 +1,112 @@
+"""Vector fields of the particle system, as ``torch.nn.Module``s with signature ``f(t, x)``.
+
+``x`` has shape ``(..., n_tokens, d_model)``; every field returns dx/dt of the same shape.
+
+* :class:`Attention` -- the diffusion field ``F(x_i, [x_1..x_n])``: particles interact.
+  ``F(x) = W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)`` (pre-norm inside).
+* :class:`FeedForward` -- the convection field ``G(x_i)``: each particle alone.
+  ``G(x) = W_2 act(W_1 LN(x) + b_1) + b_2``.
+* :class:`SDU` / :class:`Gated` -- the Highway Transformer's self-dependency unit (Chai et al.
+  2020), ``SDU(x) = T(x) * (x W_2 + b_2)``, ``T = sigmoid or tanh(x W_1 + b_1)``, added to a
+  field: ``f(x) + SDU(x)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu, "tanh": torch.tanh}
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with pre-norm inside (diffusion field).
+
+    Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
+    ``causal=True`` masks the future; ``key_padding_mask`` (bool, True = padding, shape
+    ``(batch, n_tokens)``) can be set with :meth:`set_padding_mask` for a forward pass.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
+                 bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
+        self.norm = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.key_padding_mask: torch.Tensor | None = None
+
+    def set_padding_mask(self, mask: torch.Tensor | None) -> None:
+        self.key_padding_mask = mask
+
+    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        *lead, n, d = x.shape                                   # (..., n, d)
+        h = self.norm(x).reshape(-1, n, d)                      # (B, n, d)
+        q, k, v = self.qkv(h).split(d, dim=-1)
+        hd = d // self.n_heads
+        q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        mask = None
+        if self.key_padding_mask is not None:
+            # True = keep for SDPA's boolean mask; (B, 1, 1, n) broadcasts over heads and queries.
+            mask = ~self.key_padding_mask.reshape(-1, 1, 1, n)
+            if self.causal:
+                mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=self.causal and mask is None)
+        y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
+        return self.resid_dropout(self.proj(y))
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network with pre-norm inside (convection field)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; available: "
+                             f"{', '.join(_ACTIVATIONS)}")
+        self.activation = activation
+        self.act = _ACTIVATIONS[activation]
+        self.norm = nn.LayerNorm(d_model)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
+
+
+class SDU(nn.Module):
+    """Self-dependency unit: ``T(x) * (x W2 + b2)`` with ``T = sigmoid|tanh(x W1 + b1)``."""
+
+    def __init__(self, d_model: int, gate: str = "sigmoid"):
+        super().__init__()
+        if gate not in ("sigmoid", "tanh"):
+            raise ValueError(f"gate must be 'sigmoid' or 'tanh', got {gate!r}")
+        self.gate = gate
+        self.w1 = nn.Linear(d_model, d_model)
+        self.w2 = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = torch.sigmoid(self.w1(x)) if self.gate == "sigmoid" else torch.tanh(self.w1(x))
+        return g * self.w2(x)
+
+
+class Gated(nn.Module):
+    """A field plus a self-dependency gate: ``f(t, x) + SDU(x)`` (Highway Transformer)."""
+
+    def __init__(self, field: nn.Module, d_model: int, gate: str = "sigmoid"):
+        super().__init__()
+        self.field = field
+        self.sdu = SDU(d_model, gate)
+
+    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        return self.field(t, x) + self.sdu(x)

@@ -1,0 +1,505 @@
+"""Splitting schemes as data.
+
+A splitting scheme for ``dx/dt = D(t, x) + C(t, x)`` (D = diffusion = attention, C = convection =
+feed-forward) is a finite sequence of stages ``(field, coeff)``. One step of size ``h`` applies the
+sub-flows in order, first stage first::
+
+    x_{n+1} = phi^{X_s}_{c_s h} o ... o phi^{X_1}_{c_1 h} (x_n)
+
+so Lie–Trotter is ``exp(h C) exp(h D)`` (D applied first) and Strang–Marchuk is
+``exp(h/2 C) exp(h D) exp(h/2 C)``.
+
+Conventions (see ``docs/theory.md``):
+
+* The coefficients of each field sum to 1 (a scheme is normalised on construction).
+* Stages are **never merged implicitly**. ``yoshida4`` is the triple jump written out as three
+  Strang steps, ``C g1/2 D g1 C g1/2 | C g0/2 D g0 C g0/2 | C g1/2 D g1 C g1/2``: nine stages.
+  With exact sub-flows merging adjacent stages of the same field changes nothing; with
+  approximate sub-flows (Euler, midpoint, RK4) it changes the method and sometimes its order.
+  ``scheme.merged()`` returns the merged variant explicitly.
+* Each field keeps its own clock: a stage of field X in a step from t starts at
+  ``t + h * (sum of X's earlier coefficients in the step)``.
+
+Sources of the coefficients: H. Yoshida, Phys. Lett. A 150 (1990) 262–268 (triple jump, order 6
+solution A, order 8 solution D); E. Forest & R. Ruth, Physica D 43 (1990) (triple jump);
+M. Suzuki, Phys. Lett. A 146 (1990) 319–323 (5-stage fractal); S. Blanes & P. C. Moan,
+J. Comput. Appl. Math. 142 (2002) 313–330 (method S6, order 4); G. Strang (1968), G. I. Marchuk
+(1968); H. F. Trotter (1959). Every set is re-verified by :func:`check_order` in the test suite.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+DIFFUSION = "diffusion"
+CONVECTION = "convection"
+FIELDS = (DIFFUSION, CONVECTION)
+_SHORT = {DIFFUSION: "s", CONVECTION: "f"}  # sandwich-paper letters: s = self-attention, f = FFN
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One sub-flow of a scheme: advance ``field`` for ``coeff * h``."""
+
+    field: str
+    coeff: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.field, str):
+            raise TypeError(f"Stage field must be a str, got {type(self.field).__name__}")
+        if self.field not in FIELDS:
+            raise ValueError(f"unknown field {self.field!r} in stage; expected one of {FIELDS}")
+        if isinstance(self.coeff, bool) or not isinstance(self.coeff, numbers.Real):
+            raise TypeError(f"Stage coeff must be a real number, got {type(self.coeff).__name__}")
+        if not math.isfinite(self.coeff):
+            raise ValueError(f"stage coefficient must be finite, got {self.coeff!r}")
+        object.__setattr__(self, "coeff", float(self.coeff))
+
+    def __repr__(self) -> str:
+        return f"Stage({self.field!r}, {self.coeff:.17g})"
+
+
+def _as_stage(item) -> Stage:
+    if isinstance(item, Stage):
+        return item
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return Stage(item[0], item[1])
+    raise TypeError(f"a stage is a Stage or a (field, coeff) pair, got {item!r}")
+
+
+def _merge(stages: Sequence[Stage]) -> tuple[Stage, ...]:
+    out: list[Stage] = []
+    for s in stages:
+        if out and out[-1].field == s.field:
+            c = out[-1].coeff + s.coeff
+            out.pop()
+            if abs(c) > 1e-15:
+                out.append(Stage(s.field, c))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def second_order_defect(stages: Sequence[Stage]) -> float:
+    """Coefficient of ``h^2 [D, C]`` in the scheme's modified equation, up to a factor 1/2.
+
+    For a consistent scheme the BCH formula gives ``log(scheme) = h (D + C) + h^2/2 (1 - 2 S) [D, C]
+    + O(h^3)`` with ``S = sum over diffusion stage i before convection stage j of d_i c_j``.
+    The scheme is (at least) second order iff ``S = 1/2``; this returns ``1 - 2 S``.
+    """
+    seen_d = 0.0
+    s = 0.0
+    for st in stages:
+        if st.field == DIFFUSION:
+            seen_d += st.coeff
+        else:
+            s += seen_d * st.coeff
+    return 1.0 - 2.0 * s
+
+
+class SplittingScheme(ABC):
+    """A splitting integrator for ``dx/dt = D(t, x) + C(t, x)``: an immutable sequence of stages.
+
+    Subclasses supply :meth:`_stages` (and ``order``); stepping, integration, the network layer
+    and the order bookkeeping are written once here. Construction validates the stages:
+    unknown field, non-finite coefficient, a field missing, or per-field sums that differ or are
+    zero raise ``ValueError`` naming the problem. Sums are normalised to 1.
+
+    Attributes
+    ----------
+    name : str
+    order : int
+        Classical global order with exact sub-flows.
+    stages : tuple[Stage, ...]
+    """
+
+    name: str = "scheme"
+    order: int = 1
+
+    def __init__(self) -> None:
+        raw = tuple(_as_stage(s) for s in self._stages())
+        stages = _validated(raw, self.name)
+        object.__setattr__(self, "_stage_tuple", stages)
+        if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 1:
+            raise ValueError(f"scheme {self.name!r}: order must be a positive int, got {self.order!r}")
+        if self.order >= 2 and abs(second_order_defect(stages)) > 1e-9:
+            raise ValueError(
+                f"scheme {self.name!r} declares order {self.order} but fails the second-order "
+                f"condition (sum of d_i c_j over diffusion-before-convection pairs must be 1/2; "
+                f"defect {second_order_defect(stages):.3g})"
+            )
+        if self.is_symmetric and self.order % 2:
+            # A symmetric method has even order; a declared odd order is a typo or a wrong set.
+            raise ValueError(f"scheme {self.name!r} is symmetric but declares odd order {self.order}")
+        object.__setattr__(self, "_frozen", True)
+
+    @abstractmethod
+    def _stages(self) -> Iterable[Stage | tuple[str, float]]:
+        """The stage sequence, first applied first."""
+
+    # -- immutability ---------------------------------------------------------------------
+    def __setattr__(self, key, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"SplittingScheme is immutable (tried to set {key!r})")
+        object.__setattr__(self, key, value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SplittingScheme) and self.stages == other.stages
+
+    def __hash__(self) -> int:
+        return hash(self.stages)
+
+    # -- data ------------------------------------------------------------------------------
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._stage_tuple
+
+    @classmethod
+    def from_stages(
+        cls, stages: Iterable[Stage | tuple[str, float]], order: int = 1, name: str = "custom"
+    ) -> "SplittingScheme":
+        """A scheme from an explicit stage list, e.g. ``[("convection", .5), ("diffusion", 1),
+        ("convection", .5)]``. ``order`` is declared (checked for order 2 only; use
+        :func:`check_order` to measure any order)."""
+        return CustomScheme(stages, order=order, name=name)
+
+    @property
+    def is_symmetric(self) -> bool:
+        """True when the scheme equals its adjoint with exact sub-flows: the merged stage
+        sequence is a palindrome, so ``step(h)`` then ``step(-h)`` returns to the start."""
+        m = _merge(self.stages)
+        return all(
+            a.field == b.field and abs(a.coeff - b.coeff) <= 1e-12 * max(1.0, abs(a.coeff))
+            for a, b in zip(m, reversed(m))
+        )
+
+    def merged(self) -> "SplittingScheme":
+        """The same scheme with adjacent stages of one field merged (fewer sub-layer calls;
+        identical with exact flows, a different method with approximate ones)."""
+        return CustomScheme(_merge(self.stages), order=self.order, name=f"{self.name}-merged")
+
+    def field_coeffs(self, field: str) -> tuple[float, ...]:
+        return tuple(s.coeff for s in self.stages if s.field == field)
+
+    def n_stages(self, field: str | None = None) -> int:
+        return len(self.stages) if field is None else len(self.field_coeffs(field))
+
+    def pattern(self) -> str:
+        """Short diagram, e.g. ``f/2 s f/2`` for Strang (s = diffusion, f = convection)."""
+        parts = []
+        for st in self.stages:
+            c = st.coeff
+            letter = _SHORT[st.field]
+            if abs(c - 1.0) < 1e-12:
+                parts.append(letter)
+            elif abs(c - 0.5) < 1e-12:
+                parts.append(f"{letter}/2")
+            else:
+                parts.append(f"{letter}*{c:.4g}")
+        return " ".join(parts)
+
+    def clocks(self) -> tuple[float, ...]:
+        """Start time of every stage, as a fraction of h, on its own field's clock."""
+        acc = {DIFFUSION: 0.0, CONVECTION: 0.0}
+        out = []
+        for st in self.stages:
+            out.append(acc[st.field])
+            acc[st.field] += st.coeff
+        return tuple(out)
+
+    def stage_times(self) -> tuple[float, ...]:
+        """Progress after each stage, as a fraction of h: the mean of the two fields' clocks
+        (Lie–Trotter: 0.5, 1; Strang: 0.25, 0.75, 1). Negative coefficients move it back."""
+        acc = {DIFFUSION: 0.0, CONVECTION: 0.0}
+        out = []
+        for st in self.stages:
+            acc[st.field] += st.coeff
+            out.append(0.5 * (acc[DIFFUSION] + acc[CONVECTION]))
+        return tuple(out)
+
+    def effective_order(self, method: str = "exact") -> int:
+        """Global order when every sub-flow is advanced by ``method``.
+
+        ``exact``: the classical order p. A one-step method of order q for the sub-flows
+        (euler 1, midpoint 2, rk4 4) leaves ``(c h)^(q+1) E(x)`` behind per stage; these add up to
+        ``h^(q+1) (sum c^(q+1)) E`` per field, so the order is ``min(p, q)`` unless the stages'
+        coefficients cancel that term for both fields (sum of c^(q+1) = 0, possible only for odd
+        q+1 and some negative c, e.g. the unmerged triple jump with midpoint), in which case it
+        is ``min(p, q + 1)``. With Euler (q = 1) the weights c^2 are positive: every real splitting
+        is first order, Macaron included.
+        """
+        from .flows import get_method  # local: flows imports this module
+
+        m = get_method(method)
+        if m.order is None:
+            return self.order
+        q = m.order
+        if self.order <= q:
+            return self.order
+        cancels = all(
+            abs(sum(c ** (q + 1) for c in self.field_coeffs(f))) < 1e-10 for f in FIELDS
+        )
+        return min(self.order, q + 1) if cancels else q
+
+    # -- numerics (shared by every scheme) --------------------------------------------------
+    def step(self, diffusion, convection, x, t=0.0, step_size=None, method="exact", **options):
+        """One step ``x(t) -> x(t + h)``. ``diffusion`` / ``convection``: callables ``f(t, x)``,
+        or one callable per stage of that field. A negative step size runs the adjoint
+        direction (used to test symmetry); zero is an error."""
+        from .flows import run_step
+
+        return run_step(self, diffusion, convection, x, t, step_size, method, **options)
+
+    def integrate(self, diffusion, convection, x0, t_span, step_size, method="exact",
+                  progress=False, **options) -> "torch.Tensor":
+        """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``."""
+        from .flows import integrate
+
+        return integrate(self, diffusion, convection, x0, t_span, step_size, method,
+                         progress=progress, **options)
+
+    def layer(self, diffusion, convection, step_size=1.0, method="euler"):
+        """A ``torch.nn.Module`` computing one step: the network layer of this scheme."""
+        from .layers import SplitLayer
+
+        return SplitLayer(self, diffusion, convection, step_size=step_size, method=method)
+
+    # -- display ------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self.name!r}, order={self.order}, "
+                f"stages={len(self.stages)}, symmetric={self.is_symmetric})")
+
+
+def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
+    if len(stages) == 0:
+        raise ValueError(f"scheme {name!r} has no stages")
+    sums = {f: sum(s.coeff for s in stages if s.field == f) for f in FIELDS}
+    for f in FIELDS:
+        if not any(s.field == f for s in stages):
+            raise ValueError(f"scheme {name!r} has no {f} stage: both fields must appear")
+        if abs(sums[f]) < 1e-12:
+            raise ValueError(f"scheme {name!r}: {f} coefficients sum to zero; the scheme is not "
+                             f"consistent")
+    d, c = sums[DIFFUSION], sums[CONVECTION]
+    if abs(d - c) > 1e-9 * max(abs(d), abs(c)):
+        raise ValueError(
+            f"scheme {name!r}: diffusion coefficients sum to {d:.12g} but convection ones to "
+            f"{c:.12g}; each field must advance by the same total time"
+        )
+    # Normalise so each field's coefficients sum to exactly 1 step.
+    return tuple(Stage(s.field, s.coeff / sums[s.field]) for s in stages)
+
+
+class CustomScheme(SplittingScheme):
+    """A scheme from a user's stage list (see :meth:`SplittingScheme.from_stages`)."""
+
+    def __init__(self, stages, order: int = 1, name: str = "custom"):
+        object.__setattr__(self, "_user_stages", tuple(stages))
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "order", order)
+        super().__init__()
+
+    def _stages(self):
+        return self._user_stages
+
+
+class LieTrotter(SplittingScheme):
+    """Lie–Trotter: ``exp(h C) exp(h D)`` (diffusion first). Order 1; with Euler sub-steps and
+    h = 1 it is the pre-norm Transformer layer ``x += attn(x); x += ffn(x)``."""
+
+    name = "lie-trotter"
+    order = 1
+
+    def _stages(self):
+        return [(DIFFUSION, 1.0), (CONVECTION, 1.0)]
+
+
+class Strang(SplittingScheme):
+    """Strang–Marchuk: ``exp(h/2 C) exp(h D) exp(h/2 C)``. Order 2; with Euler sub-steps it is the
+    Macaron layer (half FFN, attention, half FFN)."""
+
+    name = "strang"
+    order = 2
+
+    def _stages(self):
+        return [(CONVECTION, 0.5), (DIFFUSION, 1.0), (CONVECTION, 0.5)]
+
+
+class StrangComposition(SplittingScheme):
+    """Composition of Strang steps ``S(g_k h) ... S(g_1 h)``, ``S(h) = exp(h/2 C) exp(h D)
+    exp(h/2 C)``, unmerged (3 stages per Strang step). ``weights`` are listed outer -> centre and
+    mirrored, the centre weight being ``1 - 2 * sum(weights)``."""
+
+    weights: tuple[float, ...] = ()
+
+    def gammas(self) -> tuple[float, ...]:
+        w = tuple(self.weights)
+        return w + (1.0 - 2.0 * sum(w),) + tuple(reversed(w))
+
+    def _stages(self):
+        out = []
+        for g in self.gammas():
+            out += [(CONVECTION, g / 2), (DIFFUSION, g), (CONVECTION, g / 2)]
+        return out
+
+
+class Yoshida4(StrangComposition):
+    """Triple jump (Yoshida 1990; Forest & Ruth 1990), order 4:
+    ``g1 = 1 / (2 - 2^(1/3))``, ``g0 = -2^(1/3) / (2 - 2^(1/3))``, composition S(g1) S(g0) S(g1)."""
+
+    name = "yoshida4"
+    order = 4
+    weights = (1.35120719195965763404768780897,)
+
+
+class Suzuki4(StrangComposition):
+    """Suzuki's 5-stage fractal (Suzuki 1990), order 4: ``p = 1 / (4 - 4^(1/3))``,
+    S(p) S(p) S(1 - 4p) S(p) S(p)."""
+
+    name = "suzuki4"
+    order = 4
+    weights = (0.414490771794375737142354062861, 0.414490771794375737142354062861)
+
+
+class Yoshida6(StrangComposition):
+    """Yoshida 1990, order 6, solution A: seven Strang steps."""
+
+    name = "yoshida6"
+    order = 6
+    weights = (0.78451361047755726381949763, 0.23557321335935813368479318,
+               -1.17767998417887100694641568)
+
+
+class Yoshida8(StrangComposition):
+    """Yoshida 1990, order 8, solution D: fifteen Strang steps. Values re-derived to ~1e-15
+    (Yoshida's printed 15-digit values agree only to ~1e-12). This is *not* McLachlan's
+    15-stage order-8 set, which some libraries label "Yoshida8"."""
+
+    name = "yoshida8"
+    order = 8
+    weights = (0.914844246229642658287, 0.253693336566286009974, -1.44485223686030647660,
+               -0.158240635368502468458, 1.93813913762291232471, -1.96061023297558163691,
+               0.102799849392219431139)
+
+
+class BlanesMoan4(SplittingScheme):
+    """Blanes & Moan 2002, method S6 (order 4, general splittings), 13 stages:
+    ``C a1 D b1 C a2 D b2 C a3 D b3 C a4 D b3 C a3 D b2 C a2 D b1 C a1`` with
+    ``a4 = 1 - 2 (a1 + a2 + a3)``, ``b3 = 1/2 - (b1 + b2)``."""
+
+    name = "blanes-moan4"
+    order = 4
+    a = (0.0792036964311957, 0.353172906049774, -0.0420650803577195)
+    b = (0.209515106613362, -0.143851773179818)
+
+    def _stages(self):
+        a1, a2, a3 = self.a
+        b1, b2 = self.b
+        a4 = 1.0 - 2.0 * (a1 + a2 + a3)
+        b3 = 0.5 - (b1 + b2)
+        a_seq = [a1, a2, a3, a4, a3, a2, a1]
+        b_seq = [b1, b2, b3, b3, b2, b1]
+        out = []
+        for i, ai in enumerate(a_seq):
+            out.append((CONVECTION, ai))
+            if i < len(b_seq):
+                out.append((DIFFUSION, b_seq[i]))
+        return out
+
+
+_REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
+    "lie-trotter": LieTrotter,
+    "strang": Strang,
+    "yoshida4": Yoshida4,
+    "suzuki4": Suzuki4,
+    "yoshida6": Yoshida6,
+    "yoshida8": Yoshida8,
+    "blanes-moan4": BlanesMoan4,
+}
+_ALIASES = {"macaron": "strang", "strang-marchuk": "strang", "lie": "lie-trotter",
+            "transformer": "lie-trotter", "triple-jump": "yoshida4"}
+
+
+def available() -> list[str]:
+    """Names of the registered schemes."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> SplittingScheme:
+    """The registered scheme ``name`` (aliases: macaron, transformer, triple-jump)."""
+    if isinstance(name, SplittingScheme):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[key]()
+
+
+def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
+    """Add a scheme to the registry (``factory()`` must return a SplittingScheme)."""
+    if name in _REGISTRY:
+        raise ValueError(f"scheme {name!r} is already registered")
+    s = factory()
+    if not isinstance(s, SplittingScheme):
+        raise TypeError("factory must return a SplittingScheme")
+    _REGISTRY[name] = factory
+
+
+def from_pattern(pattern: str, name: str | None = None) -> SplittingScheme:
+    """A whole-network composition from a sublayer string (Press et al. 2020): ``s`` =
+    self-attention (diffusion), ``f`` = feed-forward (convection); e.g. ``"sssfsfsfff"``.
+
+    Each of the n letters of a field gets coefficient 1/n, so one step of size T runs the whole
+    network over [0, T]. Adjacent equal letters stay separate stages (they are separate sublayers).
+    All coefficients are positive, so the order is at most 2 (Sheng 1989, Suzuki 1991): it is 2
+    when the second-order condition holds (e.g. palindromes such as ``fsf``), else 1.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+    p = pattern.replace(" ", "").lower()
+    bad = sorted(set(p) - {"s", "f"})
+    if bad:
+        raise ValueError(f"pattern {pattern!r} has letters {bad}; use only 's' (self-attention, "
+                         f"diffusion) and 'f' (feed-forward, convection)")
+    if "s" not in p or "f" not in p:
+        raise ValueError(f"pattern {pattern!r} must contain both 's' and 'f'")
+    ns, nf = p.count("s"), p.count("f")
+    stages = [(DIFFUSION, 1.0 / ns) if ch == "s" else (CONVECTION, 1.0 / nf) for ch in p]
+    st = tuple(_as_stage(s) for s in stages)
+    order = 2 if abs(second_order_defect(st)) < 1e-12 else 1
+    return CustomScheme(st, order=order, name=name or p)
+
+
+def resolve(scheme) -> SplittingScheme:
+    """A scheme from a name, a pattern string of s/f letters, or a SplittingScheme."""
+    if isinstance(scheme, SplittingScheme):
+        return scheme
+    if isinstance(scheme, str):
+        key = scheme.lower()
+        if key in _REGISTRY or key in _ALIASES:
+            return get(key)
+        if key and set(key) <= {"s", "f"}:
+            return from_pattern(key)
+        raise ValueError(f"unknown scheme {scheme!r}; available: {', '.join(available())}, or a "
+                         f"pattern of 's'/'f' letters such as 'sfsf'")
+    raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
+                    f"{type(scheme).__name__}")
+
+
+from .check import check_order  # noqa: E402  (re-export: schemes.check_order)
+
+__all__ = [
+    "Stage", "SplittingScheme", "CustomScheme", "LieTrotter", "Strang", "StrangComposition",
+    "Yoshida4", "Suzuki4", "Yoshida6", "Yoshida8", "BlanesMoan4", "available", "get", "register",
+    "from_pattern", "resolve", "check_order", "second_order_defect", "FIELDS", "DIFFUSION",
+    "CONVECTION",
+]
