@@ -5,7 +5,7 @@ convection field; a :class:`SplittingScheme` turns the two into a network layer 
 integrator whose order can be measured.
 """
 
-from . import analysis, fields, flows, layers, schemes
+from . import analysis, fields, flows, layers, models, schemes
 from .analysis import (ConvergenceResult, convergence_study, lie_bracket, particle_system,
                        reference_solution, work_precision)
 from .check import check_order
@@ -15,7 +15,7 @@ from .schemes import SplittingScheme, Stage
 __version__ = "0.1.0"
 
 __all__ = [
-    "schemes", "fields", "flows", "layers", "analysis", "SplittingScheme", "Stage", "SplitLayer",
+    "schemes", "models", "fields", "flows", "layers", "analysis", "SplittingScheme", "Stage", "SplitLayer",
     "reference_solution", "convergence_study", "ConvergenceResult", "lie_bracket",
     "work_precision", "particle_system", "check_order",
 ]

@@ -135,9 +135,6 @@ class SplittingScheme(ABC):
                 f"condition (sum of d_i c_j over diffusion-before-convection pairs must be 1/2; "
                 f"defect {second_order_defect(stages):.3g})"
             )
-        if self.is_symmetric and self.order % 2:
-            # A symmetric method has even order; a declared odd order is a typo or a wrong set.
-            raise ValueError(f"scheme {self.name!r} is symmetric but declares odd order {self.order}")
         object.__setattr__(self, "_frozen", True)
 
     @abstractmethod
