@@ -325,3 +325,14 @@ def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff:
     shape = (n_tokens, d_model) if batch is None else (batch, n_tokens, d_model)
     x0 = torch.randn(*shape, generator=g, dtype=dtype)
     return F, G, x0
+
+
+# ---------------------------------------------------------------------------------------------
+# The network against its ODE (implemented in gap.py, next to the model code it reads)
+
+def discretization_gap(model, idx, **options):
+    """How far each layer of a SplitTransformer is from the ODE of its own fields; see
+    :func:`splitnet.gap.discretization_gap`."""
+    from .gap import discretization_gap as _gap
+
+    return _gap(model, idx, **options)
