@@ -25,7 +25,8 @@ class Attention(nn.Module):
 
     Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
     ``causal=True`` masks the future; ``key_padding_mask`` (bool, True = padding, shape
-    ``(batch, n_tokens)``) can be set with :meth:`set_padding_mask` for a forward pass.
+    ``(batch, n_tokens)``) can be set with :meth:`set_padding_mask` for a forward pass: padded
+    keys are ignored by every query; a padded query attends at least to itself.
     """
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
@@ -41,6 +42,12 @@ class Attention(nn.Module):
         self.key_padding_mask: torch.Tensor | None = None
 
     def set_padding_mask(self, mask: torch.Tensor | None) -> None:
+        """``mask``: bool ``(batch, n_tokens)``, True where the token is padding; None clears."""
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
+                raise TypeError("padding mask must be a bool tensor of shape (batch, n_tokens), "
+                                f"got {getattr(mask, 'dtype', type(mask).__name__)} "
+                                f"{tuple(getattr(mask, 'shape', ()))}")
         self.key_padding_mask = mask
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
@@ -55,6 +62,10 @@ class Attention(nn.Module):
             mask = ~self.key_padding_mask.reshape(-1, 1, 1, n)
             if self.causal:
                 mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+            # Every query keeps at least itself: a fully masked row (a padded query with causal
+            # masking) gives NaN in older torch, which then leaks through 0 * NaN in the next
+            # layer. Rows of real tokens are unchanged (their own key is already allowed).
+            mask = mask | torch.eye(n, dtype=torch.bool, device=x.device)
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=self.causal and mask is None)
