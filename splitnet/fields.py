@@ -43,11 +43,11 @@ class Attention(nn.Module):
 
     def set_padding_mask(self, mask: torch.Tensor | None) -> None:
         """``mask``: bool ``(batch, n_tokens)``, True where the token is padding; None clears."""
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-                raise TypeError("padding mask must be a bool tensor of shape (batch, n_tokens), "
-                                f"got {getattr(mask, 'dtype', type(mask).__name__)} "
-                                f"{tuple(getattr(mask, 'shape', ()))}")
+        if mask is not None and not (isinstance(mask, torch.Tensor)
+                                     and mask.dtype == torch.bool and mask.dim() == 2):
+            raise TypeError("padding mask must be a bool tensor of shape (batch, n_tokens), "
+                            f"got {getattr(mask, 'dtype', type(mask).__name__)} "
+                            f"{tuple(getattr(mask, 'shape', ()))}")
         self.key_padding_mask = mask
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
