@@ -9,6 +9,7 @@ from . import analysis, fields, flows, layers, models, schemes
 from .analysis import (ConvergenceResult, convergence_study, lie_bracket, particle_system,
                        reference_solution, work_precision)
 from .check import check_order
+from . import cost, gap  # noqa: E402,I001  (networks: cost accounting, ODE gap)
 from . import trajectories  # noqa: E402,I001  (token paths, ODE path, clustering)
 from .layers import SplitLayer
 from .schemes import SplittingScheme, Stage
