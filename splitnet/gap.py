@@ -89,10 +89,11 @@ class GapResult:
         return np.arange(1, len(self.local) + 1)
 
     def table(self) -> str:
-        lines = [f"{self.scheme} ({self.weights}, h={self.step_size:g}, {self.method}): network "
-                 f"against the flow of its own fields",
-                 f"{'layer':>5} {'local':>11} {'local rel':>10} {'cumulative':>11} "
-                 f"{'cum rel':>10} {'|update|':>10}"]
+        title = (f"{self.scheme} ({self.weights}, h={self.step_size:g}, {self.method}): "
+                 f"network against the flow of its own fields")
+        head = (f"{'layer':>5} {'local':>11} {'local rel':>10} {'cumulative':>11} "
+                f"{'cum rel':>10} {'|update|':>10}")
+        lines = [title, head]
         for k in range(len(self.local)):
             lines.append(f"{k:>5} {self.local[k]:11.3e} {self.local_rel[k]:10.3e} "
                          f"{self.cumulative[k]:11.3e} {self.cumulative_rel[k]:10.3e} "

@@ -1,5 +1,7 @@
 """discretization_gap: the network against the exact flow of its own fields."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -27,7 +29,7 @@ def _idx():
 
 def _slope(scheme, weights="shared", method="euler"):
     errs = [discretization_gap(_model(scheme, h, weights, method), _idx()).local[0] for h in HS]
-    assert all(a > b for a, b in zip(errs, errs[1:])), errs
+    assert all(a > b for a, b in itertools.pairwise(errs)), errs
     return np.polyfit(np.log(HS), np.log(errs), 1)[0]
 
 
