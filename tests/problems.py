@@ -1,0 +1,178 @@
+"""Test problems with known answers for the order tests.
+
+* :func:`matrix_problem` -- ``D(x) = A x``, ``C(x) = B x`` with random dense non-commuting
+  matrices; every sub-flow and the coupled flow are matrix exponentials (computed by ``splitnet.check.expm``, checked against ``scipy.linalg.expm``).
+* :func:`particle_problem` -- the built-in nonlinear attention (diffusion) + feed-forward
+  (convection) particle system ``sn.particle_system``; reference by torchdiffeq at tight
+  tolerances.
+* :func:`time_dependent_linear` -- ``D(t, x) = (1 + 0.5 sin t) A x``,
+  ``C(t, x) = (1 + 0.5 cos 3t) B x``: each sub-flow is exact in closed form
+  (``expm((integral of the modulation) A)``), the coupled flow has no closed form (reference).
+* :func:`time_dependent_particle` -- ``D(t, x) = (1 + 0.5 sin 2t) Attention(x)``,
+  ``C(t, x) = FFN(x) + sin(3t) b``: nonlinear and non-autonomous in both fields.
+
+Both fields depend on time in the last two, with different frequencies, so a scheme that
+evaluates a stage at the wrong time (a clock other than the field's own, see ``docs/theory.md``)
+loses its order; :class:`WrongClock` builds such a scheme for the negative controls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import splitnet as sn
+from splitnet.check import expm  # fast exact float64 exponential (scipy-equivalent)
+from splitnet.schemes import CustomScheme
+
+
+class LinearField(torch.nn.Module):
+    """``f(t, x) = m(t) M x`` for states of shape ``(..., n)``, with ``m(t) = 1 + a sin(w t + p)``
+    (``a = 0``: autonomous). :meth:`flow` is the exact sub-flow
+    ``x -> expm((int_t^{t+dt} m) M) x`` (M commutes with itself at all times)."""
+
+    def __init__(self, matrix: np.ndarray, amp: float = 0.0, freq: float = 1.0,
+                 phase: float = 0.0):
+        super().__init__()
+        self.matrix = np.asarray(matrix, dtype=float)
+        self.register_buffer("m", torch.as_tensor(self.matrix, dtype=torch.float64))
+        self.amp, self.freq, self.phase = amp, freq, phase
+
+    def modulation(self, t: float) -> float:
+        return 1.0 + self.amp * math.sin(self.freq * float(t) + self.phase)
+
+    def integral(self, t: float, dt: float) -> float:
+        """``int_t^{t+dt} m(s) ds``."""
+        if self.amp == 0.0:
+            return dt
+        w, p = self.freq, self.phase
+        return dt - self.amp / w * (math.cos(w * (t + dt) + p) - math.cos(w * t + p))
+
+    def forward(self, t, x):
+        return self.modulation(float(t)) * (x @ self.m.T.to(x.dtype))
+
+    def flow(self, t: float, x: torch.Tensor, dt: float) -> torch.Tensor:
+        e = torch.as_tensor(expm(self.integral(t, dt) * self.matrix), dtype=x.dtype)
+        return x @ e.T
+
+
+class ClosedFormFlow(sn.flows.SubflowMethod):
+    """Sub-flow method that calls the field's exact closed-form ``flow`` (for
+    :class:`LinearField`); the scheme's stepping and clocks are the library's."""
+
+    name, order, evals = "closed-form", None, None
+
+    def __call__(self, f, t, x, dt):
+        f = getattr(f, "f", f)            # unwrap the library's input-checking wrapper
+        return f.flow(t, x, dt)
+
+
+@dataclass
+class Problem:
+    name: str
+    diffusion: object
+    convection: object
+    x0: torch.Tensor
+    t0: float = 0.0
+
+    def exact(self, t1: float) -> torch.Tensor:
+        """The coupled flow at ``t1`` (closed form where available, else torchdiffeq)."""
+        if getattr(self, "_matrix", None) is not None:
+            a, b = self._matrix
+            return self.x0 @ torch.as_tensor(expm((t1 - self.t0) * (a + b))).T
+        return sn.reference_solution(self.diffusion, self.convection, self.x0,
+                                     torch.tensor([self.t0, t1], dtype=torch.float64))[-1]
+
+
+def random_pair(dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random dense matrices of spectral norm 1 (non-commuting)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((dim, dim))
+    b = rng.standard_normal((dim, dim))
+    return a / np.linalg.norm(a, 2), b / np.linalg.norm(b, 2)
+
+
+def matrix_problem(dim: int = 6, seed: int = 0) -> Problem:
+    a, b = random_pair(dim, seed)
+    x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
+    p = Problem(f"matrix{dim}-seed{seed}", LinearField(a), LinearField(b), x0)
+    p._matrix = (a, b)
+    return p
+
+
+def particle_problem(seed: int = 0) -> Problem:
+    F, G, x0 = sn.particle_system(seed=seed)
+    return Problem(f"particles-seed{seed}", F, G, x0)
+
+
+def time_dependent_linear(dim: int = 5, seed: int = 3, t0: float = 0.3) -> Problem:
+    a, b = random_pair(dim, seed)
+    # A scale of 2 keeps the time-dependent part of the error well above the reference floor.
+    D = LinearField(2 * a, amp=0.5, freq=1.0)
+    C = LinearField(2 * b, amp=0.5, freq=3.0, phase=math.pi / 2)   # 1 + 0.5 cos 3t
+    x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
+    return Problem(f"td-linear{dim}", D, C, x0, t0)
+
+
+class Modulated(torch.nn.Module):
+    """``(1 + amp sin(freq t)) f(t, x) + sin(force_freq t) b``."""
+
+    def __init__(self, f, amp=0.0, freq=1.0, force=None, force_freq=1.0):
+        super().__init__()
+        self.f, self.amp, self.freq = f, amp, freq
+        self.force, self.force_freq = force, force_freq
+
+    def forward(self, t, x):
+        t = float(t)
+        out = (1.0 + self.amp * math.sin(self.freq * t)) * self.f(t, x)
+        if self.force is not None:
+            out = out + math.sin(self.force_freq * t) * self.force
+        return out
+
+
+def time_dependent_particle(seed: int = 0, t0: float = 0.2) -> Problem:
+    F, G, x0 = sn.particle_system(seed=seed)
+    b = torch.randn(x0.shape[-1], generator=torch.Generator().manual_seed(seed + 7),
+                    dtype=torch.float64)
+    D = Modulated(F, amp=0.5, freq=2.0)
+    C = Modulated(G, force=2.0 * b, force_freq=3.0)
+    return Problem(f"td-particles-seed{seed}", D, C, x0, t0)
+
+
+class WrongClock(CustomScheme):
+    """The stages of ``scheme`` evaluated on a wrong clock (negative control for the clock
+    convention): ``"frozen"`` evaluates every stage at the step's start ``t``; ``"shared"`` uses
+    one clock for both fields, the scheme's overall progress before each stage
+    (``stage_times`` shifted by one stage)."""
+
+    def __init__(self, scheme, mode: str):
+        object.__setattr__(self, "_mode", mode)
+        super().__init__(scheme.stages, order=scheme.order, name=f"{scheme.name}-{mode}-clock")
+
+    def clocks(self):
+        if self._mode == "frozen":
+            return tuple(0.0 for _ in self.stages)
+        if self._mode == "shared":
+            return (0.0,) + self.stage_times()[:-1]
+        raise ValueError(self._mode)
+
+
+def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.ndarray:
+    """``||exact(t0 + h) - step(h)||`` for each h."""
+    out = []
+    with torch.no_grad():
+        for h in step_sizes:
+            x = scheme.step(problem.diffusion, problem.convection, problem.x0, t=problem.t0,
+                            step_size=h, method=method)
+            out.append(float((problem.exact(problem.t0 + h) - x).norm()))
+    return np.asarray(out)
+
+
+def slope(step_sizes, errors, floor: float = 1e-12) -> float:
+    """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing)."""
+    from splitnet.check import fit_slope
+
+    return fit_slope(step_sizes, errors, floor)[0]
