@@ -1,0 +1,382 @@
+"""Compare splitting schemes as byte-level language models at equal parameters and tokens.
+
+    python experiments/compare_schemes.py                 # CPU scale, 3 seeds (~1 h on 2 cores)
+    python experiments/compare_schemes.py --scale gpu --device cuda --compile
+
+Six models, each trained by ``splitnet.train`` with the same data order (per seed), optimiser,
+schedule and number of tokens:
+
+* ``transformer``   Lie–Trotter, shared weights: the pre-norm Transformer, (sf)^n.
+* ``macaron``       Strang per-stage: ½FFN, attention, ½FFN with half-width FFNs (Macaron Net).
+* ``strang-shared`` Strang with one FFN per layer used for both half steps (same parameters
+                    as the Transformer, 1.5x the FFN calls).
+* ``yoshida4-shared`` Yoshida's triple jump of Strang steps, shared weights (4.5x FFN calls,
+                    3x attention calls per layer).
+* ``sandwich``      the pattern s^k (sf)^(n-k) f^k as ONE per-stage layer with h = n, so every
+                    sub-layer is ``x + f(x)`` and the sub-layers are exactly the Transformer's
+                    n attention and n FFN blocks, only reordered (equal parameters by
+                    construction).
+* ``sdu-gates``     the Transformer with sigmoid SDU gates on both fields of the bottom two
+                    layers (Highway Transformer); d_ff is shrunk so parameters match.
+
+Runs go to ``--runs DIR/<model>/seed<k>``; a finished run is skipped and an interrupted one is
+resumed, so the script can be restarted at any time. After every run ``results.json`` and the
+report (``--report``, default docs/results.md) and figure are rewritten from what has finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from splitnet import train as T  # noqa: E402
+
+SCALES = {
+    # d_model 64, 4 layers, context 128, 16 x 128 tokens per step, 800 steps = 1.64M bytes/run.
+    "cpu": dict(d_model=64, n_heads=4, n_layers=4, d_ff=256, context=128, batch_size=16,
+                steps=800, lr=2e-3, warmup=50, eval_every=100, eval_windows=128, sandwich_k=2),
+    # GPT-2-small-like width at 6 layers: 64 x 256 tokens per step, 5000 steps = 82M tokens.
+    "gpu": dict(d_model=384, n_heads=6, n_layers=6, d_ff=1536, context=256, batch_size=64,
+                steps=5000, lr=1e-3, warmup=200, eval_every=250, eval_windows=1024,
+                sandwich_k=2),
+}
+
+ORDER = ["transformer", "macaron", "strang-shared", "yoshida4-shared", "sandwich", "sdu-gates"]
+LABELS = {
+    "transformer": "Lie–Trotter (Transformer)",
+    "macaron": "Strang per-stage (Macaron)",
+    "strang-shared": "Strang shared",
+    "yoshida4-shared": "Yoshida4 shared",
+    "sandwich": "Sandwich pattern",
+    "sdu-gates": "Lie–Trotter + SDU gates (layers 0,1)",
+}
+
+
+def sandwich_pattern(n: int, k: int) -> str:
+    """s^k (sf)^(n-k) f^k (Press et al. 2020)."""
+    if not 0 < k < n:
+        raise ValueError(f"sandwich needs 0 < k < n, got k={k}, n={n}")
+    return "s" * k + "sf" * (n - k) + "f" * k
+
+
+def model_options(name: str, sc: dict) -> dict:
+    """The model flags of ``name`` at scale ``sc`` (d_ff of the gated model solved for
+    parameter parity)."""
+    base = dict(d_model=sc["d_model"], n_heads=sc["n_heads"], n_layers=sc["n_layers"],
+                d_ff=sc["d_ff"], scheme="lie-trotter", weights="shared", step_size=1.0,
+                gate=None, gate_layers=None)
+    if name == "transformer":
+        return base
+    if name == "macaron":
+        return {**base, "scheme": "strang", "weights": "per-stage"}
+    if name == "strang-shared":
+        return {**base, "scheme": "strang"}
+    if name == "yoshida4-shared":
+        return {**base, "scheme": "yoshida4"}
+    if name == "sandwich":
+        n = sc["n_layers"]
+        return {**base, "scheme": sandwich_pattern(n, sc["sandwich_k"]), "weights": "per-stage",
+                "n_layers": 1, "step_size": float(n)}
+    if name == "sdu-gates":
+        g = {**base, "gate": "sigmoid", "gate_layers": [0, 1]}
+        target = n_params(base, sc)
+        best = min(range(8, sc["d_ff"] + 1, 1 if sc["d_ff"] < 2048 else 8),
+                   key=lambda f: abs(n_params({**g, "d_ff": f}, sc) - target))
+        return {**g, "d_ff": best}
+    raise ValueError(f"unknown model {name!r}; available: {', '.join(ORDER)}")
+
+
+def n_params(opts: dict, sc: dict) -> int:
+    cfg = {**T.DEFAULTS, **opts, "context": sc["context"]}
+    return T.build_model(cfg).n_params()
+
+
+def cli_args(opts: dict, sc: dict, seed: int, out: Path, device: str, compile_: bool,
+             resume: bool, threads: int | None = None) -> list[str]:
+    a = ["--out", str(out), "--seed", str(seed), "--device", device,
+         "--steps", str(sc["steps"]), "--eval-every", str(sc["eval_every"]),
+         "--ckpt-every", str(sc["eval_every"]), "--no-progress"]
+    if resume:
+        a.append("--resume")
+    else:
+        a += ["--overwrite",
+              "--scheme", str(opts["scheme"]), "--weights", opts["weights"],
+              "--d-model", str(opts["d_model"]), "--n-heads", str(opts["n_heads"]),
+              "--n-layers", str(opts["n_layers"]), "--d-ff", str(opts["d_ff"]),
+              "--step-size", str(opts["step_size"]), "--context", str(sc["context"]),
+              "--batch-size", str(sc["batch_size"]), "--lr", str(sc["lr"]),
+              "--warmup", str(sc["warmup"]), "--eval-windows", str(sc["eval_windows"])]
+        if opts["gate"]:
+            a += ["--gate", opts["gate"], "--gate-layers",
+                  ",".join(str(i) for i in opts["gate_layers"])]
+    if compile_:
+        a.append("--compile")
+    if threads:
+        a += ["--threads", str(threads)]
+    return a
+
+
+def run_one(name, sc, seed, runs: Path, device, compile_, threads=None) -> dict:
+    """Train (or resume, or skip) one run; return its record from metrics.jsonl."""
+    import torch
+
+    out = runs / name / f"seed{seed}"
+    ck = out / T.CKPT
+    done_step = None
+    if ck.exists():
+        try:
+            done_step = torch.load(ck, map_location="cpu", weights_only=False)["step"]
+        except Exception:  # noqa: BLE001 - unreadable: start again
+            done_step = None
+    opts = model_options(name, sc)
+    wall = None
+    if done_step != sc["steps"]:
+        argv = cli_args(opts, sc, seed, out, device, compile_, resume=done_step is not None,
+                        threads=threads)
+        t0 = time.perf_counter()
+        summary = T.train(T.build_parser().parse_args(argv))
+        wall = time.perf_counter() - t0
+        if summary.get("signal"):
+            raise KeyboardInterrupt
+        (out / "wall.json").write_text(json.dumps({"wall_s": wall, "resumed": done_step}))
+    recs = T.read_metrics(out / T.METRICS)
+    if (out / "wall.json").exists():
+        wall = json.loads((out / "wall.json").read_text())["wall_s"]
+    val = [(r["step"], r["val_bpb"]) for r in recs if "val_bpb" in r]
+    train_curve = [(r["step"], r["bpb"]) for r in recs]
+    ms_step = float(np.median([r["tokens"] / r["step"] / r["tok_per_s"] * 1e3 for r in recs]))
+    return {"name": name, "seed": seed, "n_params": n_params(opts, sc), "options": opts,
+            "val_curve": val, "train_curve": train_curve, "final_val_bpb": val[-1][1],
+            "steps": recs[-1]["step"], "tokens": recs[-1]["tokens"], "wall_s": wall,
+            "median_ms_per_step": ms_step}
+
+
+# ----------------------------------------------------------------------------------------------
+# report
+
+def _mean_std(v):
+    v = np.asarray(v, dtype=float)
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
+
+
+def verdict(results, a: str, b: str, at=None) -> tuple[str, dict]:
+    """Does ``a`` reach a lower validation bpb than ``b``? Paired by seed (same data order).
+
+    ``at``: compare at this eval step instead of the last. Rule (stated in the report):
+    *supported* when a is lower for every paired seed and the mean paired difference exceeds two
+    standard errors; *weakly supported* when the mean favours a by more than one standard error;
+    *not supported* when the mean favours b by more than one standard error; else *inconclusive*.
+    """
+    def val_at(r):
+        if at is None:
+            return r["final_val_bpb"]
+        return dict((int(s), v) for s, v in r["val_curve"]).get(at)
+
+    ra = {r["seed"]: val_at(r) for r in results if r["name"] == a}
+    rb = {r["seed"]: val_at(r) for r in results if r["name"] == b}
+    seeds = sorted(s for s in set(ra) & set(rb) if ra[s] is not None and rb[s] is not None)
+    if len(seeds) < 2:
+        return "not enough paired seeds", {"n": len(seeds)}
+    d = np.array([ra[s] - rb[s] for s in seeds])
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    se = sd / math.sqrt(len(d))
+    info = {"n": len(seeds), "mean_diff": mean, "sd_diff": sd, "se": se,
+            "wins": int((d < 0).sum())}
+    if (d < 0).all() and -mean > 2 * se:
+        v = "supported"
+    elif -mean > se:
+        v = "weakly supported"
+    elif mean > se:
+        v = "not supported (the opposite holds)"
+    else:
+        v = "inconclusive (within seed noise)"
+    return v, info
+
+
+def plot(results, path: Path, sc: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors = dict(zip(ORDER, ["black", "tab:red", "tab:orange", "tab:purple", "tab:green",
+                              "tab:blue"]))
+    tok_per_step = sc["batch_size"] * sc["context"]
+    for name in ORDER:
+        rs = [r for r in results if r["name"] == name]
+        if not rs:
+            continue
+        steps = sorted({int(s) for r in rs for s, _ in r["val_curve"]})
+        common = [s for s in steps if all(s in dict(r["val_curve"]) for r in rs)]
+        vals = np.array([[dict(r["val_curve"])[s] for s in common] for r in rs])
+        x = np.array(common) * tok_per_step / 1e3
+        m = vals.mean(0)
+        lab = f"{LABELS[name]} (n={len(rs)})"
+        for ax in axes:
+            ax.plot(x, m, "o-", ms=3, color=colors[name], label=lab)
+            if len(rs) > 1:
+                s = vals.std(0, ddof=1)
+                ax.fill_between(x, m - s, m + s, color=colors[name], alpha=0.15)
+    axes[0].set_title("validation bits per byte (mean ± std over seeds)", fontsize=10)
+    axes[1].set_title("same, last half of training (zoom)", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("training tokens (thousands)")
+        ax.set_ylabel("validation bpb")
+        ax.grid(alpha=0.3)
+    # zoom: the second half of the curves
+    allv = [v for r in results for s, v in r["val_curve"] if s >= sc["steps"] / 2]
+    if allv:
+        axes[1].set_xlim(sc["steps"] / 2 * tok_per_step / 1e3 * 0.97,
+                         sc["steps"] * tok_per_step / 1e3 * 1.02)
+        axes[1].set_ylim(min(allv) - 0.03, max(allv) + 0.03)
+    axes[0].legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
+                 seeds: list[int], extra: str = "") -> None:
+    base = [r for r in results if r["name"] == "transformer"]
+    p0 = base[0]["n_params"] if base else None
+    lines = [f"<!-- generated by experiments/compare_schemes.py; table rewritten after every run "
+             f"-->", "", "## Comparison table", "",
+             f"Scale `{scale}`: d_model {sc['d_model']}, {sc['n_heads']} heads, "
+             f"{sc['n_layers']} layers (steps of the scheme), d_ff {sc['d_ff']}, context "
+             f"{sc['context']}, batch {sc['batch_size']} sequences, {sc['steps']} steps = "
+             f"{sc['steps'] * sc['batch_size'] * sc['context']:,} training bytes per run, AdamW "
+             f"lr {sc['lr']} (warmup {sc['warmup']}, cosine to 10%), validation on "
+             f"{sc['eval_windows']} fixed windows of the held-out stdlib files every "
+             f"{sc['eval_every']} steps. Seeds requested: {seeds}.", "",
+             f"Command: `{cmd}`", "",
+             "| model | pattern of one layer | params | Δ params | seeds done | final val bpb "
+             "(mean ± std) | per seed | median ms/step |",
+             "|---|---|---:|---:|---:|---|---|---:|"]
+    from splitnet.schemes import resolve
+    for name in ORDER:
+        rs = sorted((r for r in results if r["name"] == name), key=lambda r: r["seed"])
+        opts = model_options(name, sc)
+        pat = resolve(opts["scheme"]).pattern().replace(" ", "")
+        np_ = n_params(opts, sc)
+        dp = f"{100 * (np_ - p0) / p0:+.2f}%" if p0 else "?"
+        if rs:
+            m, s = _mean_std([r["final_val_bpb"] for r in rs])
+            ms = float(np.median([r["median_ms_per_step"] for r in rs]))
+            per = ", ".join(f"{r['final_val_bpb']:.4f}" for r in rs)
+            sd = f"{m:.4f} ± {s:.4f}" if len(rs) > 1 else f"{m:.4f} (one seed)"
+            lines.append(f"| {LABELS[name]} | `{pat}` | {np_:,} | {dp} | {len(rs)} | {sd} | "
+                         f"{per} | {ms:.0f} |")
+        else:
+            lines.append(f"| {LABELS[name]} | `{pat}` | {np_:,} | {dp} | 0 | not run | | |")
+    lines += ["", f"![validation curves]({fig.relative_to(path.parent).as_posix()})", "",
+              "## Verdicts (computed from the table)", "",
+              "Paired by seed (a seed fixes the batch sequence, so paired runs see the same "
+              "bytes). Rule: *supported* if the claimed winner is lower on every paired seed and "
+              "the mean paired difference exceeds 2 standard errors; *weakly supported* if the "
+              "mean favours it by more than 1 standard error; *not supported* if the mean "
+              "favours the other model by more than 1 standard error; otherwise "
+              "*inconclusive*. Δ = claimed winner − baseline (negative = claim holds).", ""]
+    mid = sc["steps"] // 4 // sc["eval_every"] * sc["eval_every"] or sc["eval_every"]
+    claims = [("Macaron beats the Transformer (Lu et al. 2019)", "macaron", "transformer", None),
+              ("Sandwich beats interleaving for LM (Press et al. 2020)", "sandwich",
+               "transformer", None),
+              (f"SDU gates speed convergence (Chai et al. 2020): val bpb at step {mid} "
+               f"(a quarter of training)", "sdu-gates", "transformer", mid),
+              ("SDU gates: final val bpb", "sdu-gates", "transformer", None),
+              ("Strang shared vs Transformer (same weights, more calls)", "strang-shared",
+               "transformer", None),
+              ("Yoshida4 shared vs Transformer", "yoshida4-shared", "transformer", None)]
+    lines += ["| claim | paired seeds | mean Δ bpb | sd of Δ | claimed winner lower on | "
+              "verdict |", "|---|---:|---:|---:|---:|---|"]
+    for text, a, b, at in claims:
+        v, info = verdict(results, a, b, at)
+        if info.get("n", 0) >= 2:
+            lines.append(f"| {text} | {info['n']} | {info['mean_diff']:+.4f} | "
+                         f"{info['sd_diff']:.4f} | {info['wins']}/{info['n']} | {v} |")
+        else:
+            lines.append(f"| {text} | {info.get('n', 0)} | | | | {v} |")
+    lines += ["", extra]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else ""
+    start, end = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
+    block = start + "\n" + "\n".join(lines).rstrip() + "\n" + end
+    if start in text and end in text:
+        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = (text.rstrip() + "\n\n" if text else "# Results\n\n") + block + "\n"
+    path.write_text(text)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    p.add_argument("--models", default=",".join(ORDER), help="comma-separated subset")
+    p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
+    p.add_argument("--runs", default=None, help="run directory (default runs/compare-SCALE)")
+    p.add_argument("--report", default="docs/results.md")
+    p.add_argument("--figure", default=None,
+                   help="figure path (default docs/figures/compare_SCALE.png)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads per run (1 is fastest on a shared 2-core machine: with 2 "
+                        "threads and other load, OpenMP waits made a step 8x slower); 0 = torch's "
+                        "default")
+    p.add_argument("--params-only", action="store_true",
+                   help="print the parameter counts and exit")
+    a = p.parse_args(argv)
+    sc = dict(SCALES[a.scale])
+    if a.steps:
+        sc["steps"] = a.steps
+    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    models = [m.strip() for m in a.models.split(",") if m.strip()]
+    for m in models:
+        if m not in ORDER:
+            p.error(f"unknown model {m!r}; available: {', '.join(ORDER)}")
+    p0 = n_params(model_options("transformer", sc), sc)
+    for m in ORDER:
+        o = model_options(m, sc)
+        n = n_params(o, sc)
+        print(f"{m:<16} params {n:>10,} ({100 * (n - p0) / p0:+.2f}%)  scheme {o['scheme']} "
+              f"weights {o['weights']} d_ff {o['d_ff']} layers {o['n_layers']} h {o['step_size']}",
+              flush=True)
+        if abs(n - p0) / p0 > 0.02:
+            raise SystemExit(f"{m}: parameter count off by more than 2%")
+    if a.params_only:
+        return 0
+    runs = Path(a.runs or f"runs/compare-{a.scale}")
+    fig = Path(a.figure or f"docs/figures/compare_{a.scale}.png")
+    report = Path(a.report)
+    cmd = "python experiments/compare_schemes.py " + " ".join(argv if argv is not None
+                                                             else sys.argv[1:])
+    res_path = runs / "results.json"
+    results = []
+    for seed in seeds:            # seed-major: a partial run has every model at seed 0 first
+        for m in models:
+            t0 = time.time()
+            print(f"[{time.strftime('%H:%M:%S')}] {m} seed {seed} ...", flush=True)
+            r = run_one(m, sc, seed, runs, a.device, a.compile, a.threads or None)
+            results = [x for x in results if (x["name"], x["seed"]) != (m, seed)] + [r]
+            res_path.parent.mkdir(parents=True, exist_ok=True)
+            res_path.write_text(json.dumps(results))
+            plot(results, fig, sc)
+            write_report(results, report, fig, sc, a.scale, cmd.strip(), seeds)
+            print(f"    val bpb {r['final_val_bpb']:.4f}  ({time.time() - t0:.0f} s)",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
