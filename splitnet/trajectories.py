@@ -453,7 +453,8 @@ def _legend_handles(has_path: bool, has_stages: bool):
     hs.append(Line2D([], [], color="0.3", marker="*", ms=11, ls="none", mec="k", mew=0.5,
                      label="end (last layer)"))
     if has_path:
-        hs.append(Line2D([], [], color="0.3", ls=":", lw=1.5, label="ODE path"))
+        hs.append(Line2D([], [], color="0.3", ls=":", lw=1.5, marker="x", ms=6, mew=1.5,
+                         markevery=[1], label="ODE path (x: its end)"))
     return hs
 
 
@@ -481,6 +482,7 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
     if show_path and traj.path is not None:
         zp = p.transform(traj.path)[..., :dim]
     cols = _colours(traj.n_tokens)
+    centre = z[-1].mean(axis=0)
     le = traj.layer_end
     has_stages = not le.all()
     for i in range(traj.n_tokens):
@@ -497,16 +499,22 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
         if zp is not None:
             ax.plot(*[zp[:, i, d] for d in range(dim)], color=c, ls=":", lw=1.5, alpha=0.9,
                     zorder=1)
+            ax.plot(*[zp[-1:, i, d] for d in range(dim)], color=c, marker="x", ms=6, mew=1.5,
+                    ls="none", zorder=1)
         if label_tokens:
             txt = _tok_text(traj, i)
             kw = {"fontsize": 10, "color": c, "fontweight": "bold", "zorder": 6,
                   "bbox": {"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
                            "alpha": 0.7}}
             if dim == 2:
-                ax.annotate(txt, (pts[0][-1], pts[1][-1]), xytext=(5, 4),
-                            textcoords="offset points", **kw)
+                # Push the label away from the centre of the end points: fewer overlaps.
+                v = z[-1, i] - centre
+                v = v / (np.linalg.norm(v) + 1e-12)
+                ax.annotate(txt, (pts[0][-1], pts[1][-1]), xytext=(14 * v[0], 12 * v[1]),
+                            textcoords="offset points", ha="center", va="center", **kw)
             else:
-                ax.text(*[q[-1] for q in pts], " " + txt, **kw)
+                kw.pop("bbox")     # a box in 3-D hides the markers behind it
+                ax.text(*[q[-1] for q in pts], "  " + txt, **kw)
     ev = p.explained_variance_ratio
     ax.set_xlabel(f"PC 1 ({100 * ev[0]:.0f}% of variance)")
     ax.set_ylabel(f"PC 2 ({100 * ev[1]:.0f}% of variance)")
@@ -517,11 +525,8 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
     ax.set_title(title if title is not None else _title(traj), fontsize=10)
     if legend:
         hs = _legend_handles(zp is not None, has_stages)
-        if dim == 2:
-            ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9,
-                      frameon=False)
-        else:
-            ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(0.0, 1.0), fontsize=8)
+        ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(1.01 if dim == 2 else 1.08, 1.0),
+                  fontsize=9, frameon=False)
     return ax
 
 
@@ -561,9 +566,12 @@ def plot_scheme_comparison(trajs: Mapping[str, Trajectories], out=None, joint: b
                              squeeze=False)
     proj = pca([t for _, t in items], 2) if joint else None
     for ax, (name, t) in zip(axes.flat, items):
-        plot_trajectories(t, ax=ax, projection=proj, legend=False,
-                          title=f"{name}: {len(t.states) // max(1, t.n_layers)} stages per layer, "
-                                f"h = {t.step_size:g}")
+        bits = [name, f"{len(t.states) // max(1, t.n_layers)} stages/layer"]
+        if "h =" not in name:
+            bits.append(f"h = {t.step_size:g}")
+        if t.path is not None:
+            bits.append(f"ODE gap {t.gap(relative=True)[-1]:.2f}")
+        plot_trajectories(t, ax=ax, projection=proj, legend=False, title=", ".join(bits))
         ax.title.set_fontsize(9)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
@@ -580,8 +588,12 @@ def plot_scheme_comparison(trajs: Mapping[str, Trajectories], out=None, joint: b
                                        not first.layer_end.all()),
                loc="lower center", ncol=5, fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, -0.01))
+    if any(t.path is not None for _, t in items):
+        note = ("ODE gap: RMS distance of the last layer's tokens to the ODE path, over the "
+                "distance the ODE moves them")
+        suptitle = f"{suptitle}\n{note}" if suptitle else note
     if suptitle:
-        fig.suptitle(suptitle, fontsize=11)
+        fig.suptitle(suptitle, fontsize=10)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     if out is not None:
         _save(fig, out)
