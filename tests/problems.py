@@ -66,7 +66,8 @@ class ClosedFormFlow(sn.flows.SubflowMethod):
     name, order, evals = "closed-form", None, None
 
     def __call__(self, f, t, x, dt):
-        f = getattr(f, "f", f)            # unwrap the library's input-checking wrapper
+        while not hasattr(f, "flow"):     # unwrap the library's checking / counting wrappers
+            f = f.f
         return f.flow(t, x, dt)
 
 
@@ -79,12 +80,17 @@ class Problem:
     t0: float = 0.0
 
     def exact(self, t1: float) -> torch.Tensor:
-        """The coupled flow at ``t1`` (closed form where available, else torchdiffeq)."""
-        if getattr(self, "_matrix", None) is not None:
-            a, b = self._matrix
-            return self.x0 @ torch.as_tensor(expm((t1 - self.t0) * (a + b))).T
-        return sn.reference_solution(self.diffusion, self.convection, self.x0,
-                                     torch.tensor([self.t0, t1], dtype=torch.float64))[-1]
+        """The coupled flow at ``t1`` (closed form where available, else torchdiffeq; cached)."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if t1 not in cache:
+            if getattr(self, "_matrix", None) is not None:
+                a, b = self._matrix
+                cache[t1] = self.x0 @ torch.as_tensor(expm((t1 - self.t0) * (a + b))).T
+            else:
+                cache[t1] = sn.reference_solution(
+                    self.diffusion, self.convection, self.x0,
+                    torch.tensor([self.t0, t1], dtype=torch.float64))[-1]
+        return cache[t1]
 
 
 def random_pair(dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
