@@ -143,6 +143,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-windows", type=int, default=None,
                    help="fixed validation windows per evaluation (default 256)")
     g.add_argument("--ckpt-every", type=int, default=100, help="checkpoint every N steps")
+    g.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                   help="save and exit after STEP steps, keeping the --steps schedule (for "
+                        "time-sliced jobs; continue with --resume)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     g.add_argument("--peak-tflops", type=float, default=None,
                    help="accelerator peak for MFU (default: dense bf16 of known GPUs)")
@@ -608,8 +611,12 @@ def _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_ma
                 flag = torch.tensor([0 if sig is None else int(sig)], device=device)
                 dist.all_reduce(flag, op=dist.ReduceOp.MAX)
                 sig = int(flag.item()) or None
-            if step % args.ckpt_every == 0 or step == cfg["steps"] or sig is not None:
+            pause = args.stop_at is not None and step >= args.stop_at
+            if step % args.ckpt_every == 0 or step == cfg["steps"] or sig is not None or pause:
                 save(step)
+            if pause and step < cfg["steps"]:
+                log(f"\nstopped at step {step} (--stop-at); continue with --resume")
+                break
             if sig is not None:
                 log(f"\nreceived signal {sig}: checkpoint saved at step {step} in {ckpt_path}; "
                     f"continue with --resume")
@@ -627,8 +634,10 @@ def _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_ma
                "signal": stop["sig"], "flops_per_token": fpt}
     if peak and summary["tok_per_s"]:
         summary["mfu"] = fpt * summary["tok_per_s"] / peak
-    if stop["sig"] is None:
-        log(f"done: step {step}, val bpb {last_val:.4f}, {summary['tok_per_s']:.0f} tokens/s"
+    if stop["sig"] is None and step == cfg["steps"]:
+        vb = f"{last_val:.4f}" if last_val is not None else "n/a (no step run)"
+        tps = f"{summary['tok_per_s']:.0f}" if tokens_done else "0"
+        log(f"done: step {step}, val bpb {vb}, {tps} tokens/s"
             + (f", MFU {summary['mfu']:.1%}" if "mfu" in summary else "")
             + f"; {out}/{{{CKPT},{METRICS},{PLOT}}}")
     return summary

@@ -1,0 +1,131 @@
+"""Byte-level corpus: stable split by file, position split, errors, step-seeded batches."""
+
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+from splitnet import data as D
+
+
+def _tree(tmp_path):
+    root = tmp_path / "lib"
+    for rel in ["os.py", "json/__init__.py", "json/decoder.py", "b/c.py", "z.py",
+                "site-packages/third/party.py", "notes.txt"] + [f"m/f{i}.py" for i in range(25)]:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"# {rel}\n" + "x = 1\n" * 40)
+    return root
+
+
+def test_encode_decode_roundtrip():
+    s = "héllo\n\tworld"
+    ids = D.encode(s)
+    assert ids.dtype == torch.long and int(ids.max()) < D.VOCAB_SIZE
+    assert len(ids) == len(s.encode("utf-8"))
+    assert D.decode(ids) == s
+
+
+def test_stdlib_files_sorted_and_skip_third_party(tmp_path):
+    files = D.stdlib_files(_tree(tmp_path))
+    rels = [r for r, _ in files]
+    assert rels == sorted(rels)
+    assert "site-packages/third/party.py" not in rels and "notes.txt" not in rels
+    assert set(rels) == {"os.py", "json/__init__.py", "json/decoder.py", "b/c.py", "z.py"} | {
+        f"m/f{i}.py" for i in range(25)}
+
+
+def test_split_rule_is_sha256_of_relative_path():
+    # Independent of Python's salted hash(): recompute the rule here.
+    names = [f"pkg{i}/mod{i}.py" for i in range(4000)]
+    for n in names[:50]:
+        h = int.from_bytes(hashlib.sha256(n.encode()).digest()[:8], "big")
+        assert D.is_val_file(n, 0.1) == (h % 1000 < 100)
+    frac = np.mean([D.is_val_file(n, 0.1) for n in names])
+    assert 0.08 < frac < 0.12
+
+
+def test_load_stdlib_split_by_file(tmp_path):
+    root = _tree(tmp_path)
+    c = D.load_stdlib(val_fraction=0.4, root=root)
+    ntr, nva = c.n_files
+    assert ntr + nva == 30 and ntr > 0 and nva > 0
+    val_files = [r for r, _ in D.stdlib_files(root) if D.is_val_file(r, 0.4)]
+    assert len(val_files) == nva
+    expected_val = b"".join((root / r).read_bytes() for r in val_files)
+    assert c.val.tobytes() == expected_val
+    again = D.load_stdlib(val_fraction=0.4, root=root)
+    assert np.array_equal(again.train, c.train)
+
+
+def test_default_corpus_is_the_running_stdlib():
+    c = D.load_stdlib()
+    assert len(c.train) > 1_000_000 and len(c.val) > 10_000
+    assert "stdlib" in c.source
+
+
+def test_load_text_split_by_position(tmp_path):
+    f = tmp_path / "t.txt"
+    f.write_bytes(bytes(range(256)) * 4)
+    c = D.load_text(f, val_fraction=0.25)
+    assert len(c.val) == 256 and c.val.tobytes() == bytes(range(256))
+    assert c.train.tobytes() + c.val.tobytes() == f.read_bytes()
+
+
+def test_errors(tmp_path):
+    with pytest.raises(ValueError, match="not found"):
+        D.load_text(tmp_path / "missing.txt")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(ValueError, match="empty"):
+        D.load_text(tmp_path / "empty.txt")
+    with pytest.raises(ValueError, match="not a file"):
+        D.load_text(tmp_path)
+    empty_root = tmp_path / "nolib"
+    empty_root.mkdir()
+    with pytest.raises(ValueError, match="empty"):
+        D.load_stdlib(root=empty_root)
+    with pytest.raises(ValueError, match="val_fraction"):
+        D.load_text(tmp_path / "empty.txt", val_fraction=1.5)
+    (tmp_path / "short.txt").write_bytes(b"a" * 100)
+    c = D.load_text(tmp_path / "short.txt", val_fraction=0.1)
+    with pytest.raises(ValueError, match="context"):
+        D.check_context(c, 64)      # the 10-byte val split cannot hold a 65-byte window
+    D.check_context(c, 8)
+
+
+def _corpus():
+    rng = np.random.default_rng(0)
+    arr = rng.integers(0, 256, 5000).astype(np.uint8)
+    return D.Corpus(arr[:4000], arr[4000:], "random")
+
+
+def test_batches_are_a_function_of_seed_and_step():
+    c = _corpus()
+    x1, y1 = D.train_batch(c, 7, 8, 16, seed=3)
+    x2, y2 = D.train_batch(c, 7, 8, 16, seed=3)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert x1.shape == (8, 16) and x1.dtype == torch.long
+    assert torch.equal(x1[:, 1:], y1[:, :-1])            # targets = inputs shifted by one
+    x3, _ = D.train_batch(c, 8, 8, 16, seed=3)
+    x4, _ = D.train_batch(c, 7, 8, 16, seed=4)
+    assert not torch.equal(x1, x3) and not torch.equal(x1, x4)
+
+
+def test_rank_blocks_concatenate_to_the_global_batch():
+    c = _corpus()
+    x, y = D.train_batch(c, 5, 8, 16, seed=0)
+    parts = [D.train_batch(c, 5, 8, 16, seed=0, rank=r, world_size=4) for r in range(4)]
+    assert torch.equal(torch.cat([p[0] for p in parts]), x)
+    assert torch.equal(torch.cat([p[1] for p in parts]), y)
+    with pytest.raises(ValueError, match="divisible"):
+        D.train_batch(c, 5, 6, 16, seed=0, world_size=4)
+
+
+def test_val_windows_fixed():
+    c = _corpus()
+    a = D.val_starts(c, 20, 16)
+    b = D.val_starts(c, 20, 16)
+    assert torch.equal(a, b) and len(a) == 20 and int(a.max()) <= len(c.val) - 16
+    n = sum(x.shape[0] for x, _ in D.val_batches(c, a, 6, 16))
+    assert n == 20

@@ -1,0 +1,235 @@
+"""splitnet train: learning, exact resume, kill -9 recovery, signals, NaN stop, bad input."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from splitnet import train as T
+
+TINY = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32",
+        "--batch-size", "8", "--warmup", "3", "--eval-windows", "16", "--threads", "1",
+        "--no-progress", "--no-plot"]
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    """A small, learnable corpus: repeated Python-like lines with some variety."""
+    p = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    lines = [f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n" for i in range(600)]
+    p.write_text("".join(lines))
+    return p
+
+
+def _args(*extra):
+    return T.build_parser().parse_args(list(extra))
+
+
+def _run(text, out, *extra):
+    return T.train(_args("--text", str(text), "--out", str(out), *TINY, *extra))
+
+
+def _losses(out):
+    return {r["step"]: r["loss"] for r in T.read_metrics(Path(out) / T.METRICS)}
+
+
+def test_loss_decreases(text, tmp_path):
+    s = _run(text, tmp_path / "a", "--steps", "40", "--lr", "3e-3", "--eval-every", "10")
+    recs = T.read_metrics(tmp_path / "a" / T.METRICS)
+    first = sum(r["loss"] for r in recs[:5]) / 5
+    last = sum(r["loss"] for r in recs[-5:]) / 5
+    assert last < first - 1.0, (first, last)
+    vals = [r["val_bpb"] for r in recs if "val_bpb" in r]
+    assert [r["step"] for r in recs if "val_bpb" in r] == [10, 20, 30, 40]
+    assert vals[-1] < vals[0]
+    assert all(math.isclose(r["bpb"], r["loss"] / math.log(2)) for r in recs)
+    assert s["step"] == 40 and s["val_bpb"] == vals[-1]
+    ck = torch.load(tmp_path / "a" / T.CKPT, weights_only=False)
+    assert ck["step"] == 40
+    for key in ("model", "optimizer", "scheduler", "rng", "model_config", "data"):
+        assert key in ck
+    assert set(ck["rng"]) >= {"python", "numpy", "torch"}
+
+
+def test_lr_schedule():
+    cfg = {"warmup": 10, "steps": 110, "min_lr_ratio": 0.1}
+    assert T.lr_at(0, cfg) == pytest.approx(0.1)
+    assert T.lr_at(9, cfg) == pytest.approx(1.0)
+    assert T.lr_at(60, cfg) == pytest.approx(0.55)           # half-way down the cosine
+    assert T.lr_at(110, cfg) == pytest.approx(0.1)
+    assert all(T.lr_at(s, cfg) >= T.lr_at(s + 1, cfg) for s in range(10, 110))
+
+
+def test_exact_resume(text, tmp_path):
+    """Stop at step 5 of 10 and resume: steps 6..10 equal an uninterrupted run, bit for bit
+    (dropout on, so the restored RNG state matters)."""
+    common = ["--steps", "10", "--dropout", "0.1", "--eval-every", "5", "--ckpt-every", "5"]
+    _run(text, tmp_path / "full", *common)
+    _run(text, tmp_path / "cut", *common, "--stop-at", "5")
+    assert max(_losses(tmp_path / "cut")) == 5
+    T.train(_args("--out", str(tmp_path / "cut"), "--resume", "--no-progress", "--no-plot",
+                  "--threads", "1"))
+    a, b = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert sorted(a) == sorted(b) == list(range(1, 11))
+    for s in range(6, 11):
+        assert a[s] == b[s], (s, a[s], b[s])
+    wa = torch.load(tmp_path / "full" / T.CKPT, weights_only=False)["model"]
+    wb = torch.load(tmp_path / "cut" / T.CKPT, weights_only=False)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_resume_extends_steps(text, tmp_path):
+    _run(text, tmp_path / "r", "--steps", "6", "--eval-every", "3")
+    s = T.train(_args("--out", str(tmp_path / "r"), "--resume", "--steps", "9", "--no-progress",
+                      "--no-plot", "--threads", "1", "--eval-every", "3"))
+    assert s["step"] == 9
+    assert sorted(_losses(tmp_path / "r")) == list(range(1, 10))
+
+
+def _spawn(text, out, *extra):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "splitnet.train", "--text", str(text), "--out", str(out), *TINY,
+         *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def _wait_for_step(out, step, proc, timeout=90, need_ckpt=True):
+    t0 = time.time()
+    path = Path(out) / T.METRICS
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"trainer exited early: {proc.stderr.read().decode()[-2000:]}")
+        if path.exists():
+            lines = path.read_text().splitlines()
+            if len(lines) >= step and (not need_ckpt or (Path(out) / T.CKPT).exists()):
+                return
+        time.sleep(0.05)
+    raise AssertionError("trainer too slow")
+
+
+def test_kill9_then_resume(text, tmp_path):
+    out = tmp_path / "k"
+    proc = _spawn(text, out, "--steps", "100000", "--ckpt-every", "4", "--eval-every", "1000")
+    try:
+        _wait_for_step(out, 10, proc)
+    finally:
+        proc.kill()                                  # SIGKILL: no handler runs
+        proc.wait()
+    ck_step = torch.load(out / T.CKPT, weights_only=False)["step"]
+    assert ck_step >= 8 and ck_step % 4 == 0
+    assert not list(out.glob("*.tmp*"))              # no half-written checkpoint left behind
+    s = T.train(_args("--out", str(out), "--resume", "--steps", str(ck_step + 3),
+                      "--no-progress", "--no-plot", "--threads", "1"))
+    assert s["step"] == ck_step + 3
+    lines = (out / T.METRICS).read_text().splitlines()
+    recs = [json.loads(x) for x in lines]           # every line is valid JSON
+    assert [r["step"] for r in recs] == list(range(1, ck_step + 4))
+
+
+def test_sigterm_saves_checkpoint(text, tmp_path):
+    out = tmp_path / "t"
+    proc = _spawn(text, out, "--steps", "100000", "--ckpt-every", "1000", "--eval-every", "1000")
+    try:
+        _wait_for_step(out, 3, proc, need_ckpt=False)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
+    ck = torch.load(out / T.CKPT, weights_only=False)
+    last = T.read_metrics(out / T.METRICS)[-1]["step"]
+    assert ck["step"] == last >= 3
+
+
+def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys):
+    real = T.F.cross_entropy
+    calls = {"n": 0}
+
+    def poisoned(*a, **k):
+        calls["n"] += 1
+        out = real(*a, **k)
+        return out * float("nan") if calls["n"] > 5 else out   # the 6th training step
+
+    monkeypatch.setattr(T.F, "cross_entropy", poisoned)
+    out = tmp_path / "n"
+    rc = T.run_cli(_args("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
+                         "--ckpt-every", "2", "--eval-every", "1000"))
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "non-finite training loss" in err and "step 6" in err
+    ck = torch.load(out / T.CKPT, weights_only=False)
+    assert ck["step"] == 4                          # last good checkpoint untouched
+    assert all(torch.isfinite(v).all() for v in ck["model"].values())
+
+
+def test_bad_inputs(text, tmp_path, capsys):
+    def err(*a):
+        rc = T.run_cli(_args(*TINY, *a))
+        assert rc == 2
+        return capsys.readouterr().err
+
+    assert "not found" in err("--text", str(tmp_path / "missing.txt"), "--out", str(tmp_path))
+    (tmp_path / "empty.txt").write_text("")
+    assert "empty" in err("--text", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "e"))
+    (tmp_path / "short.txt").write_text("x" * 300)
+    assert "context" in err("--text", str(tmp_path / "short.txt"), "--out", str(tmp_path / "s"),
+                            "--context", "64")
+    assert "no checkpoint" in err("--out", str(tmp_path / "none"), "--resume")
+
+    out = tmp_path / "ok"
+    _run(text, out, "--steps", "2")
+    assert "already exists" in err("--text", str(text), "--out", str(out), "--steps", "2")
+    msg = err("--out", str(out), "--resume", "--d-model", "48")
+    assert "incompatible checkpoint" in msg and "d_model" in msg
+    msg = err("--out", str(out), "--resume", "--context", "64")   # beyond the model's max_len
+    assert "incompatible checkpoint" in msg and "context" in msg
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / T.CKPT).write_bytes(b"not a checkpoint")
+    assert "incompatible checkpoint" in err("--out", str(bad), "--resume")
+    torch.save({"foo": 1}, bad / T.CKPT)
+    assert "incompatible checkpoint" in err("--out", str(bad), "--resume")
+    assert "divisible" in err("--text", str(text), "--out", str(tmp_path / "d"),
+                              "--grad-accum", "3")
+    with pytest.raises(ValueError, match="max_len"):
+        from splitnet.models import from_config
+        ck = torch.load(out / T.CKPT, weights_only=False)
+        from_config(ck["model_config"])(torch.zeros(1, 64, dtype=torch.long))
+
+
+def test_truncate_metrics_drops_later_and_torn_lines(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 8))
+                 + '{"step": 8, "lo')
+    assert T.truncate_metrics(p, 5) == 5
+    assert [r["step"] for r in T.read_metrics(p)] == [1, 2, 3, 4, 5]
+
+
+def test_cli_default_corpus(tmp_path):
+    """The acceptance command on the default (stdlib) corpus, then --resume to 30."""
+    from splitnet.cli import main
+    out = tmp_path / "cli"
+    assert main(["train", "--steps", "20", "--out", str(out), "--device", "cpu",
+                 "--threads", "1", "--eval-windows", "64", "--no-progress"]) == 0
+    for f in (T.CKPT, T.METRICS, T.PLOT):
+        assert (out / f).is_file()
+    assert main(["train", "--resume", "--steps", "30", "--out", str(out), "--threads", "1",
+                 "--no-progress"]) == 0
+    recs = T.read_metrics(out / T.METRICS)
+    assert [r["step"] for r in recs] == list(range(1, 31))
+    assert torch.load(out / T.CKPT, weights_only=False)["step"] == 30
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_bf16_run(text, tmp_path):
+    s = _run(text, tmp_path / "g", "--steps", "5", "--device", "cuda")
+    assert s["step"] == 5 and math.isfinite(s["val_bpb"])
