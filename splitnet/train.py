@@ -53,12 +53,13 @@ MODEL_KEYS = ("scheme", "weights", "d_model", "n_heads", "n_layers", "d_ff", "co
               "step_size", "gate", "gate_layers", "dropout", "method", "activation")
 RUN_KEYS = ("text", "val_fraction", "batch_size", "grad_accum", "lr", "min_lr_ratio", "warmup",
             "weight_decay", "beta1", "beta2", "clip", "seed", "eval_windows")
-DEFAULTS = dict(
-    scheme="lie-trotter", weights="shared", d_model=128, n_heads=4, n_layers=4, d_ff=None,
-    context=128, step_size=1.0, gate=None, gate_layers=None, dropout=0.0, method="euler",
-    activation="gelu", text=None, val_fraction=0.05, batch_size=16, grad_accum=1, lr=2e-3,
-    min_lr_ratio=0.1, warmup=50, weight_decay=0.1, beta1=0.9, beta2=0.99, clip=1.0, seed=0,
-    eval_windows=256)
+DEFAULTS = {
+    "scheme": "lie-trotter", "weights": "shared", "d_model": 128, "n_heads": 4, "n_layers": 4,
+    "d_ff": None, "context": 128, "step_size": 1.0, "gate": None, "gate_layers": None,
+    "dropout": 0.0, "method": "euler", "activation": "gelu", "text": None, "val_fraction": 0.05,
+    "batch_size": 16, "grad_accum": 1, "lr": 2e-3, "min_lr_ratio": 0.1, "warmup": 50,
+    "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "clip": 1.0, "seed": 0,
+    "eval_windows": 256}
 DEFAULT_STEPS = 600
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
@@ -88,7 +89,6 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         f"{DEFAULT_STEPS} steps (about 10 minutes on 2 CPU cores; ~1.2M training bytes). "
         "Writes checkpoint.pt, metrics.jsonl and loss.png to --out. Multi-GPU / multi-node: "
         "torchrun --nproc_per_node=N -m splitnet.train ...")
-    p.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     g = p.add_argument_group("data")
     g.add_argument("--text", default=None, metavar="FILE",
                    help="train on this file (split by position) instead of the stdlib corpus")
@@ -120,7 +120,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "checkpoint's total)")
     g.add_argument("--batch-size", type=int, default=None,
                    help="global sequences per optimiser step (default 16)")
-    g.add_argument("--grad-accum", type=int, default=None, help="micro-batches per step (default 1)")
+    g.add_argument("--grad-accum", type=int, default=None,
+                   help="micro-batches per step (default 1)")
     g.add_argument("--lr", type=float, default=None, help="peak learning rate (default 2e-3)")
     g.add_argument("--min-lr-ratio", type=float, default=None,
                    help="cosine floor as a fraction of --lr (default 0.1)")
@@ -131,18 +132,19 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g.add_argument("--clip", type=float, default=None, help="grad-norm clip, 0 = off (default 1)")
     g.add_argument("--seed", type=int, default=None, help="seed of weights and batches (default 0)")
     g = p.add_argument_group("run")
-    g.add_argument("--out", default="runs/train", help="output directory")
+    g.add_argument("--out", default="runs/train", help="output directory (default runs/train)")
     g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     g.add_argument("--overwrite", action="store_true",
                    help="start afresh even if OUT already holds a checkpoint")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                   help="auto = cuda when available")
+                   help="auto (default) = cuda when available")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--no-amp", action="store_true", help="on CUDA: float32 instead of bf16 autocast")
-    g.add_argument("--eval-every", type=int, default=100, help="validation every N steps")
+    g.add_argument("--no-amp", action="store_true",
+                   help="on CUDA: float32 instead of bf16 autocast")
+    g.add_argument("--eval-every", type=int, default=100, help="validation every N steps (default 100)")
     g.add_argument("--eval-windows", type=int, default=None,
                    help="fixed validation windows per evaluation (default 256)")
-    g.add_argument("--ckpt-every", type=int, default=100, help="checkpoint every N steps")
+    g.add_argument("--ckpt-every", type=int, default=100, help="checkpoint every N steps (default 100)")
     g.add_argument("--stop-at", type=int, default=None, metavar="STEP",
                    help="save and exit after STEP steps, keeping the --steps schedule (for "
                         "time-sliced jobs; continue with --resume)")
@@ -291,7 +293,7 @@ def load_checkpoint(path: Path) -> dict:
         raise ValueError(f"--resume: no checkpoint at {path}")
     try:
         ck = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means an unusable file
+    except Exception as e:
         raise ValueError(f"incompatible checkpoint {path}: cannot be read ({e})") from e
     if not isinstance(ck, dict) or ck.get("version") != CKPT_VERSION or "model" not in ck:
         raise ValueError(f"incompatible checkpoint {path}: not a splitnet train checkpoint "
@@ -541,7 +543,7 @@ def _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_ma
     from tqdm.auto import tqdm
     bar = tqdm(total=cfg["steps"], initial=step, disable=not is_main or args.no_progress,
                unit="step", dynamic_ncols=True, file=sys.stderr)
-    mf = open(metrics_path, "a") if is_main else None
+    mf = open(metrics_path, "a") if is_main else None  # noqa: SIM115 - closed in finally
     last_val = None
     t_run = time.perf_counter()
     tokens_done = 0

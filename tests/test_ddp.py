@@ -28,7 +28,7 @@ def test_two_gloo_processes_match_one(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "splitnet.train", "--text", str(text), "--out", str(two), *OPTS]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "world=2" in res.stderr
     a = T.read_metrics(one / T.METRICS)
