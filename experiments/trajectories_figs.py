@@ -5,7 +5,8 @@
 
 Writes (prefix traj_):
   random.png, random_clustering.png, random_compare.png, random_step_sizes.png
-  trained.png, trained_3d.png, trained_clustering.png, trained_compare.png, trained.gif
+  trained.png, trained_local.png, trained_late.png, trained_3d.png, trained_clustering.png,
+  trained_compare.png, trained.gif
 and prints the numbers quoted in the docs (mean cosine, effective rank, ODE gap per layer).
 
 The random model has the architecture of ``splitnet train``'s default run (d_model 128, 4 heads,
@@ -112,6 +113,13 @@ def main(argv=None) -> int:
         tt = trajs["lie-trotter"] if trained.scheme.name == "lie-trotter" else \
             tr.collect(trained, args.text, continuous=True)
         tr.save_trajectory_plot(tt, out / "traj_trained_3d.png", dim=3, text=args.text)
+        # Local view: the ODE restarted from the network's input at every layer; then the
+        # same without layer 1, whose jump dominates the picture.
+        loc = tr.collect(trained, args.text, continuous=True, restart=True)
+        tr.save_trajectory_plot(loc, out / "traj_trained_local.png", text=args.text)
+        tr.save_trajectory_plot(loc.since(1), out / "traj_trained_late.png", text=args.text)
+        norms = tt.states.norm(dim=-1).mean(dim=-1)
+        print("trained: mean token norm per point:", np.round(norms.numpy(), 2))
         tr.plot_clustering({"trained": tt, "random init": rt},
                            out / "traj_trained_clustering.png")
     else:

@@ -140,6 +140,31 @@ class Trajectories:
         """States at the layer boundaries ``t = k h``, k = 0..n_layers: (n_layers + 1, T, D)."""
         return self.states[torch.as_tensor(self.layer_end)]
 
+    @property
+    def first_layer(self) -> int:
+        """Layer boundary of the first point: 0 (the embedding) unless cut by :meth:`since`."""
+        return int(self.layer[0]) + 1
+
+    def since(self, k: int) -> "Trajectories":
+        """The part from the layer boundary ``t = k h`` on (``k = 0``: everything), e.g. to look
+        at the later layers once a first layer's large jump would dominate the picture."""
+        n_bound = int(self.layer_end.sum())
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < n_bound - 1:
+            raise ValueError(f"layer boundary must be an int in 0..{n_bound - 2}, got {k!r}")
+        i0 = int(np.flatnonzero(self.layer_end)[k])
+        path = path_times = None
+        if self.path is not None:
+            n = (self.path.shape[0] - 1) // self.n_layers
+            j0 = (k - self.first_layer) * n
+            path, path_times = self.path[j0:], self.path_times[j0:]
+        return Trajectories(
+            states=self.states[i0:], times=self.times[i0:], layer=self.layer[i0:],
+            stage=self.stage[i0:], fields=self.fields[i0:], layer_end=self.layer_end[i0:],
+            tokens=self.tokens, labels=self.labels, step_size=self.step_size,
+            n_layers=self.n_layers - (k - self.first_layer), scheme=self.scheme,
+            weights=self.weights, method=self.method, path=path, path_times=path_times,
+            path_restart=self.path_restart, meta=dict(self.meta))
+
     def path_at_layers(self) -> torch.Tensor:
         """The ODE path at ``t = k h``: (n_layers + 1, T, D)."""
         if self.path is None:
@@ -437,15 +462,19 @@ def _tok_text(traj: Trajectories, i: int) -> str:
 
 
 def _title(traj: Trajectories) -> str:
-    return (f"{traj.scheme} ({traj.weights}, {traj.method}), h = {traj.step_size:g}, "
-            f"{traj.n_layers} layers")
+    k0 = traj.first_layer
+    which = f"{traj.n_layers} layers" if k0 == 0 else \
+        f"layers {k0 + 1}\u2013{k0 + traj.n_layers} of {k0 + traj.n_layers}"
+    return f"{traj.scheme} ({traj.weights}, {traj.method}), h = {traj.step_size:g}, {which}"
 
 
-def _legend_handles(has_path: bool, has_stages: bool):
+def _legend_handles(has_path: bool, has_stages: bool, first_layer: int = 0,
+                    restart: bool = False):
     from matplotlib.lines import Line2D
 
+    where = "embedding" if first_layer == 0 else f"after layer {first_layer}"
     hs = [Line2D([], [], color="0.3", marker="s", ms=7, ls="none", mfc="white", mew=1.5,
-                 label="start (embedding)"),
+                 label=f"start ({where})"),
           Line2D([], [], color="0.3", marker="o", ms=5, ls="-", lw=1.2, label="after a layer")]
     if has_stages:
         hs.append(Line2D([], [], color="0.3", marker=".", ms=4, ls="none",
@@ -454,7 +483,8 @@ def _legend_handles(has_path: bool, has_stages: bool):
                      label="end (last layer)"))
     if has_path:
         hs.append(Line2D([], [], color="0.3", ls=":", lw=1.5, marker="x", ms=6, mew=1.5,
-                         markevery=[1], label="ODE path (x: its end)"))
+                         label="ODE path (x: its end)" if not restart else
+                         "ODE from each layer's input\n(x: exact flow of the layer)"))
     return hs
 
 
@@ -481,6 +511,16 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
     zp = None
     if show_path and traj.path is not None:
         zp = p.transform(traj.path)[..., :dim]
+    pieces = []
+    if zp is not None:
+        if traj.path_restart:
+            # One piece per layer, from the network's state at its start (local comparison):
+            # each x is where the exact flow of that layer's ODE would have put the token.
+            n = (zp.shape[0] - 1) // traj.n_layers
+            zl = z[traj.layer_end]
+            pieces = [(j, slice(j * n + 1, (j + 1) * n + 1)) for j in range(traj.n_layers)]
+        else:
+            pieces = [slice(None)]
     cols = _colours(traj.n_tokens)
     centre = z[-1].mean(axis=0)
     le = traj.layer_end
@@ -497,10 +537,13 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
         ax.plot(*[q[-1:] for q in pts], color=c, marker="*", ms=12, ls="none", mec="k",
                 mew=0.5, zorder=5)
         if zp is not None:
-            ax.plot(*[zp[:, i, d] for d in range(dim)], color=c, ls=":", lw=1.5, alpha=0.9,
-                    zorder=1)
-            ax.plot(*[zp[-1:, i, d] for d in range(dim)], color=c, marker="x", ms=6, mew=1.5,
-                    ls="none", zorder=1)
+            for piece in pieces:
+                q = zp[piece, i] if not isinstance(piece, tuple) else \
+                    np.concatenate([zl[piece[0]][None, i], zp[piece[1], i]])
+                ax.plot(*[q[:, d] for d in range(dim)], color=c, ls=":", lw=1.5, alpha=0.9,
+                        zorder=1)
+                ax.plot(*[q[-1:, d] for d in range(dim)], color=c, marker="x", ms=6, mew=1.5,
+                        ls="none", zorder=1)
         if label_tokens:
             txt = _tok_text(traj, i)
             kw = {"fontsize": 10, "color": c, "fontweight": "bold", "zorder": 6,
@@ -524,7 +567,7 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
         ax.grid(alpha=0.3)
     ax.set_title(title if title is not None else _title(traj), fontsize=10)
     if legend:
-        hs = _legend_handles(zp is not None, has_stages)
+        hs = _legend_handles(zp is not None, has_stages, traj.first_layer, traj.path_restart)
         ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(1.01 if dim == 2 else 1.08, 1.0),
                   fontsize=9, frameon=False)
     return ax
@@ -585,7 +628,8 @@ def plot_scheme_comparison(trajs: Mapping[str, Trajectories], out=None, joint: b
             ax.set_ylim(lim_y)
     first = items[0][1]
     fig.legend(handles=_legend_handles(any(t.path is not None for _, t in items),
-                                       not first.layer_end.all()),
+                                       not first.layer_end.all(), first.first_layer,
+                                       first.path_restart),
                loc="lower center", ncol=5, fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, -0.01))
     if any(t.path is not None for _, t in items):
@@ -786,6 +830,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart", action="store_true",
                         help="restart the ODE path from the network at every layer (local "
                              "comparison) instead of one path from the embedding")
+    parser.add_argument("--from-layer", type=int, default=0, metavar="K",
+                        help="plot from the output of layer K on (PCA fitted on those states); "
+                             "default 0 = from the embedding")
     parser.add_argument("--points-per-layer", type=int, default=16,
                         help="ODE path points per layer (default 16)")
     g = parser.add_argument_group("fresh model (no --checkpoint)")
@@ -821,8 +868,9 @@ def run(args) -> dict:
     idx = encode(args.text)
     traj = collect(model, idx, per_stage=not args.per_layer, continuous=not args.no_ode,
                    points_per_layer=args.points_per_layer, restart=args.restart)
-    written = {"png": save_trajectory_plot(traj, args.out, dim=3 if args.three_d else 2,
-                                           text=args.text)}
+    written = {"png": save_trajectory_plot(traj.since(args.from_layer) if args.from_layer
+                                           else traj, args.out,
+                                           dim=3 if args.three_d else 2, text=args.text)}
     cl = clustering(traj)
     print(f"model: {origin}; scheme {traj.scheme} ({traj.weights}, {traj.method}), "
           f"h = {traj.step_size:g}, {traj.n_layers} layers, d_model {model.d_model}")

@@ -253,3 +253,26 @@ def test_cli_bad_input(tmp_path, capsys, argv, msg):
     err = capsys.readouterr().err
     assert msg in err and err.startswith("splitnet trajectories: error:")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_since_cuts_at_a_layer_boundary_and_restart_path_starts_from_network(tmp_path):
+    m = small_model("strang", step_size=0.5)
+    t = tr.collect(m, TEXT, continuous=True, points_per_layer=3, restart=True)
+    late = t.since(1)
+    assert late.first_layer == 1 and late.n_layers == 2
+    assert torch.equal(late.states[0], t.layer_states()[1])
+    assert torch.equal(late.layer_states(), t.layer_states()[1:])
+    assert torch.equal(late.path_at_layers(), t.path_at_layers()[1:])
+    np.testing.assert_allclose(late.gap(), t.gap()[1:])
+    # restart=True: every layer's piece starts from the network, so its first inner point is
+    # one small ODE step away from the network state, not from the previous piece's end.
+    n = 3
+    for k in range(3):
+        first = t.path[k * n + 1]
+        assert (first - t.layer_states()[k]).norm() < (first - t.layer_states()[k + 1]).norm()
+    with pytest.raises(ValueError, match="layer boundary"):
+        t.since(3)
+    ax = tr.plot_trajectories(late)
+    assert "layers 2\u20133 of 3" in ax.get_title()
+    import matplotlib.pyplot as plt
+    plt.close(ax.figure)
