@@ -646,8 +646,9 @@ def plot_scheme_comparison(trajs: Mapping[str, Trajectories], out=None, joint: b
 
 def plot_clustering(trajs: Trajectories | Mapping[str, Trajectories], out=None, bins: int = 40):
     """Clustering against depth: mean pairwise cosine and effective rank at every layer boundary
-    (one line per entry of ``trajs``), and a per-layer histogram of the pairwise cosines of the
-    first entry (rows: layers, colour: fraction of pairs). Returns the figure."""
+    (one line per entry of ``trajs``), and per entry a per-layer histogram of the pairwise
+    cosines (rows: layers, colour: fraction of pairs). One entry: one row of three panels;
+    several: the two curves on top, one histogram per entry below. Returns the figure."""
     import matplotlib.pyplot as plt
 
     if isinstance(trajs, Trajectories):
@@ -656,34 +657,43 @@ def plot_clustering(trajs: Trajectories | Mapping[str, Trajectories], out=None, 
         raise ValueError("no trajectories to plot")
     items = list(trajs.items())
     cl = {name: clustering(t) for name, t in items}
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2),
-                             gridspec_kw={"width_ratios": [1, 1, 1.25]})
+    n = len(items)
+    if n == 1:
+        fig, axs = plt.subplots(1, 3, figsize=(14, 4.2),
+                                gridspec_kw={"width_ratios": [1, 1, 1.25]})
+        curves, hists = axs[:2], axs[2:]
+    else:
+        fig = plt.figure(figsize=(max(11, 5.5 * n), 8.4))
+        gs = fig.add_gridspec(2, 2 * n)
+        curves = [fig.add_subplot(gs[0, :n]), fig.add_subplot(gs[0, n:])]
+        hists = [fig.add_subplot(gs[1, 2 * i:2 * i + 2]) for i in range(n)]
     for name, c in cl.items():
         depth = np.arange(len(c.times))
-        axes[0].plot(depth, c.mean_cosine, marker="o", ms=4, label=name)
-        axes[1].plot(depth, c.effective_rank, marker="o", ms=4, label=name)
+        curves[0].plot(depth, c.mean_cosine, marker="o", ms=4, label=name)
+        curves[1].plot(depth, c.effective_rank, marker="o", ms=4, label=name)
     T = items[0][1].n_tokens
-    axes[0].set_xlabel("layer (0 = embedding)")
-    axes[0].set_ylabel("mean pairwise cosine similarity")
-    axes[0].set_title("token directions align as cosine \u2192 1", fontsize=10)
-    axes[1].set_xlabel("layer (0 = embedding)")
-    axes[1].set_ylabel(f"effective rank of the {T} unit tokens")
-    axes[1].set_title("clustered cloud \u2192 effective rank 1", fontsize=10)
-    for ax in axes[:2]:
+    curves[0].set_ylabel("mean pairwise cosine similarity")
+    curves[0].set_title("token directions align as cosine \u2192 1", fontsize=10)
+    curves[1].set_ylabel(f"effective rank of the {T} unit tokens")
+    curves[1].set_title("clustered cloud \u2192 effective rank 1", fontsize=10)
+    for ax in curves:
+        ax.set_xlabel("layer (0 = embedding)")
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    if len(items) > 1:
-        axes[0].legend(fontsize=8, loc="best")
-    name0, c0 = next(iter(cl.items()))
+    if n > 1:
+        curves[0].legend(fontsize=9, loc="best")
     edges = np.linspace(-1, 1, bins + 1)
-    H = np.stack([np.histogram(c, bins=edges)[0] / len(c) for c in c0.cosines])
-    im = axes[2].imshow(H, aspect="auto", origin="lower", cmap="magma_r",
-                        extent=(-1, 1, -0.5, len(H) - 0.5), interpolation="nearest")
-    axes[2].set_xlabel("pairwise cosine similarity")
-    axes[2].set_ylabel("layer (0 = embedding)")
-    axes[2].set_title(f"histogram of pairwise cosines per layer ({name0})", fontsize=10)
-    axes[2].yaxis.get_major_locator().set_params(integer=True)
-    fig.colorbar(im, ax=axes[2], label="fraction of token pairs")
+    Hs = [np.stack([np.histogram(c, bins=edges)[0] / len(c) for c in cc.cosines])
+          for cc in cl.values()]
+    vmax = max(float(H.max()) for H in Hs)       # one colour scale for all panels
+    for ax, (name, _), H in zip(hists, items, Hs):
+        im = ax.imshow(H, aspect="auto", origin="lower", cmap="magma_r", vmin=0, vmax=vmax,
+                       extent=(-1, 1, -0.5, len(H) - 0.5), interpolation="nearest")
+        ax.set_xlabel("pairwise cosine similarity")
+        ax.set_ylabel("layer (0 = embedding)")
+        ax.set_title(f"pairwise cosines per layer: {name}", fontsize=10)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        fig.colorbar(im, ax=ax, label="fraction of token pairs")
     fig.tight_layout()
     if out is not None:
         _save(fig, out)
@@ -711,8 +721,8 @@ def animate(traj: Trajectories, out, fps: int = 3, dpi: int = 80, tail: int = 4)
     ax.grid(alpha=0.3)
     lines = [ax.plot([], [], color=c, lw=1.2)[0] for c in cols]
     dots = [ax.plot([], [], color=c, marker="o", ms=6, ls="none")[0] for c in cols]
-    texts = [ax.text(0, 0, _tok_text(traj, i), color=cols[i], fontsize=9, fontweight="bold")
-             for i in range(traj.n_tokens)]
+    texts = [ax.text(0, 0, " " + _tok_text(traj, i), color=cols[i], fontsize=12,
+                     fontweight="bold") for i in range(traj.n_tokens)]
 
     def frame(j):
         a = max(0, j - tail)
