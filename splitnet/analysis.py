@@ -14,17 +14,23 @@ Conventions (see ``docs/theory.md``):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from .check import fit_slope
-from .flows import (CountingField, check_state, check_step_size, default_tolerances, get_method,
-                    n_steps_for)
-from .schemes import CONVECTION, DIFFUSION, SplittingScheme, resolve
-
+from .flows import (
+    CountingField,
+    _small_problem_threads,
+    check_state,
+    check_step_size,
+    default_tolerances,
+    get_method,
+    n_steps_for,
+)
+from .schemes import CONVECTION, DIFFUSION, resolve
 
 # ---------------------------------------------------------------------------------------------
 # Reference
@@ -59,21 +65,46 @@ def reference_solution(diffusion, convection, x0, times, rtol: float | None = No
     def rhs(t, x):
         return diffusion(t, x) + convection(t, x)
 
-    return odeint(rhs, x0, times, rtol=rtol or r, atol=atol or a, method=solver)
+    with _small_problem_threads(x0):
+        return odeint(rhs, x0, times, rtol=rtol or r, atol=atol or a, method=solver)
 
 
 # ---------------------------------------------------------------------------------------------
 # Lie bracket
 
-def lie_bracket(F, G, x: torch.Tensor, t: float = 0.0) -> torch.Tensor:
-    """``[F, G](x) = F'(x) G(x) - G'(x) F(x)``, by two Jacobian–vector products
-    (``torch.func.jvp``; no Jacobian is formed)."""
+def _jvp(f, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``f'(x) v`` by forward-mode AD. CPU scaled-dot-product attention kernels have no
+    forward-mode derivative, so on NotImplementedError it retries with the math kernel (the
+    same function, composed of differentiable ops), then by double backward."""
     from torch.func import jvp
 
+    try:
+        return jvp(f, (x,), (v,))[1]
+    except NotImplementedError:
+        pass
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.MATH]):
+            return jvp(f, (x,), (v,))[1]
+    except (NotImplementedError, ImportError, RuntimeError):
+        return torch.autograd.functional.jvp(f, x, v)[1]
+
+
+def lie_bracket(F, G, x: torch.Tensor, t: float = 0.0) -> torch.Tensor:
+    """``[F, G](x) = F'(x) G(x) - G'(x) F(x)``, by two Jacobian–vector products
+    (``torch.func.jvp``; no Jacobian is formed).
+
+    Sign convention: for Lie–Trotter with F applied first,
+    ``exact(h) - scheme(h) = (h^2/2) [F, G](x) + O(h^3)``."""
     check_state(x, "x")
-    f_x, g_x = F(t, x), G(t, x)
-    _, fg = jvp(lambda y: F(t, y), (x,), (g_x,))
-    _, gf = jvp(lambda y: G(t, y), (x,), (f_x,))
+    for name, f in (("F", F), ("G", G)):
+        if not callable(f):
+            raise TypeError(f"{name} must be a callable field f(t, x), got {type(f).__name__}")
+    with _small_problem_threads(x):
+        f_x, g_x = F(t, x), G(t, x)
+        fg = _jvp(lambda y: F(t, y), x, g_x)
+        gf = _jvp(lambda y: G(t, y), x, f_x)
     return fg - gf
 
 
@@ -98,8 +129,8 @@ class ConvergenceResult:
         return bool(np.isfinite(self.order) and abs(self.order - self.expected_order) <= 0.3)
 
     def table(self) -> str:
-        lines = [f"{self.scheme} | method={self.method} | {self.kind} error | measured order "
-                 f"{self.order:.2f}, expected {self.expected_order}",
+        lines = [(f"{self.scheme} | method={self.method} | {self.kind} error | measured order "
+                 f"{self.order:.2f}, expected {self.expected_order}"),
                  f"{'h':>10} {'error':>12} {'ratio':>8} {'slope':>7}  evals(D,C)  fitted"]
         prev = None
         for i, (h, e) in enumerate(zip(self.step_sizes, self.errors)):
@@ -112,6 +143,7 @@ class ConvergenceResult:
                 ev = f"{int(self.evaluations[DIFFUSION][i])},{int(self.evaluations[CONVECTION][i])}"
             lines.append(f"{h:10.5g} {e:12.4e} {ratio:>8} {slope:>7}  {ev:>10}  "
                          f"{'yes' if self.used[i] else 'no'}")
+            prev = (h, e)
         return "\n".join(lines)
 
     def plot(self, path) -> None:
@@ -156,7 +188,7 @@ def convergence_study(scheme, diffusion, convection, x0, step_sizes: Sequence[fl
         from tqdm.auto import tqdm
 
         it = tqdm(hs, desc=f"{scheme.name}/{method}/{kind}", unit="h", leave=False)
-    with torch.no_grad():
+    with torch.no_grad(), _small_problem_threads(x0):
         for h in it:
             cd.count = cc.count = 0
             if kind == "local":

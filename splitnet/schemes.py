@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 import numbers
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -161,7 +162,7 @@ class SplittingScheme(ABC):
     @classmethod
     def from_stages(
         cls, stages: Iterable[Stage | tuple[str, float]], order: int = 1, name: str = "custom"
-    ) -> "SplittingScheme":
+    ) -> SplittingScheme:
         """A scheme from an explicit stage list, e.g. ``[("convection", .5), ("diffusion", 1),
         ("convection", .5)]``. ``order`` is declared (checked for order 2 only; use
         :func:`check_order` to measure any order)."""
@@ -177,7 +178,7 @@ class SplittingScheme(ABC):
             for a, b in zip(m, reversed(m))
         )
 
-    def merged(self) -> "SplittingScheme":
+    def merged(self) -> SplittingScheme:
         """The same scheme with adjacent stages of one field merged (fewer sub-layer calls;
         identical with exact flows, a different method with approximate ones)."""
         return CustomScheme(_merge(self.stages), order=self.order, name=f"{self.name}-merged")
@@ -255,7 +256,7 @@ class SplittingScheme(ABC):
         return run_step(self, diffusion, convection, x, t, step_size, method, **options)
 
     def integrate(self, diffusion, convection, x0, t_span, step_size, method="exact",
-                  progress=False, **options) -> "torch.Tensor":
+                  progress=False, **options) -> torch.Tensor:
         """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``."""
         from .flows import integrate
 
@@ -492,11 +493,28 @@ def resolve(scheme) -> SplittingScheme:
                     f"{type(scheme).__name__}")
 
 
-from .check import check_order  # noqa: E402  (re-export: schemes.check_order)
+from .check import check_order
 
 __all__ = [
-    "Stage", "SplittingScheme", "CustomScheme", "LieTrotter", "Strang", "StrangComposition",
-    "Yoshida4", "Suzuki4", "Yoshida6", "Yoshida8", "BlanesMoan4", "available", "get", "register",
-    "from_pattern", "resolve", "check_order", "second_order_defect", "FIELDS", "DIFFUSION",
     "CONVECTION",
+    "DIFFUSION",
+    "FIELDS",
+    "BlanesMoan4",
+    "CustomScheme",
+    "LieTrotter",
+    "SplittingScheme",
+    "Stage",
+    "Strang",
+    "StrangComposition",
+    "Suzuki4",
+    "Yoshida4",
+    "Yoshida6",
+    "Yoshida8",
+    "available",
+    "check_order",
+    "from_pattern",
+    "get",
+    "register",
+    "resolve",
+    "second_order_defect",
 ]
