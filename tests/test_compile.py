@@ -54,3 +54,61 @@ def test_inductor_forward_backward_every_scheme(scheme, weights):
     assert torch.allclose(out, ref, atol=1e-5)
     for a, p in zip(g, m.parameters()):
         assert torch.allclose(a, p.grad, atol=1e-5)
+
+
+def _bench():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_layers.py"
+    spec = importlib.util.spec_from_file_location("bench_layers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "8", "--batch",
+        "2", "--pairs", "1", "--reps", "1", "--warmup", "1", "--scheme-reps", "1"]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", pytest.param("float32", marks=pytest.mark.slow)])
+def test_bench_layers_runs_and_reference_matches_size(dtype, tmp_path):
+    import json
+
+    out = tmp_path / "b.json"
+    assert _bench().main(TINY + ["--dtype", dtype, "--schemes", "strang", "--json",
+                                 str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["dtype"] == dtype and r["ratio"] > 0 and len(r["ours_all_ms"]) == 1
+    assert [(s["scheme"], s["weights"]) for s in r["schemes"]] == [("strang", "shared"),
+                                                                  ("strang", "per-stage")]
+    assert r["schemes"][0]["evals"] == 3
+
+
+@pytest.mark.slow
+def test_bench_layers_compiled_bf16(tmp_path):
+    torch._dynamo.reset()
+    assert _bench().main(TINY + ["--dtype", "bfloat16", "--compile", "--schemes", "none"]) == 0
+
+
+def test_reference_gpt_equals_lie_trotter_with_copied_weights():
+    # The benchmark's reference is the same function as our model, so the timing compares like
+    # with like: copy our weights into it and compare logits in float64.
+    b = _bench()
+    torch.manual_seed(0)
+    ours = SplitTransformer(17, 16, 2, 2, max_len=8).double()
+    ref = b.RefGPT(17, 16, 2, 2, 8).double()
+    with torch.no_grad():
+        ref.wte.weight.copy_(ours.tok_emb.weight), ref.wpe.weight.copy_(ours.pos_emb.weight)
+        ref.ln_f.load_state_dict(ours.norm.state_dict())
+        for blk, lay in zip(ref.h, ours.layers):
+            a, f = lay.diffusion, lay.convection
+            blk.ln_1.load_state_dict(a.norm.state_dict())
+            blk.attn.c_attn.load_state_dict(a.qkv.state_dict())
+            blk.attn.c_proj.load_state_dict(a.proj.state_dict())
+            blk.ln_2.load_state_dict(f.norm.state_dict())
+            blk.mlp.c_fc.load_state_dict(f.fc1.state_dict())
+            blk.mlp.c_proj.load_state_dict(f.fc2.state_dict())
+    idx = _idx()
+    assert sum(p.numel() for p in ref.parameters()) == ours.n_params()
+    assert torch.allclose(ref(idx), ours(idx), atol=1e-12)
