@@ -179,6 +179,10 @@ class _CheckedField:
             raise ValueError(f"{self.name} field returned shape {tuple(out.shape)} for a state of "
                              f"shape {tuple(x.shape)}; a vector field must return dx/dt of the "
                              f"state's shape")
+        if out.dtype != x.dtype:
+            # torch would silently promote (or round) the state: say so instead.
+            raise TypeError(f"{self.name} field returned dtype {out.dtype} for a state of dtype "
+                            f"{x.dtype}; return dx/dt in the state's dtype")
         if not torch.isfinite(out).all():
             raise ValueError(f"{self.name} field produced NaN/inf at t={float(t):.6g}")
         return out
