@@ -4,7 +4,7 @@
     python experiments/trajectories_figs.py --checkpoint runs/default --out docs/figures
 
 Writes (prefix traj_):
-  random.png, random_clustering.png, random_compare.png, random_step_sizes.png
+  random.png, random_compare.png, random_step_sizes.png
   trained.png, trained_local.png, trained_late.png, trained_3d.png, trained_clustering.png,
   trained_compare.png, trained.gif
 and prints the numbers quoted in the docs (mean cosine, effective rank, ODE gap per layer).
@@ -25,8 +25,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import splitnet.trajectories as tr  # noqa: E402
-from splitnet.models import from_config  # noqa: E402
+import splitnet.trajectories as tr
+from splitnet.models import from_config
 
 TEXT = "for i in range(n):"
 SCHEMES = ("lie-trotter", "strang", "yoshida4")
@@ -123,8 +123,8 @@ def main(argv=None) -> int:
         tr.plot_clustering({"trained": tt, "random init": rt},
                            out / "traj_trained_clustering.png")
     else:
-        print(f"no checkpoint at {ck}: trained figures skipped")
-    tr.plot_clustering({"random init": rt}, out / "traj_random_clustering.png")
+        print(f"no checkpoint at {ck}: trained figures skipped; clustering of the random model")
+        tr.plot_clustering({"random init": rt}, out / "traj_random_clustering.png")
     return 0
 
 

@@ -145,7 +145,7 @@ class Trajectories:
         """Layer boundary of the first point: 0 (the embedding) unless cut by :meth:`since`."""
         return int(self.layer[0]) + 1
 
-    def since(self, k: int) -> "Trajectories":
+    def since(self, k: int) -> Trajectories:
         """The part from the layer boundary ``t = k h`` on (``k = 0``: everything), e.g. to look
         at the later layers once a first layer's large jump would dominate the picture."""
         n_bound = int(self.layer_end.sum())
@@ -933,9 +933,9 @@ def run_cli(args) -> int:
 
 
 __all__ = [
-    "Trajectories", "collect", "ode_field", "encode", "token_label", "context_length", "PCA",
-    "pca", "pairwise_cosines", "effective_rank", "Clustering", "clustering",
-    "plot_trajectories", "save_trajectory_plot", "plot_scheme_comparison", "plot_clustering",
-    "animate", "load_checkpoint", "with_scheme", "fresh_model", "configure_parser", "run",
-    "run_cli", "DEFAULT_TEXT",
+    "DEFAULT_TEXT", "PCA", "Clustering", "Trajectories", "animate", "clustering", "collect",
+    "configure_parser", "context_length", "effective_rank", "encode", "fresh_model",
+    "load_checkpoint", "ode_field", "pairwise_cosines", "pca", "plot_clustering",
+    "plot_scheme_comparison", "plot_trajectories", "run", "run_cli", "save_trajectory_plot",
+    "token_label", "with_scheme",
 ]
