@@ -13,6 +13,7 @@ from splitnet.models import SplitTransformer
 from splitnet.schemes import get
 
 TEXT = "hello world!"
+TOL = {"rtol": 1e-9, "atol": 1e-11}   # ODE tolerances: far below every gap tested, and quick
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -89,7 +90,7 @@ def test_per_stage_states_match_scheme_step_euler(scheme, weights):
 
 def test_path_shape_and_start():
     m = small_model("strang", step_size=0.25)
-    t = tr.collect(m, TEXT, continuous=True, points_per_layer=5)
+    t = tr.collect(m, TEXT, continuous=True, points_per_layer=5, **TOL)
     assert t.path.shape == (1 + 3 * 5, len(TEXT), 16)
     assert torch.allclose(t.path_times, torch.linspace(0, 0.75, 16, dtype=torch.float64))
     assert torch.equal(t.path[0], t.states[0])
@@ -100,8 +101,8 @@ def test_path_shape_and_start():
 def test_ode_path_meets_layers_for_small_h_and_leaves_them_for_large_h():
     """Lie–Trotter + Euler is a first-order integrator of dx/dt = D + C: its distance to the
     ODE at the layer points is O(h) relative to the distance travelled."""
-    small = tr.collect(small_model(step_size=0.01), TEXT, continuous=True, points_per_layer=2)
-    large = tr.collect(small_model(step_size=2.0), TEXT, continuous=True, points_per_layer=2)
+    small = tr.collect(small_model(step_size=0.01), TEXT, continuous=True, points_per_layer=2, **TOL)
+    large = tr.collect(small_model(step_size=2.0), TEXT, continuous=True, points_per_layer=2, **TOL)
     g_small = small.gap(relative=True)[-1]
     g_large = large.gap(relative=True)[-1]
     assert g_small < 2e-3
@@ -117,7 +118,7 @@ def test_ode_definition_is_consistent_first_order(weights):
     gaps = []
     for h in (0.02, 0.01):
         t = tr.collect(small_model("yoshida4", weights=weights, step_size=h), TEXT,
-                       continuous=True, points_per_layer=1, restart=True)
+                       continuous=True, points_per_layer=1, restart=True, **TOL)
         gaps.append(t.gap()[1:].max() / h)        # local error / h ~ h
     ratio = gaps[1] / gaps[0]
     assert 0.4 < ratio < 0.6, ratio
@@ -257,7 +258,8 @@ def test_cli_bad_input(tmp_path, capsys, argv, msg):
 
 def test_since_cuts_at_a_layer_boundary_and_restart_path_starts_from_network(tmp_path):
     m = small_model("strang", step_size=0.5)
-    t = tr.collect(m, TEXT, continuous=True, points_per_layer=3, restart=True)
+    t = tr.collect(m, TEXT, continuous=True, points_per_layer=3, restart=True,
+                   **TOL)
     late = t.since(1)
     assert late.first_layer == 1 and late.n_layers == 2
     assert torch.equal(late.states[0], t.layer_states()[1])
