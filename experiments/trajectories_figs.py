@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import splitnet.trajectories as tr
 from splitnet.models import from_config
 
-TEXT = "for i in range(n):"
+TEXT = tr.DEFAULT_TEXT
 SCHEMES = ("lie-trotter", "strang", "yoshida4")
 
 

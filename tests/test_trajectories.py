@@ -278,3 +278,15 @@ def test_since_cuts_at_a_layer_boundary_and_restart_path_starts_from_network(tmp
     assert "layers 2\u20133 of 3" in ax.get_title()
     import matplotlib.pyplot as plt
     plt.close(ax.figure)
+
+
+def test_ode_path_agrees_with_gap_module():
+    """splitnet.gap defines the same ODE (coefficient-weighted stage fields): its cumulative gap
+    (whole-tensor norm) is this module's RMS-over-tokens gap times sqrt(T)."""
+    from splitnet import gap
+
+    m = small_model("strang", weights="per-stage", step_size=0.5, n_layers=2)  # 2 convections
+    text = TEXT[:6]
+    t = tr.collect(m, text, per_stage=False, continuous=True, points_per_layer=1)
+    r = gap.discretization_gap(m, tr.encode(text)[None])
+    np.testing.assert_allclose(t.gap()[1:] * np.sqrt(len(text)), r.cumulative, rtol=1e-8)
