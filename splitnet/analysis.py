@@ -216,7 +216,7 @@ def plot_convergence(results: Sequence[ConvergenceResult], path, title: str | No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
     for i, r in enumerate(results):
         color = f"C{i % 10}"
         ax.loglog(r.step_sizes, r.errors, "o-", color=color,
@@ -228,14 +228,26 @@ def plot_convergence(results: Sequence[ConvergenceResult], path, title: str | No
             hs = r.step_sizes
             ax.loglog(hs, r.errors[j] * (hs / hs[j]) ** r.expected_order, ":", color=color,
                       lw=1)
+    _readable_log_ticks(ax.xaxis)
     ax.set_xlabel("step size h")
     ax.set_ylabel(f"{results[0].kind} error  ||exact - scheme||")
     ax.set_title(title or f"{results[0].kind} error; dotted: theoretical slope; x: not fitted")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    # Outside the axes: inside, some curve is always covered.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+
+
+def _readable_log_ticks(axis) -> None:
+    """Labels at 1, 2, 5 x 10^k in plain numbers, no minor labels (matplotlib's default minor
+    labels overlap on short log ranges)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _save(fig, path) -> None:
@@ -312,6 +324,7 @@ def plot_work_precision(points: Sequence[WorkPrecisionPoint], path, title: str |
             ax.loglog([p.evaluations for p in pts], [max(p.error, 1e-17) for p in pts],
                       marker=markers[j % len(markers)], ls=styles[j % len(styles)],
                       color=f"C{i % 10}", label=f"{s} / {m}", ms=4)
+    _readable_log_ticks(ax.xaxis)
     ax.set_xlabel("field evaluations (attention + feed-forward) over [0, T]")
     ax.set_ylabel("global error at T")
     ax.set_title(title or "work–precision: lower-left is better")
