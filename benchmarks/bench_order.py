@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     print("runs (s): " + ", ".join(f"{t:.1f}" for t in times))
     print(f"median of {args.runs}: {med:.1f} s   (min {min(times):.1f}, max {max(times):.1f})")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n| `splitnet order {' '.join(extra)}`".rstrip() + f" | {med:.1f} s | "
+    cmd_txt = " ".join(["splitnet order", *extra])
+    print(f"\n| `{cmd_txt}` | {med:.1f} s | "
           f"{min(times):.1f}–{max(times):.1f} s | {os.cpu_count()} cores, "
           f"{platform.processor() or platform.machine()}, load {load:.1f} | "
           f"{time.strftime('%Y-%m-%d')} |")

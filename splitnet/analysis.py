@@ -348,15 +348,23 @@ def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff:
     with every other) and random particles ``x0`` of shape ``(n_tokens, d_model)``.
     The two fields do not commute ([F, G] != 0), which every order test needs. ``gain``
     multiplies the output projections: stronger dynamics lift the errors of high-order schemes
-    above the solver-tolerance floor over h in [0.025, 0.2].
+    above the solver-tolerance floor over h in [0.025, 0.2]. The weights do not depend on the
+    global default dtype (they are drawn in float32, then cast to ``dtype``).
     """
     from .fields import Attention, FeedForward
 
     g = torch.Generator().manual_seed(seed)
+    default = torch.get_default_dtype()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        F = Attention(d_model, n_heads).to(dtype).eval()
-        G = FeedForward(d_model, d_ff).to(dtype).eval()
+        # Initialise in float32 whatever the global default (`splitnet order` sets float64):
+        # the same seed gives the same system everywhere.
+        torch.set_default_dtype(torch.float32)
+        try:
+            F = Attention(d_model, n_heads).to(dtype).eval()
+            G = FeedForward(d_model, d_ff).to(dtype).eval()
+        finally:
+            torch.set_default_dtype(default)
         # Non-trivial LayerNorm affine parameters so the fields are not too symmetric.
         for m in (F.norm, G.norm):
             with torch.no_grad():
