@@ -162,16 +162,15 @@ def plot_gaps(results, path, title: str | None = None) -> None:
 
     from .analysis import _save
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), dpi=120)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.0), dpi=120)
     styles = {"shared": "-", "per-stage": "--"}
     colors = {}
     for r in results:
-        c = colors.setdefault(r.scheme, f"C{len(colors)}")
-        lab = f"{r.scheme} ({r.weights})"
-        axes[0].semilogy(r.depth, r.local_rel, marker="o", ms=3, ls=styles.get(r.weights, "-"),
-                         color=c, label=lab)
-        axes[1].semilogy(r.depth, r.cumulative_rel, marker="o", ms=3,
-                         ls=styles.get(r.weights, "-"), color=c, label=lab)
+        c = colors.setdefault(r.scheme, len(colors))
+        kw = dict(marker="os^Dv<>"[c % 7], ms=4, ls=styles.get(r.weights, "-"), color=f"C{c}",
+                  label=f"{r.scheme} ({r.weights})")
+        axes[0].semilogy(r.depth, r.local_rel, **kw)
+        axes[1].semilogy(r.depth, r.cumulative_rel, **kw)
     axes[0].set_ylabel("||layer(x_k) - Phi_k(x_k)|| / ||Phi_k(x_k) - x_k||")
     axes[0].set_title("local: one layer vs its ODE, same input")
     axes[1].set_ylabel("||x_k - y(k h)|| / ||y(k h) - x_0||")
@@ -179,9 +178,11 @@ def plot_gaps(results, path, title: str | None = None) -> None:
     for ax in axes:
         ax.set_xlabel("layer k (depth)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=8, loc="best")
+    handles, labels = axes[0].get_legend_handles_labels()
+    # below the panels: inside, it would hide the curves that start near the top
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     _save(fig, path)
     plt.close(fig)
