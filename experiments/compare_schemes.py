@@ -287,8 +287,8 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
              f"{sc['eval_windows']} fixed windows of the held-out stdlib files every "
              f"{sc['eval_every']} steps. Seeds requested: {seeds}."), "",
              f"Command: `{cmd}`", "",
-             ("| model | sub-layers of one layer (c·h) | params | Δ params | seeds done | final val "
-             "bpb (mean ± std) | per seed | median ms/step* |"),
+             ("| model | sub-layers of one layer (c·h) | params | Δ params | seeds done "
+              "| final val bpb (mean ± std) | per seed | median ms/step* |"),
              "|---|---|---:|---:|---:|---|---|---:|"]
     for name in ORDER:
         rs = sorted((r for r in results if r["name"] == name), key=lambda r: r["seed"])
