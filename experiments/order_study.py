@@ -1,6 +1,6 @@
 """Regenerate every table and figure of docs/theory.md.
 
-    python3 experiments/order_study.py            # all of it (~5 min on 2 CPU cores)
+    python3 experiments/order_study.py            # all of it (~3 min on 2 CPU cores)
     python3 experiments/order_study.py --only lie_bracket,sandwich
 
 Tables are written into docs/theory.md between ``<!-- order_study:NAME -->`` and
