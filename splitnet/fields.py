@@ -52,7 +52,9 @@ class Attention(nn.Module):
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
         *lead, n, d = x.shape                                   # (..., n, d)
-        h = self.norm(x).reshape(-1, n, d)                      # (B, n, d)
+        h = self.norm(x)
+        if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
+            h = h.reshape(-1, n, d)                             # (B, n, d)
         q, k, v = self.qkv(h).split(d, dim=-1)
         hd = d // self.n_heads
         q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
