@@ -252,20 +252,9 @@ def _readable_log_ticks(axis) -> None:
 
 def _save(fig, path) -> None:
     """Write atomically: a crash never leaves a half-written PNG."""
-    import os
-    import tempfile
+    from ._io import atomic_savefig
 
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_savefig(fig, path, close=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -574,14 +574,9 @@ def plot_trajectories(traj: Trajectories, ax=None, dim: int = 2, projection: PCA
 
 
 def _save(fig, out) -> Path:
-    out = Path(out)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    from ._io import atomic_savefig
 
-    plt.close(fig)
-    return out
+    return atomic_savefig(fig, out, dpi=130, bbox_inches="tight")
 
 
 def save_trajectory_plot(traj: Trajectories, out, dim: int = 2, text: str | None = None) -> Path:
