@@ -186,10 +186,14 @@ def main(argv=None) -> int:
     p.add_argument("--scheme-reps", type=int, default=5, help="timings per scheme row (median)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="device peak for MFU (default: known CUDA cards in bf16)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.pairs < 1:
         p.error("--pairs must be >= 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("bench_layers: --device cuda but torch.cuda.is_available() is False",
