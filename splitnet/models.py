@@ -31,8 +31,10 @@ class SplitTransformer(nn.Module):
         stage, feed-forward width scaled by (diffusion stages / convection stages) so Strang has
         the parameters of a Transformer layer (Macaron matching).
     step_size : h; 1.0 is the usual residual ``x + f(x)``.
-    gate, gate_layers : add a self-dependency unit (``"sigmoid"`` or ``"tanh"``) to both fields
-        of exactly the listed layers (0-based; default all).
+    gate, gate_layers : add a self-dependency unit (``"sigmoid"`` or ``"tanh"``) to the fields
+        of exactly the listed layers (0-based; default all): ``f(t, x) + SDU(x)``.
+    gate_fields : which fields get the gate: ``"both"`` (default, as the Highway Transformer),
+        ``"diffusion"`` or ``"convection"``.
     method : sub-flow method of every stage (``"euler"`` = residual sub-layers).
     """
 
@@ -40,7 +42,7 @@ class SplitTransformer(nn.Module):
                  scheme="lie-trotter", causal: bool = True, weights: str = "shared",
                  step_size: float = 1.0, d_ff: int | None = None, max_len: int = 1024,
                  dropout: float = 0.0, gate: str | None = None, gate_layers=None,
-                 method: str = "euler", activation: str = "gelu"):
+                 method: str = "euler", activation: str = "gelu", gate_fields: str = "both"):
         super().__init__()
         sch = scheme
         if isinstance(sch, SplittingScheme):   # stored as data so a checkpoint rebuilds it
@@ -51,7 +53,7 @@ class SplitTransformer(nn.Module):
             scheme=sch, causal=causal, weights=weights, step_size=step_size, d_ff=d_ff,
             max_len=max_len, dropout=dropout, gate=gate,
             gate_layers=None if gate_layers is None else list(gate_layers), method=method,
-            activation=activation)
+            activation=activation, gate_fields=gate_fields)
         for name, v in (("vocab_size", vocab_size), ("d_model", d_model), ("n_heads", n_heads),
                         ("n_layers", n_layers), ("max_len", max_len)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -60,6 +62,10 @@ class SplitTransformer(nn.Module):
             raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
         if gate not in (None, "sigmoid", "tanh"):
             raise ValueError(f"gate must be None, 'sigmoid' or 'tanh', got {gate!r}")
+        if gate_fields not in ("both", DIFFUSION, CONVECTION):
+            raise ValueError(f"gate_fields must be 'both', 'diffusion' or 'convection', got "
+                             f"{gate_fields!r}")
+        self.gate_fields = gate_fields
         self.scheme: SplittingScheme = resolve(scheme)
         self.step_size = check_step_size(step_size)
         self.vocab_size, self.d_model, self.n_layers, self.max_len = (
@@ -80,11 +86,11 @@ class SplitTransformer(nn.Module):
 
         def attn():
             f = Attention(d_model, n_heads, causal=causal, dropout=dropout)
-            return Gated(f, d_model, gate) if gated else f
+            return Gated(f, d_model, gate) if gated and gate_fields != CONVECTION else f
 
         def ffn(width):
             f = FeedForward(d_model, width, activation=activation, dropout=dropout)
-            return Gated(f, d_model, gate) if gated else f
+            return Gated(f, d_model, gate) if gated and gate_fields != DIFFUSION else f
 
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(max_len, d_model)

@@ -56,6 +56,19 @@ def test_gates_exactly_the_listed_layers():
     assert m.gate_layers == (3, 4, 5)
 
 
+@pytest.mark.parametrize("fields", ["diffusion", "convection"])
+def test_gate_one_field_only(fields):
+    m = _m("strang", n_layers=3, weights="per-stage", gate="tanh", gate_layers=[1],
+           gate_fields=fields)
+    for k, lay in enumerate(m.layers):
+        for name in ("diffusion", "convection"):
+            want = k == 1 and name == fields
+            assert all(isinstance(g, Gated) == want for g in getattr(lay, name))
+    assert from_config(m.config()).gate_fields == fields
+    with pytest.raises(ValueError, match="gate_fields"):
+        _m(gate="tanh", gate_fields="attention")
+
+
 def test_gates_change_only_listed_layers_outputs():
     # Same seed, same fields; a gate whose value path is zero is no gate at all. The gated model
     # then equals the ungated one, and un-zeroing one layer's gate changes the output.
