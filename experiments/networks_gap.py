@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from splitnet.analysis import _save
+    from splitnet._io import atomic_savefig
 
     fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
     for i, s in enumerate(SCHEMES):
@@ -92,8 +92,7 @@ def main(argv=None) -> int:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    _save(fig, os.path.join(args.out_dir, "gap_step.png"))
-    plt.close(fig)
+    atomic_savefig(fig, os.path.join(args.out_dir, "gap_step.png"))
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -160,15 +160,15 @@ def plot_gaps(results, path, title: str | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .analysis import _save
+    from ._io import atomic_savefig
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.0), dpi=120)
     styles = {"shared": "-", "per-stage": "--"}
     colors = {}
     for r in results:
         c = colors.setdefault(r.scheme, len(colors))
-        kw = dict(marker="os^Dv<>"[c % 7], ms=4, ls=styles.get(r.weights, "-"), color=f"C{c}",
-                  label=f"{r.scheme} ({r.weights})")
+        kw = {"marker": "os^Dv<>"[c % 7], "ms": 4, "ls": styles.get(r.weights, "-"),
+              "color": f"C{c}", "label": f"{r.scheme} ({r.weights})"}
         axes[0].semilogy(r.depth, r.local_rel, **kw)
         axes[1].semilogy(r.depth, r.cumulative_rel, **kw)
     axes[0].set_ylabel("||layer(x_k) - Phi_k(x_k)|| / ||Phi_k(x_k) - x_k||")
@@ -184,5 +184,4 @@ def plot_gaps(results, path, title: str | None = None) -> None:
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    _save(fig, path)
-    plt.close(fig)
+    atomic_savefig(fig, path)

@@ -67,6 +67,15 @@ def test_cumulative_starts_at_local_and_model_untouched():
     assert np.allclose(r2.local, r.local, rtol=1e-9)
 
 
+def test_plot_gaps_writes_png(tmp_path):
+    from splitnet.gap import plot_gaps
+
+    r = discretization_gap(_model("strang", 0.5, n_layers=2), _idx(), rtol=1e-8, atol=1e-10)
+    out = tmp_path / "g.png"
+    plot_gaps([r], out, title="t")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_bad_inputs():
     with pytest.raises(TypeError, match="SplitTransformer"):
         discretization_gap(torch.nn.Linear(2, 2), _idx())
