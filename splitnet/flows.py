@@ -97,7 +97,8 @@ class Exact(SubflowMethod):
     options = ("rtol", "atol", "solver")
 
     def __init__(self, rtol: float | None = None, atol: float | None = None,
-                 solver: str = "dopri5"):
+                 solver: str = "dopri5", **unknown):
+        super().__init__(**unknown)   # unknown option -> ValueError naming it
         for k, v in (("rtol", rtol), ("atol", atol)):
             if v is not None and not (isinstance(v, numbers.Real) and v > 0):
                 raise ValueError(f"{k} must be a positive number, got {v!r}")

@@ -130,6 +130,8 @@ CASES = [
      ValueError, r"unknown method 'rk5'; available: euler, midpoint, rk4, exact"),
     ("option not applicable to the method", lambda: _step(method="euler", rtol=1e-8),
      ValueError, r"option\(s\) \['rtol'\] do not apply to method 'euler'"),
+    ("unknown option for exact sub-flows", lambda: _step(method="exact", rtl=1e-8),
+     ValueError, r"option\(s\) \['rtl'\] do not apply to method 'exact'"),
     ("non-positive solver tolerance", lambda: _step(method="exact", rtol=-1.0),
      ValueError, r"rtol must be a positive number, got -1.0"),
     ("state not a tensor", lambda: _step(x=[1.0, 0.5]),
