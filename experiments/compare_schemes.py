@@ -198,13 +198,14 @@ def _mean_std(v):
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
 
 
-def verdict(results, a: str, b: str, at=None) -> tuple[str, dict]:
+def verdict(results, a: str, b: str, at=None, tie: bool = False) -> tuple[str, dict]:
     """Does ``a`` reach a lower validation bpb than ``b``? Paired by seed (same data order).
 
-    ``at``: compare at this eval step instead of the last. Rule (stated in the report):
-    *supported* when a is lower for every paired seed and the mean paired difference exceeds two
-    standard errors; *weakly supported* when the mean favours a by more than one standard error;
-    *not supported* when the mean favours b by more than one standard error; else *inconclusive*.
+    ``at``: compare at this eval step instead of the last. With t = mean paired difference /
+    its standard error (negative = a lower): t <= -2 *supported*; -2 < t <= -1 *weakly
+    supported*; |t| < 1 *inconclusive*; 1 <= t < 2 *weakly contradicted*; t >= 2 *contradicted
+    (the opposite holds)*. ``tie``: a control expected to tie; |t| < 2 is *consistent with a
+    tie*.
     """
     def val_at(r):
         if at is None:
@@ -219,16 +220,21 @@ def verdict(results, a: str, b: str, at=None) -> tuple[str, dict]:
     d = np.array([ra[s] - rb[s] for s in seeds])
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     se = sd / math.sqrt(len(d))
-    info = {"n": len(seeds), "mean_diff": mean, "sd_diff": sd, "se": se,
+    t = mean / se if se > 0 else math.copysign(math.inf, mean)
+    info = {"n": len(seeds), "mean_diff": mean, "sd_diff": sd, "se": se, "t": t,
             "wins": int((d < 0).sum())}
-    if (d < 0).all() and -mean > 2 * se:
+    if tie:
+        v = "consistent with a tie" if abs(t) < 2 else "differs (check the set-up)"
+    elif t <= -2:
         v = "supported"
-    elif -mean > se:
+    elif t <= -1:
         v = "weakly supported"
-    elif mean > se:
-        v = "not supported (the opposite holds)"
-    else:
+    elif t < 1:
         v = "inconclusive (within seed noise)"
+    elif t < 2:
+        v = "weakly contradicted"
+    else:
+        v = "contradicted (the opposite holds)"
     return v, info
 
 
@@ -314,34 +320,35 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
               "run): indicative of relative cost only."), "",
               f"![validation curves]({fig.relative_to(path.parent).as_posix()})", "",
               f"## Verdicts at scale `{scale}` (computed from the table)", "",
-              ("Paired by seed (a seed fixes the batch sequence, so paired runs see the same "
-              "bytes). Rule: *supported* if the claimed winner is lower on every paired seed and "
-              "the mean paired difference exceeds 2 standard errors; *weakly supported* if the "
-              "mean favours it by more than 1 standard error; *not supported* if the mean "
-              "favours the other model by more than 1 standard error; otherwise "
-              "*inconclusive*. Δ = claimed winner − baseline (negative = claim holds)."), ""]
+              ("Paired by seed (a seed fixes the batch sequence and the initialisation, so "
+               "paired runs see the same bytes). Δ = claimed winner − baseline (negative = the "
+               "claim holds); t = mean Δ / its standard error over seeds. Rule: t ≤ −2 "
+               "*supported*; −2 < t ≤ −1 *weakly supported*; |t| < 1 *inconclusive*; "
+               "1 ≤ t < 2 *weakly contradicted*; t ≥ 2 *contradicted*. Controls expected to "
+               "tie: |t| < 2 is *consistent with a tie*."), ""]
     mid = sc["steps"] // 4 // sc["eval_every"] * sc["eval_every"] or sc["eval_every"]
-    claims = [("Macaron beats the Transformer (Lu et al. 2019)", "macaron", "transformer", None),
+    claims = [("Macaron beats the Transformer (Lu et al. 2019)", "macaron", "transformer",
+               None),
               ("Sandwich beats interleaving for LM (Press et al. 2020)", "sandwich",
                "transformer", None),
               ("Sandwich vs the interleaved pattern built the same way (control)", "sandwich",
                "interleaved", None),
               ("Control: interleaved pattern vs Transformer (same network, should tie)",
-               "interleaved", "transformer", None),
+               "interleaved", "transformer", None, True),
               ((f"SDU gates speed convergence (Chai et al. 2020): val bpb at step {mid} "
                f"(a quarter of training)"), "sdu-gates", "transformer", mid),
               ("SDU gates: final val bpb", "sdu-gates", "transformer", None),
               ("Strang shared vs Transformer (same weights, more calls)", "strang-shared",
                "transformer", None),
               ("Yoshida4 shared vs Transformer", "yoshida4-shared", "transformer", None)]
-    lines += [("| claim | paired seeds | mean Δ bpb | sd of Δ | Δ / s.e. | claimed winner lower on "
-              "| verdict |"), "|---|---:|---:|---:|---:|---:|---|"]
-    for text, a, b, at in claims:
+    lines += [("| claim | paired seeds | mean Δ bpb | sd of Δ | t = Δ / s.e. | claimed winner "
+               "lower on | verdict |"), "|---|---:|---:|---:|---:|---:|---|"]
+    for text, a, b, at, *tie in claims:
         if a not in shown or b not in shown:
             continue
-        v, info = verdict(results, a, b, at)
+        v, info = verdict(results, a, b, at, tie=bool(tie))
         if info.get("n", 0) >= 2:
-            t = info["mean_diff"] / info["se"] if info["se"] > 0 else float("nan")
+            t = info["t"]
             lines.append(f"| {text} | {info['n']} | {info['mean_diff']:+.4f} | "
                          f"{info['sd_diff']:.4f} | {t:+.1f} | {info['wins']}/{info['n']} | {v} |")
         else:
