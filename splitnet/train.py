@@ -86,7 +86,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Train a byte-level SplitTransformer language model. Default: the Python standard "
         f"library's .py files, d_model 128, 4 heads, 4 layers, context 128, batch 16, "
-        f"{DEFAULT_STEPS} steps (about 10 minutes on 2 CPU cores; ~1.2M training bytes). "
+        f"{DEFAULT_STEPS} steps = 1.2M training bytes (about 1 minute on 2 idle CPU cores, "
+        "8 minutes on 2 cores busy with other jobs: there use --threads 1). "
         "Writes checkpoint.pt, metrics.jsonl and loss.png to --out. Multi-GPU / multi-node: "
         "torchrun --nproc_per_node=N -m splitnet.train ...")
     g = p.add_argument_group("data")
