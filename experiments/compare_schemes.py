@@ -164,7 +164,8 @@ def run_one(name, sc, seed, runs: Path, device, compile_, threads=None) -> dict:
             rc = c["run_config"]
             # A checkpoint from another configuration (e.g. an older --steps) is not resumed.
             same = (rc["steps"] == sc["steps"] and rc["context"] == sc["context"]
-                    and rc["batch_size"] == sc["batch_size"] and rc["d_ff"] == opts["d_ff"])
+                    and rc["batch_size"] == sc["batch_size"] and rc["d_ff"] == opts["d_ff"]
+                    and rc["lr"] == sc["lr"])
             done_step = c["step"] if same else None
         except (OSError, RuntimeError, EOFError, KeyError, ValueError):  # unreadable: start again
             done_step = None
@@ -374,6 +375,8 @@ def main(argv=None) -> int:
                         "50 minutes on a loaded 2-core machine)")
     p.add_argument("--models", default=",".join(ORDER), help="comma-separated subset")
     p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
+    p.add_argument("--lr", type=float, default=None,
+                   help="override the scale's peak learning rate (use another --runs)")
     p.add_argument("--runs", default=None, help="run directory (default runs/compare-SCALE)")
     p.add_argument("--report", default="docs/results.md")
     p.add_argument("--figure", default=None,
@@ -392,6 +395,8 @@ def main(argv=None) -> int:
     sc = dict(SCALES[a.scale])
     if a.steps:
         sc["steps"] = a.steps
+    if a.lr:
+        sc["lr"] = a.lr
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     models = [m.strip() for m in a.models.split(",") if m.strip()]
     for m in models:
