@@ -471,6 +471,8 @@ def _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_ma
 
     if is_main:
         out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob(CKPT + ".tmp*"):   # a write cut short by kill -9; the real file
+            stale.unlink(missing_ok=True)        # was never replaced by it
         if ckpt is not None:
             truncate_metrics(metrics_path, step)
         elif metrics_path.exists():
