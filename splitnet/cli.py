@@ -165,13 +165,20 @@ def main(argv=None) -> int:
                                     description=_EXTERNAL[argv[0]][1])
         mod.configure_parser(p)
         args = p.parse_args(argv[1:])
-        return int(mod.run_cli(args) or 0)
-    args = parser.parse_args(argv)
+        command, run = argv[0], mod.run_cli
+    else:
+        args = parser.parse_args(argv)
+        command, run = args.command, args.run
     try:
-        return int(args.run(args) or 0)
-    except (ValueError, TypeError) as e:
-        print(f"splitnet {args.command}: error: {e}", file=sys.stderr)
+        return int(run(args) or 0)
+    except (ValueError, TypeError) as e:   # bad input: one clear line, no traceback
+        print(f"splitnet {command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:                # `splitnet schemes | head`: the reader left
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
