@@ -62,6 +62,11 @@ def reference_solution(diffusion, convection, x0, times, rtol: float | None = No
             raise TypeError(f"{name} field must be callable f(t, x), got {type(f).__name__}")
     r, a = default_tolerances(x0.dtype)
 
+    from .flows import _CheckedField
+
+    diffusion, convection = _CheckedField(diffusion, DIFFUSION), _CheckedField(convection,
+                                                                              CONVECTION)
+
     def rhs(t, x):
         return diffusion(t, x) + convection(t, x)
 
@@ -101,8 +106,10 @@ def lie_bracket(F, G, x: torch.Tensor, t: float = 0.0) -> torch.Tensor:
     for name, f in (("F", F), ("G", G)):
         if not callable(f):
             raise TypeError(f"{name} must be a callable field f(t, x), got {type(f).__name__}")
+    from .flows import _CheckedField
+
     with _small_problem_threads(x):
-        f_x, g_x = F(t, x), G(t, x)
+        f_x, g_x = _CheckedField(F, "F")(t, x), _CheckedField(G, "G")(t, x)
         fg = _jvp(lambda y: F(t, y), x, g_x)
         gf = _jvp(lambda y: G(t, y), x, f_x)
     return fg - gf
@@ -211,9 +218,6 @@ def convergence_study(scheme, diffusion, convection, x0, step_sizes: Sequence[fl
 
 def plot_convergence(results: Sequence[ConvergenceResult], path, title: str | None = None) -> None:
     """Error against h for several results on one log-log plot, with dotted theory slopes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
@@ -300,9 +304,6 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
 
 
 def plot_work_precision(points: Sequence[WorkPrecisionPoint], path, title: str | None = None):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     schemes = list(dict.fromkeys(p.scheme for p in points))

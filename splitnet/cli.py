@@ -64,6 +64,14 @@ def _run_order(args) -> int:
     hs = args.step_sizes or ([0.2, 0.1, 0.05, 0.025] if args.kind == "local"
                              else [0.5, 0.25, 0.125, 0.0625])
     schemes = [resolve(s) for s in args.schemes]
+    # Fail on a bad method or step size before any work starts.
+    from .flows import get_method, n_steps_for
+
+    for m in args.method:
+        get_method(m)
+    if args.kind == "global":
+        for h in hs:
+            n_steps_for((0.0, 1.0), h)
     print(f"Random attention + feed-forward particle system: {args.tokens} particles in "
           f"R^{args.d_model}, float64, seed {args.seed}; {args.kind} error; h = {hs}")
     results = []

@@ -115,13 +115,18 @@ def table(schemes=None, weights=("shared", "per-stage"), progress: bool = False,
 
 
 def format_table(rows: list[Cost], markdown: bool = False) -> str:
-    """Rows as a plain-text or markdown table; ratios are against the first row of the same
-    weights mode (the first scheme, normally lie-trotter)."""
+    """Rows as a plain-text or markdown table. ``fwd x B``: forward FLOPs relative to the row of
+    scheme B with the same weights mode, B = lie-trotter when listed, else the first row."""
     base = {}
     for r in rows:
+        if r.scheme == "lie-trotter":
+            base[r.weights] = r
+    for r in rows:
         base.setdefault(r.weights, r)
+    names = {b.scheme for b in base.values()}
     head = ["scheme", "weights", "params", "non-emb params", "attn evals/tok",
-            "ffn evals/tok", "fwd GFLOP/tok", "train GFLOP/tok", "fwd x"]
+            "ffn evals/tok", "fwd GFLOP/tok", "train GFLOP/tok",
+            f"fwd x {names.pop() if len(names) == 1 else 'first'}"]
     body = []
     for r in rows:
         b = base[r.weights]

@@ -52,6 +52,9 @@ class Attention(nn.Module):
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
         *lead, n, d = x.shape                                   # (..., n, d)
+        if d != self.d_model:
+            raise ValueError(f"Attention expects states of width d_model={self.d_model}, got "
+                             f"shape {tuple(x.shape)}")
         h = self.norm(x)
         if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
             h = h.reshape(-1, n, d)                             # (B, n, d)
@@ -94,6 +97,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.fc1.in_features:
+            raise ValueError(f"FeedForward expects states of width d_model="
+                             f"{self.fc1.in_features}, got shape {tuple(x.shape)}")
         return self.dropout(self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
 
 

@@ -207,7 +207,9 @@ def check_step_size(h, allow_negative: bool = False) -> float:
     h = float(h)
     if not math.isfinite(h):
         raise ValueError(f"step_size must be finite, got {h}")
-    if h == 0 or (h < 0 and not allow_negative):
+    if h == 0 and allow_negative:
+        raise ValueError(f"step_size must be nonzero, got {h}")
+    if h <= 0 and not allow_negative:
         raise ValueError(f"step_size must be positive, got {h}")
     return h
 

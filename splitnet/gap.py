@@ -155,9 +155,6 @@ def layer_method_name(model) -> str:
 
 def plot_gaps(results, path, title: str | None = None) -> None:
     """Local and cumulative relative gap against depth, one line per result."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from ._io import atomic_savefig

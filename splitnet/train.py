@@ -327,8 +327,6 @@ def read_metrics(path) -> list[dict]:
 
 
 def plot_metrics(path_jsonl, path_png, title: str = "") -> None:
-    import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     recs = read_metrics(path_jsonl)

@@ -97,7 +97,7 @@ def test_perturbed_stage_list_is_caught():
     st = [("convection", 0.505), ("diffusion", 1.0), ("convection", 0.495)]
     r = sn.check_order(st, order=2)
     assert not r.ok
-    assert abs(r.measured - 1) <= 0.3 or abs(r.tail - 1) <= 0.3
+    assert abs(r.tail - 1) <= 0.3, r.summary()       # asymptotically first order
 
 
 def test_declared_order_defaults_and_overrides():

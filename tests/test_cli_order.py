@@ -90,12 +90,23 @@ def test_schemes_check_bad_stage_list(capsys):
     assert rc == 2 and "unknown field" in err
 
 
-@pytest.mark.parametrize("cmd", ["order", "schemes"])
+@pytest.mark.parametrize("cmd", ["order", "schemes", "describe", "train", "trajectories"])
 def test_help(cmd, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([cmd, "--help"])
     assert e.value.code == 0
     assert "usage: splitnet" in capsys.readouterr().out
+
+
+def test_installed_splitnet_command_runs():
+    """The console script of [project.scripts], as a user types it."""
+    import shutil
+
+    exe = shutil.which("splitnet")
+    assert exe is not None, "the `splitnet` console script is not installed on PATH"
+    r = subprocess.run([exe, "schemes"], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == 0 and "yoshida8" in r.stdout
 
 
 def test_console_entry_point_runs():

@@ -98,6 +98,9 @@ CASES = [
      ValueError, r"has no convection stage"),
     ("empty stage list", lambda: S([]),
      ValueError, r"has no stages"),
+    ("declared order the stages do not reach (Strang's stages declared order 4)",
+     lambda: S([(C, 0.5), (D, 1.0), (C, 0.5)], order=4, name="mine"),
+     ValueError, r"declares order 4 but its stages measure 1\.9"),
     ("declared order 2 but the second-order condition fails",
      lambda: S([(D, 1.0), (C, 1.0)], order=2),
      ValueError, r"declares order 2 but fails the second-order condition"),
@@ -113,7 +116,7 @@ CASES = [
      AttributeError, r"SplittingScheme is immutable \(tried to set 'order'\)"),
     # --- stepping --------------------------------------------------------------------------
     ("step size zero", lambda: _step(step_size=0.0),
-     ValueError, r"step_size must be positive, got 0.0"),
+     ValueError, r"step_size must be nonzero, got 0.0"),
     ("negative step size in integrate", lambda: _integrate(step_size=-0.25),
      ValueError, r"step_size must be positive, got -0.25"),
     ("step size missing", lambda: _step(step_size=None),
@@ -176,6 +179,18 @@ CASES = [
      lambda: sn.work_precision(["strang"], ["exact"], *_fields(), [0.5, 0.25],
                                progress=False),
      ValueError, r"'exact' has no fixed cost"),
+    ("reference solution with a field of the wrong output shape",
+     lambda: _reference(diffusion=_bad_shape),
+     ValueError, r"diffusion field returned shape \(3,\) for a state of shape \(2,\)"),
+    ("Lie bracket with a field of the wrong output shape",
+     lambda: sn.lie_bracket(_bad_shape, _fields()[1], _fields()[2]),
+     ValueError, r"F field returned shape \(3,\)"),
+    ("attention field on states of another width",
+     lambda: sn.fields.Attention(8, 2)(0.0, torch.zeros(4, 7)),
+     ValueError, r"Attention expects states of width d_model=8, got shape \(4, 7\)"),
+    ("feed-forward field on states of another width",
+     lambda: sn.fields.FeedForward(8, 16)(0.0, torch.zeros(4, 7)),
+     ValueError, r"FeedForward expects states of width d_model=8, got shape \(4, 7\)"),
     ("Lie bracket of a non-callable", lambda: sn.lie_bracket(None, _fields()[1], _fields()[2]),
      TypeError, r"F must be a callable field"),
 ]
@@ -215,6 +230,13 @@ def render() -> str:
     lines.append("")
     lines.append("The command line turns these into `splitnet <command>: error: <message>` on "
                  "stderr and exit status 2 (see `tests/test_cli_order.py`).")
+    lines.append("")
+    lines.append("Two deliberate exceptions to 'step_size must be positive': `scheme.step` "
+                 "accepts a negative step (the backward step, so that `step(h)` then "
+                 "`step(-h)` tests symmetry), and only zero is refused there; `integrate`, "
+                 "`layer`, `convergence_study` and `SplitTransformer` refuse any step <= 0. The "
+                 "network layer (`SplitLayer`, `SplitTransformer.forward`) checks no NaN on its "
+                 "hot path; `step`, `integrate` and the analysis functions do.")
     return "\n".join(lines) + "\n"
 
 
