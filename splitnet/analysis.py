@@ -310,7 +310,7 @@ def plot_work_precision(points: Sequence[WorkPrecisionPoint], path, title: str |
     methods = list(dict.fromkeys(p.method for p in points))
     markers = "os^Dv<>p*h"
     styles = ["-", "--", ":", "-."]
-    fig, ax = plt.subplots(figsize=(8, 6), dpi=120)
+    fig, ax = plt.subplots(figsize=(11, 6.5), dpi=120)
     for i, s in enumerate(schemes):
         for j, m in enumerate(methods):
             pts = sorted((p for p in points if p.scheme == s and p.method == m),
