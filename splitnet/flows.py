@@ -258,6 +258,8 @@ def run_step(scheme: SplittingScheme, diffusion, convection, x, t=0.0, step_size
 
 
 def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
+    if isinstance(t_span, torch.Tensor):        # torch.tensor([t0, T]) is a pair too
+        t_span = t_span.tolist() if t_span.dim() == 1 else t_span
     if not (isinstance(t_span, (tuple, list)) and len(t_span) == 2):
         raise ValueError(f"t_span must be a pair (t0, T), got {t_span!r}")
     t0, t1 = (float(v) for v in t_span)
