@@ -28,11 +28,20 @@ from tqdm.auto import tqdm
 
 import splitnet as sn
 from splitnet.analysis import _readable_log_ticks, plot_convergence, plot_work_precision
+from splitnet._io import atomic_savefig
 from splitnet.check import fit_slope
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"
 FIG = ROOT / "docs" / "figures"
+
+
+def _save(fig, name: str) -> None:
+    """Lay out, write atomically under docs/figures, close."""
+    fig.tight_layout()
+    atomic_savefig(fig, FIG / name)
+
+
 METHODS = ["exact", "euler", "midpoint", "rk4"]
 REGISTRY = sn.schemes.available()
 LOCAL_H = [0.2, 0.1, 0.05, 0.025]
@@ -133,9 +142,7 @@ def merged(system) -> dict[str, str]:
         ax.set_title(f"triple jump with midpoint sub-steps, {k} error")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(FIG / "order_merged.png")
-    plt.close(fig)
+    _save(fig, "order_merged.png")
     return {"merged": "\n".join(rows)}
 
 
@@ -183,9 +190,7 @@ def lie_bracket(system) -> dict[str, str]:
         _readable_log_ticks(ax.xaxis)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("Lie–Trotter local error against the Lie bracket prediction")
-    fig.tight_layout()
-    fig.savefig(FIG / "order_lie_bracket.png")
-    plt.close(fig)
+    _save(fig, "order_lie_bracket.png")
     return {"lie_bracket": "\n".join(rows)}
 
 
@@ -265,9 +270,7 @@ def sandwich(system) -> dict[str, str]:
     ax.set_title("Sandwich s^k (sf)^(n−k) f^k: error against depth")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(FIG / "order_sandwich.png")
-    plt.close(fig)
+    _save(fig, "order_sandwich.png")
     return {"sandwich": "\n".join(rows)}
 
 
