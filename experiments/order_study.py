@@ -27,8 +27,8 @@ import torch
 from tqdm.auto import tqdm
 
 import splitnet as sn
-from splitnet.analysis import _readable_log_ticks, plot_convergence, plot_work_precision
 from splitnet._io import atomic_savefig
+from splitnet.analysis import _readable_log_ticks, plot_convergence, plot_work_precision
 from splitnet.check import fit_slope
 
 ROOT = Path(__file__).resolve().parent.parent
