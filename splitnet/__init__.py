@@ -3,21 +3,45 @@
 Tokens are particles; self-attention is the diffusion field, the feed-forward network the
 convection field; a :class:`SplittingScheme` turns the two into a network layer and an ODE
 integrator whose order can be measured.
+
+The package is a flat front door: ``sn.schemes``, ``sn.SplittingScheme``, ``sn.check_order``,
+``sn.models``, ... Submodules and names are imported on first use (PEP 562), so
+``import splitnet`` and the command line's ``--help`` do not pay for torch until something needs
+it.
 """
 
-from . import analysis, fields, flows, layers, models, schemes
-from .analysis import (ConvergenceResult, convergence_study, lie_bracket, particle_system,
-                       reference_solution, work_precision)
-from .check import check_order
-from . import cost, gap  # noqa: E402,I001  (networks: cost accounting, ODE gap)
-from . import trajectories  # noqa: E402,I001  (token paths, ODE path, clustering)
-from .layers import SplitLayer
-from .schemes import SplittingScheme, Stage
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
 
-__all__ = [
-    "schemes", "models", "fields", "flows", "layers", "analysis", "SplittingScheme", "Stage", "SplitLayer",
-    "reference_solution", "convergence_study", "ConvergenceResult", "lie_bracket",
-    "work_precision", "particle_system", "check_order",
-]
+__version__ = "0.2.0"
+
+_SUBMODULES = (
+    "analysis", "check", "checkpoint", "config", "cost", "data", "fields", "flows", "gap",
+    "layers", "models", "plots", "problems", "schemes", "stages", "train", "trajectories",
+    "validate",
+)
+# name -> module that defines it
+_NAMES = {
+    "SplittingScheme": "schemes", "Stage": "stages", "check_order": "schemes",
+    "SplitLayer": "layers", "SplitConfig": "config", "SplitTransformer": "models",
+    "reference_solution": "analysis", "convergence_study": "analysis",
+    "ConvergenceResult": "analysis", "lie_bracket": "analysis", "work_precision": "analysis",
+    "particle_system": "problems",
+}
+
+__all__ = sorted((*_SUBMODULES, *_NAMES, "__version__"))
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'splitnet' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

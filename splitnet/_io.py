@@ -1,23 +1,25 @@
-"""Writing files so that a crash never leaves half of one: temp file in the same folder, then
-``os.replace`` (atomic on POSIX)."""
+"""Writing files so that a crash never leaves half of one: a temporary file in the same folder,
+flushed and fsynced, then ``os.replace`` (atomic on POSIX). Pure standard library."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_savefig(fig, path, close: bool = True, **savefig_kwargs) -> Path:
-    """``fig.savefig`` to ``path`` atomically (PNG unless ``format`` is given); closes ``fig``."""
+def atomic_write(path, write: Callable, mode: str = "wb") -> Path:
+    """Call ``write(f)`` on a temporary file next to ``path``, then rename it over ``path``.
+    The file gets the permissions a plain ``open()`` would give (not mkstemp's 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fmt = savefig_kwargs.pop("format", None) or (path.suffix.lstrip(".") or "png")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=f".{fmt}")
-    os.close(fd)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        fig.savefig(tmp, format=fmt, **savefig_kwargs)
-        # mkstemp makes the file 0600; give it the permissions a plain open() would.
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -25,8 +27,19 @@ def atomic_savefig(fig, path, close: bool = True, **savefig_kwargs) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if close:
-            import matplotlib.pyplot as plt
-
-            plt.close(fig)
     return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """``path.write_text(text)``, atomically."""
+    return atomic_write(path, lambda f: f.write(text), mode="w")
+
+
+def remove_stale_temporaries(folder, name: str) -> int:
+    """Delete ``.NAME.*.tmp`` files that a kill during :func:`atomic_write` left in ``folder``
+    (the real file was never replaced by them). Returns how many were removed."""
+    n = 0
+    for p in Path(folder).glob(f".{name}.*.tmp"):
+        p.unlink(missing_ok=True)
+        n += 1
+    return n

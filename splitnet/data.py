@@ -7,8 +7,9 @@ Default corpus: the ``.py`` files of the running Python's standard library (foun
 ``sysconfig``), read in sorted order of their path relative to the library root. A file belongs
 to the validation split when ``sha256(relative path) mod 1000 < 1000 * val_fraction``: the rule
 depends only on the relative path, so the same file lands on the same side on every machine
-(the files themselves differ between Python versions). A user corpus (``--text FILE``) is split
-by position: the last ``val_fraction`` of the bytes is validation.
+(the files themselves differ between Python versions). A user corpus (``--text``) is one file, split by
+position (the last ``val_fraction`` of the bytes is validation), or many files (a directory, a
+glob, an archive), split by file with the same rule as the standard library.
 
 Batches: the training windows of step ``s`` are drawn by a generator seeded with ``(seed, s)``,
 so the whole batch sequence is a pure function of the step counter. Resuming at step ``s`` needs
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,63 +74,170 @@ def is_val_file(rel_path: str, val_fraction: float) -> bool:
 
 
 def _check_fraction(val_fraction: float) -> float:
-    if not isinstance(val_fraction, (int, float)) or not 0.0 < float(val_fraction) < 1.0:
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) \
+            or not 0.0 < float(val_fraction) < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
     return float(val_fraction)
 
 
+def is_text(data: bytes) -> bool:
+    """A file counts as text when it has no NUL byte and is valid UTF-8."""
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @dataclass
 class Corpus:
-    """Token arrays of the two splits (uint8 numpy) and where they came from."""
+    """Token arrays of the two splits (uint8 numpy) and where they came from.
+
+    ``files``: (train, val) text files; ``skipped``: files left out as binary (not UTF-8 or with
+    NUL bytes); ``digest``: sha256 over every file's relative path and bytes, in order, so a
+    moved corpus keeps its fingerprint and a changed one does not."""
 
     train: np.ndarray
     val: np.ndarray
     source: str
-    n_files: tuple[int, int] | None = None   # (train, val) files for the stdlib corpus
+    files: tuple[int, int] = (1, 0)
+    skipped: int = 0
+    digest: str = ""
 
     def describe(self) -> str:
-        files = (f", {self.n_files[0]} + {self.n_files[1]} files" if self.n_files else "")
-        return (f"{self.source}: {len(self.train):,} train / {len(self.val):,} val bytes{files}")
+        skip = f", {self.skipped} binary files skipped" if self.skipped else ""
+        return (f"{self.source}: {sum(self.files):,} files ({self.files[0]:,} train / "
+                f"{self.files[1]:,} val), {len(self.train):,} train / {len(self.val):,} val "
+                f"bytes{skip}")
+
+    def fingerprint(self) -> dict:
+        """What a checkpoint records to notice a changed corpus on resume."""
+        return {"source": self.source, "files": sum(self.files),
+                "bytes": int(len(self.train) + len(self.val)), "sha256": self.digest}
+
+
+def describe_fingerprint(fp) -> str:
+    if not isinstance(fp, dict):
+        return "none recorded"
+    return (f"{fp.get('source')}, {fp.get('files')} files, {fp.get('bytes'):,} bytes, "
+            f"sha256 {str(fp.get('sha256'))[:12]}")
+
+
+def _split_files(items, val_fraction: float, source: str, skipped: int = 0) -> Corpus:
+    """A corpus from ``(relative path, bytes)`` pairs in order, split by :func:`is_val_file`."""
+    tr, va, h = [], [], hashlib.sha256()
+    for rel, b in items:
+        h.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(b).digest())
+        (va if is_val_file(rel, val_fraction) else tr).append(b)
+    train = np.frombuffer(b"".join(tr), dtype=np.uint8)
+    val = np.frombuffer(b"".join(va), dtype=np.uint8)
+    if len(train) == 0 or len(val) == 0:
+        raise ValueError(f"{source} is empty or has an empty split: {len(tr)} train / "
+                         f"{len(va)} val files with {len(train)} / {len(val)} bytes; each split "
+                         f"needs text (give more files, or one file to split by position)")
+    return Corpus(train, val, source, (len(tr), len(va)), skipped, h.hexdigest())
 
 
 def load_stdlib(val_fraction: float = 0.05, root: Path | None = None) -> Corpus:
     """The default corpus: the standard library's own source, split by file."""
     val_fraction = _check_fraction(val_fraction)
     files = stdlib_files(root)
-    tr, va, ntr, nva = [], [], 0, 0
-    for rel, p in files:
-        b = p.read_bytes()
-        if is_val_file(rel, val_fraction):
-            va.append(b)
-            nva += 1
-        else:
-            tr.append(b)
-            ntr += 1
-    train = np.frombuffer(b"".join(tr), dtype=np.uint8)
-    val = np.frombuffer(b"".join(va), dtype=np.uint8)
-    if len(train) == 0 or len(val) == 0:
-        raise ValueError(f"standard library corpus under {root or stdlib_root()} is empty or has "
-                         f"an empty split ({ntr} train / {nva} val files)")
-    return Corpus(train, val, f"Python {sysconfig.get_python_version()} stdlib "
-                              f"({root or stdlib_root()})", (ntr, nva))
+    source = f"Python {sysconfig.get_python_version()} stdlib ({root or stdlib_root()})"
+    return _split_files(((rel, p.read_bytes()) for rel, p in files), val_fraction, source)
 
 
-def load_text(path, val_fraction: float = 0.05) -> Corpus:
-    """A user corpus from one file, split by position (last ``val_fraction`` = validation)."""
-    val_fraction = _check_fraction(val_fraction)
+def load_file(path, val_fraction: float = 0.05) -> Corpus:
+    """One text file, split by position (the last ``val_fraction`` is validation)."""
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"text file not found: {path}")
-    if not path.is_file():
-        raise ValueError(f"text path is not a file: {path}")
-    data = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    data = path.read_bytes()
     if len(data) == 0:
         raise ValueError(f"text file is empty: {path}")
-    n_val = max(1, int(len(data) * val_fraction))
-    return Corpus(data[:-n_val], data[-n_val:], str(path))
+    arr = np.frombuffer(data, dtype=np.uint8)
+    n_val = max(1, int(len(arr) * val_fraction))
+    digest = hashlib.sha256(b"\0" + hashlib.sha256(data).digest()).hexdigest()
+    return Corpus(arr[:-n_val], arr[-n_val:], str(path), (1, 1), 0, digest)
+
+
+def _walk(items, source: str, val_fraction: float) -> Corpus:
+    """Text files among ``(relative path, reader)`` items, binary ones counted and skipped."""
+    texts, skipped = [], 0
+    for rel, read in sorted(items, key=lambda t: t[0]):
+        b = read()
+        if len(b) == 0:
+            continue
+        if is_text(b):
+            texts.append((rel, b))
+        else:
+            skipped += 1
+    if not texts:
+        raise ValueError(f"{source}: no text files in it ({skipped} binary files skipped)")
+    return _split_files(texts, val_fraction, source, skipped)
+
+
+def _directory(root: Path, val_fraction: float) -> Corpus:
+    items = [(p.relative_to(root).as_posix(), p.read_bytes) for p in root.rglob("*")
+             if p.is_file() and not any(part.startswith(".") for part in
+                                         p.relative_to(root).parts)]
+    return _walk(items, f"directory {root}", val_fraction)
+
+
+def _archive(path: Path, val_fraction: float) -> Corpus:
+    import tarfile
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            items = [(i.filename, lambda i=i: z.read(i)) for i in z.infolist() if not i.is_dir()]
+            return _walk(items, f"archive {path}", val_fraction)
+    try:
+        with tarfile.open(path) as t:
+            items = [(m.name, lambda m=m: t.extractfile(m).read()) for m in t.getmembers()
+                     if m.isfile()]
+            return _walk(items, f"archive {path}", val_fraction)
+    except tarfile.TarError as e:
+        raise ValueError(f"{path} is not a readable .tar/.tar.gz/.zip archive ({e})") from None
+
+
+def _glob(pattern: str, val_fraction: float) -> Corpus:
+    import glob
+
+    paths = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+    if not paths:
+        raise ValueError(f"no file matches {pattern!r}")
+    root = Path(os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths]))
+    items = [(Path(os.path.abspath(p)).relative_to(root).as_posix(), Path(p).read_bytes)
+             for p in paths]
+    return _walk(items, f"files matching {pattern}", val_fraction)
+
+
+ARCHIVES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".zip")
+
+
+def load_text(text, val_fraction: float = 0.05) -> Corpus:
+    """A user corpus: a file (split by position), a directory (every text file below it,
+    recursively, split by file), a glob pattern, or a ``.tar(.gz)`` / ``.zip`` archive of text
+    files (split by file). Binary files are skipped and counted."""
+    val_fraction = _check_fraction(val_fraction)
+    s = str(text)
+    if any(ch in s for ch in "*?[") and not os.path.exists(s):
+        return _glob(s, val_fraction)
+    path = Path(s)
+    if not path.exists():
+        raise ValueError(f"text not found: {path} (give a file, a directory, a glob pattern or "
+                         f"an archive)")
+    if path.is_dir():
+        return _directory(path, val_fraction)
+    if not path.is_file():
+        raise ValueError(f"text path is not a file or directory: {path}")
+    if s.lower().endswith(ARCHIVES):
+        return _archive(path, val_fraction)
+    return load_file(path, val_fraction)
 
 
 def load_corpus(text=None, val_fraction: float = 0.05) -> Corpus:
+    """``text`` (see :func:`load_text`), or the standard library when None."""
     return load_text(text, val_fraction) if text else load_stdlib(val_fraction)
 
 

@@ -17,40 +17,37 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu, "tanh": torch.tanh}
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU with the tanh approximation (GPT-2's ``gelu_new``)."""
+    return F.gelu(x, approximate="tanh")
+
+
+_ACTIVATIONS = {"gelu": F.gelu, "gelu_tanh": gelu_tanh, "relu": F.relu, "silu": F.silu,
+                "tanh": torch.tanh}
 
 
 class Attention(nn.Module):
     """Multi-head self-attention with pre-norm inside (diffusion field).
 
     Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
-    ``causal=True`` masks the future; ``key_padding_mask`` (bool, True = padding, shape
-    ``(batch, n_tokens)``) can be set with :meth:`set_padding_mask` for a forward pass: padded
-    keys are ignored by every query; a padded query attends at least to itself.
+    ``causal=True`` masks the future.
     """
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
-                 bias: bool = True):
+                 bias: bool = True, norm_eps: float = 1e-5):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
-        self.key_padding_mask: torch.Tensor | None = None
-
-    def set_padding_mask(self, mask: torch.Tensor | None) -> None:
-        """``mask``: bool ``(batch, n_tokens)``, True where the token is padding; None clears."""
-        if mask is not None and not (isinstance(mask, torch.Tensor)
-                                     and mask.dtype == torch.bool and mask.dim() == 2):
-            raise TypeError("padding mask must be a bool tensor of shape (batch, n_tokens), "
-                            f"got {getattr(mask, 'dtype', type(mask).__name__)} "
-                            f"{tuple(getattr(mask, 'shape', ()))}")
-        self.key_padding_mask = mask
 
     def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 2:
+            raise ValueError(f"Attention needs states of shape (..., n_tokens, d_model), got "
+                             f"shape {tuple(x.shape)}")
         *lead, n, d = x.shape                                   # (..., n, d)
         if d != self.d_model:
             raise ValueError(f"Attention expects states of width d_model={self.d_model}, got "
@@ -61,19 +58,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(h).split(d, dim=-1)
         hd = d // self.n_heads
         q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
-        mask = None
-        if self.key_padding_mask is not None:
-            # True = keep for SDPA's boolean mask; (B, 1, 1, n) broadcasts over heads and queries.
-            mask = ~self.key_padding_mask.reshape(-1, 1, 1, n)
-            if self.causal:
-                mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
-            # Every query keeps at least itself: a fully masked row (a padded query with causal
-            # masking) gives NaN in older torch, which then leaks through 0 * NaN in the next
-            # layer. Rows of real tokens are unchanged (their own key is already allowed).
-            mask = mask | torch.eye(n, dtype=torch.bool, device=x.device)
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=self.causal and mask is None)
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal)
         y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
         return self.resid_dropout(self.proj(y))
 
@@ -84,14 +70,15 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     """Position-wise feed-forward network with pre-norm inside (convection field)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
+                 norm_eps: float = 1e-5):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; available: "
                              f"{', '.join(_ACTIVATIONS)}")
         self.activation = activation
         self.act = _ACTIVATIONS[activation]
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)

@@ -1,8 +1,10 @@
 """Sub-flow methods: how each stage ``x -> phi^f_{dt}(x)`` of a scheme is advanced.
 
-A registry of names to small solver classes (torchdiffeq style). ``order`` is the classical
-order q of the one-step method (``None`` for ``exact``), ``evals`` the field evaluations per
-sub-step:
+A registry of names to small solver classes (torchdiffeq style), and the two numerical verbs
+every scheme shares, :func:`step` and :func:`integrate`, written on plain stage tuples and field
+callables (this module never imports :mod:`~splitnet.schemes`; schemes call it). ``order`` is
+the classical order q of the one-step method (``None`` for ``exact``), ``evals`` the field
+evaluations per sub-step:
 
 ===========  =====  =====  ============================================================
 name         q      evals  update for ``dx/dt = f(t, x)`` over ``dt``
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 import torch
 
-from .schemes import CONVECTION, DIFFUSION, SplittingScheme
+from .stages import CONVECTION, DIFFUSION, Stage, clocks as stage_clocks
+from .validate import (CheckedField, check_callable, check_state, check_step_size, check_time,
+                       small_problem_threads)
 
 Field = Callable[[float, torch.Tensor], torch.Tensor]
 
@@ -100,7 +103,8 @@ class Exact(SubflowMethod):
                  solver: str = "dopri5", **unknown):
         super().__init__(**unknown)   # unknown option -> ValueError naming it
         for k, v in (("rtol", rtol), ("atol", atol)):
-            if v is not None and not (isinstance(v, numbers.Real) and v > 0):
+            if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                      and math.isfinite(v) and v > 0):
                 raise ValueError(f"{k} must be a positive number, got {v!r}")
         self.rtol, self.atol, self.solver = rtol, atol, solver
 
@@ -131,138 +135,62 @@ def get_method(method, **options) -> SubflowMethod:
 
 
 # --------------------------------------------------------------------------------------------
-# Threads
-
-@contextmanager
-def _small_problem_threads(x: torch.Tensor, limit: int = 100_000):
-    """Run with one intra-op CPU thread when the state is small (< ``limit`` elements).
-
-    Order studies evaluate fields on a few dozen numbers thousands of times; on CPU, OpenMP
-    threads only add synchronisation, and on a busy machine their spin-waiting made one
-    attention call ~300x slower (30 ms instead of 0.1 ms on 2 shared cores). The previous
-    setting is restored on exit."""
-    if x.device.type != "cpu" or x.numel() >= limit or torch.get_num_threads() == 1:
-        yield
-        return
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
+# Stepping on stage tuples
 
 
-# --------------------------------------------------------------------------------------------
-# Input checks for the numerical API (the network layer skips them: hot path).
-
-class CountingField:
-    """Wraps a field ``f(t, x)`` and counts its evaluations in ``.count``."""
-
-    def __init__(self, f: Field, name: str = "field"):
-        self.f, self.name, self.count = f, name, 0
-
-    def __call__(self, t, x):
-        self.count += 1
-        return self.f(t, x)
-
-
-class _CheckedField:
-    """Checks a field's output against the state: shape, dtype, finiteness."""
-
-    def __init__(self, f: Field, name: str):
-        self.f, self.name = f, name
-
-    def __call__(self, t, x):
-        out = self.f(t, x)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"{self.name} field returned {type(out).__name__}, not a tensor")
-        if out.shape != x.shape:
-            raise ValueError(f"{self.name} field returned shape {tuple(out.shape)} for a state of "
-                             f"shape {tuple(x.shape)}; a vector field must return dx/dt of the "
-                             f"state's shape")
-        if out.dtype != x.dtype:
-            # torch would silently promote (or round) the state: say so instead.
-            raise TypeError(f"{self.name} field returned dtype {out.dtype} for a state of dtype "
-                            f"{x.dtype}; return dx/dt in the state's dtype")
-        if not torch.isfinite(out).all():
-            raise ValueError(f"{self.name} field produced NaN/inf at t={float(t):.6g}")
-        return out
-
-
-def check_state(x, what: str = "x0") -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{what} must be a floating tensor, got dtype {x.dtype}")
-    if x.dim() == 0:
-        raise ValueError(f"{what} must have at least one dimension")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{what} contains NaN or inf")
-    return x
-
-
-def check_step_size(h, allow_negative: bool = False) -> float:
-    if isinstance(h, bool) or not isinstance(h, numbers.Real):
-        raise TypeError(f"step_size must be a real number, got {h!r}")
-    h = float(h)
-    if not math.isfinite(h):
-        raise ValueError(f"step_size must be finite, got {h}")
-    if h == 0 and allow_negative:
-        raise ValueError(f"step_size must be nonzero, got {h}")
-    if h <= 0 and not allow_negative:
-        raise ValueError(f"step_size must be positive, got {h}")
-    return h
-
-
-def stage_fields(scheme: SplittingScheme, diffusion, convection) -> list:
+def stage_fields(stages: Sequence[Stage], diffusion, convection, name: str = "scheme") -> list:
     """One callable per stage: a single field is shared by all its stages, a sequence gives each
     stage of that field its own (``weights="per-stage"``)."""
     given = {DIFFUSION: diffusion, CONVECTION: convection}
     per_field = {}
-    for name, f in given.items():
-        n = scheme.n_stages(name)
+    for fname, f in given.items():
+        n = sum(st.field == fname for st in stages)
         if isinstance(f, (list, tuple, torch.nn.ModuleList)):
             if len(f) != n:
-                raise ValueError(f"{len(f)} {name} fields given for the {n} {name} stages of "
-                                 f"{scheme.name!r}")
+                raise ValueError(f"{len(f)} {fname} fields given for the {n} {fname} stages of "
+                                 f"{name!r}")
             fs = list(f)
         else:
             fs = [f] * n
         for g in fs:
-            if not callable(g):
-                raise TypeError(f"{name} field must be callable f(t, x), got {type(g).__name__}")
-        per_field[name] = iter(fs)
-    return [next(per_field[st.field]) for st in scheme.stages]
+            check_callable(g, fname)
+        per_field[fname] = iter(fs)
+    return [next(per_field[st.field]) for st in stages]
 
 
-def run_step(scheme: SplittingScheme, diffusion, convection, x, t=0.0, step_size=None,
-             method="exact", check: bool = True, states: list | None = None, **options):
-    """One step of ``scheme``; appends the state after each stage to ``states`` if given."""
+def step(stages: Sequence[Stage], diffusion, convection, x, t=0.0, step_size=None,
+         method="exact", clocks: Sequence[float] | None = None, check: bool = True,
+         states: list | None = None, name: str = "scheme", **options):
+    """One step ``x(t) -> x(t + h)``: stage i advances its field by ``c_i h`` from its clock
+    ``t + h clocks[i]`` (default: each field's own clock). Appends the state after each stage
+    to ``states`` if given. A negative step runs the adjoint direction; zero is an error."""
     if step_size is None:
         raise TypeError("step() needs step_size")
     h = check_step_size(step_size, allow_negative=True)
+    t = check_time(t)
     m = get_method(method, **options)
-    fields = stage_fields(scheme, diffusion, convection)
+    fields = stage_fields(stages, diffusion, convection, name)
+    clocks = stage_clocks(stages) if clocks is None else clocks
     if check:
         check_state(x, "x")
-        fields = [_CheckedField(f, st.field) for f, st in zip(fields, scheme.stages)]
-    t = float(t)
-    with _small_problem_threads(x):
-        for f, st, clock in zip(fields, scheme.stages, scheme.clocks()):
+        fields = [CheckedField(f, st.field) for f, st in zip(fields, stages)]
+    with small_problem_threads(x):
+        for f, st, clock in zip(fields, stages, clocks):
             x = m(f, t + h * clock, x, h * st.coeff)
             if states is not None:
                 states.append(x)
     if check and not torch.isfinite(x).all():
-        raise ValueError(f"NaN/inf in the state after a {scheme.name} step from t={t:.6g}")
+        raise ValueError(f"NaN/inf in the state after a {name} step from t={t:.6g}")
     return x
 
 
 def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
+    """``(t0, h, n)`` for ``t_span = (t0, T)``; ``(T - t0) / h`` must be an integer."""
     if isinstance(t_span, torch.Tensor):        # torch.tensor([t0, T]) is a pair too
         t_span = t_span.tolist() if t_span.dim() == 1 else t_span
     if not (isinstance(t_span, (tuple, list)) and len(t_span) == 2):
         raise ValueError(f"t_span must be a pair (t0, T), got {t_span!r}")
-    t0, t1 = (float(v) for v in t_span)
+    t0, t1 = (check_time(v, "t_span") for v in t_span)
     h = check_step_size(step_size)
     if not t1 > t0:
         raise ValueError(f"t_span must have T > t0, got {t_span!r}")
@@ -273,9 +201,10 @@ def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
     return t0, h, n
 
 
-def integrate(scheme: SplittingScheme, diffusion, convection, x0, t_span, step_size,
-              method="exact", progress: bool = False, check: bool = True, **options):
-    """``n`` steps of ``scheme``; returns the states at ``t0 + k h``, shape ``(n+1, *x0.shape)``."""
+def integrate(stages: Sequence[Stage], diffusion, convection, x0, t_span, step_size,
+              method="exact", clocks: Sequence[float] | None = None, progress: bool = False,
+              check: bool = True, name: str = "scheme", **options) -> torch.Tensor:
+    """``n`` steps; returns the states at ``t0 + k h``, shape ``(n + 1, *x0.shape)``."""
     t0, h, n = n_steps_for(t_span, step_size)
     check_state(x0, "x0")
     get_method(method, **options)  # fail before stepping on a bad method/option
@@ -285,9 +214,9 @@ def integrate(scheme: SplittingScheme, diffusion, convection, x0, t_span, step_s
     if progress:
         from tqdm.auto import tqdm
 
-        it = tqdm(it, desc=f"{scheme.name}/{method}", unit="step")
+        it = tqdm(it, desc=f"{name}/{method}", unit="step")
     for k in it:
-        x = run_step(scheme, diffusion, convection, x, t0 + k * h, h, method, check=check,
-                     **options)
+        x = step(stages, diffusion, convection, x, t0 + k * h, h, method, clocks=clocks,
+                 check=check, name=name, **options)
         out.append(x)
     return torch.stack(out)

@@ -26,7 +26,8 @@ Yoshida's triple jump, enter with their sign.)
   embedding through layers 0..k (the global error); ``cumulative_rel[k]`` divides it by
   ``||y_{k+1} - x_0||``, how far the ODE has moved the tokens.
 
-``Phi_k`` is the core's ``exact`` sub-flow method (torchdiffeq dopri5 at rtol 1e-13, atol 1e-15
+The layer's ODE is :meth:`~splitnet.layers.SplitLayer.ode_field` (one definition, shared with the
+trajectories' ODE path and re-discretisation). ``Phi_k`` is the core's ``exact`` sub-flow method (torchdiffeq dopri5 at rtol 1e-13, atol 1e-15
 in float64). The model is copied to ``dtype`` (float64 by default) in eval mode (no dropout);
 the caller's model is not modified.
 """
@@ -38,38 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from .flows import get_method
-from .schemes import CONVECTION, DIFFUSION
-
-
-class _WeightedSum(nn.Module):
-    """``f(t, x) = sum_i c_i f_i(t, x)``: the field a per-stage layer is consistent with."""
-
-    def __init__(self, fields, coeffs):
-        super().__init__()
-        self.fields = nn.ModuleList(fields) if all(isinstance(f, nn.Module) for f in fields) \
-            else list(fields)
-        self.coeffs = [float(c) for c in coeffs]
-
-    def forward(self, t, x):
-        out = self.coeffs[0] * self.fields[0](t, x)
-        for c, f in zip(self.coeffs[1:], self.fields[1:]):
-            out = out + c * f(t, x)
-        return out
-
-
-def layer_fields(layer):
-    """``(D, C)``: the vector fields of a :class:`~splitnet.layers.SplitLayer`'s ODE (the module
-    itself when shared, the coefficient-weighted sum of the stage modules when per-stage)."""
-    out = []
-    for name in (DIFFUSION, CONVECTION):
-        f = getattr(layer, name)
-        if isinstance(f, (list, tuple, nn.ModuleList)):
-            f = _WeightedSum(list(f), layer.scheme.field_coeffs(name))
-        out.append(f)
-    return tuple(out)
 
 
 @dataclass
@@ -106,9 +77,7 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
     """Per-layer distance between ``model`` (a SplitTransformer) and the ODE of its own fields,
     from the embedding of ``idx`` (B, T). ``options`` go to the ``exact`` method
     (``rtol``, ``atol``, ``solver``). See the module docstring for the definitions."""
-    from .models import SplitTransformer
-
-    if not isinstance(model, SplitTransformer):
+    if not (hasattr(model, "layers") and hasattr(model, "embed") and hasattr(model, "step_size")):
         raise TypeError(f"discretization_gap needs a SplitTransformer, got {type(model).__name__}")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
@@ -129,11 +98,7 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
         x0 = m.embed(idx.to(next(m.parameters()).device))
         x = y = x0
         for k, layer in it:
-            D, C = layer_fields(layer)
-
-            def rhs(t, z, D=D, C=C):
-                return D(t, z) + C(t, z)
-
+            rhs = layer.ode_field()
             t = k * h
             nx = layer(x, t)
             phi_x = exact(rhs, t, x, h)          # the ODE from the network's own input
@@ -150,35 +115,5 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
 
 
 def layer_method_name(model) -> str:
+    """The sub-flow method the model's layers use (``euler`` = residual sub-layers)."""
     return model.layers[0].method.name
-
-
-def plot_gaps(results, path, title: str | None = None) -> None:
-    """Local and cumulative relative gap against depth, one line per result."""
-    import matplotlib.pyplot as plt
-
-    from ._io import atomic_savefig
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.0), dpi=120)
-    styles = {"shared": "-", "per-stage": "--"}
-    colors = {}
-    for r in results:
-        c = colors.setdefault(r.scheme, len(colors))
-        kw = {"marker": "os^Dv<>"[c % 7], "ms": 4, "ls": styles.get(r.weights, "-"),
-              "color": f"C{c}", "label": f"{r.scheme} ({r.weights})"}
-        axes[0].semilogy(r.depth, r.local_rel, **kw)
-        axes[1].semilogy(r.depth, r.cumulative_rel, **kw)
-    axes[0].set_ylabel("||layer(x_k) - Phi_k(x_k)|| / ||Phi_k(x_k) - x_k||")
-    axes[0].set_title("local: one layer vs its ODE, same input")
-    axes[1].set_ylabel("||x_k - y(k h)|| / ||y(k h) - x_0||")
-    axes[1].set_title("cumulative: network vs ODE from the embedding")
-    for ax in axes:
-        ax.set_xlabel("layer k (depth)")
-        ax.grid(True, which="both", alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    # below the panels: inside, it would hide the curves that start near the top
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    atomic_savefig(fig, path)

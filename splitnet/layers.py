@@ -1,7 +1,14 @@
 """The network layer of a scheme: one step of the integrator as a ``torch.nn.Module``.
 
 With ``method="euler"`` every stage is a residual sub-layer ``x + c h f(x)``; Lie–Trotter at
-h = 1 is the pre-norm Transformer block ``x = x + attn(x); x = x + ffn(x)``.
+h = 1 is the pre-norm Transformer block::
+
+    x = x + attn(x)          # stage (diffusion, 1)
+    x = x + ffn(x)           # stage (convection, 1)
+
+The layer also knows the ODE it is a step of (:meth:`SplitLayer.field`,
+:meth:`SplitLayer.ode_field`): the one definition used by the discretization gap, the
+trajectories' ODE path and re-discretisation.
 """
 
 from __future__ import annotations
@@ -9,24 +16,65 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .flows import Euler, check_step_size, get_method, stage_fields
-from .schemes import CONVECTION, DIFFUSION, SplittingScheme
+from .flows import Euler, get_method, stage_fields
+from .stages import CONVECTION, DIFFUSION, FIELDS, as_stages, clocks, diagram, field_coeffs
+from .validate import check_step_size
+
+
+class WeightedSum(nn.Module):
+    """``f(t, x) = sum_i c_i f_i(t, x)``: the field a per-stage layer is consistent with.
+
+    One layer is ``x + h (sum_i c_i D_i(x) + sum_j c_j C_j(x)) + O(h^2)`` whatever the order of
+    its stages (BCH), so to first order it advances this field. Terms that call the same module
+    are grouped (their coefficients add up), so a shared module is evaluated once."""
+
+    def __init__(self, fields, coeffs):
+        super().__init__()
+        groups: list[list] = []
+        for f, c in zip(fields, coeffs):
+            for g in groups:
+                if g[0] is f:
+                    g[1] += float(c)
+                    break
+            else:
+                groups.append([f, float(c)])
+        groups = [g for g in groups if abs(g[1]) > 1e-15]
+        fs = [g[0] for g in groups]
+        self.terms = nn.ModuleList(fs) if all(isinstance(f, nn.Module) for f in fs) else fs
+        self.coeffs = [g[1] for g in groups]
+
+    def forward(self, t, x):
+        out = None
+        for c, f in zip(self.coeffs, self.terms):
+            y = f(t, x)
+            y = y if c == 1.0 else c * y
+            out = y if out is None else out + y
+        return out
 
 
 class SplitLayer(nn.Module):
     """``x -> phi^{X_s}_{c_s h} o ... o phi^{X_1}_{c_1 h}(x)`` with sub-flows advanced by
-    ``method``. ``diffusion`` / ``convection`` are one module shared by all stages of that field,
-    or a sequence with one module per stage. The plan (field, c h, clock) is fixed at
-    construction, so ``forward`` does no per-call bookkeeping."""
+    ``method``.
 
-    def __init__(self, scheme: SplittingScheme, diffusion, convection, step_size: float = 1.0,
+    ``scheme``: a :class:`~splitnet.schemes.SplittingScheme` (anything with ``stages`` and
+    ``clocks()``) or a plain sequence of stages. ``diffusion`` / ``convection``: one module
+    shared by all stages of that field, or a sequence with one module per stage. The plan
+    (field, c h, clock) is fixed at construction, so ``forward`` does no per-call bookkeeping."""
+
+    def __init__(self, scheme, diffusion, convection, step_size: float = 1.0,
                  method: str = "euler"):
         super().__init__()
+        if hasattr(scheme, "stages"):
+            self.stages, self.name = tuple(scheme.stages), getattr(scheme, "name", "scheme")
+            stage_clocks = tuple(scheme.clocks()) if hasattr(scheme, "clocks") else \
+                clocks(self.stages)
+        else:
+            self.stages, self.name = as_stages(scheme), "custom"
+            stage_clocks = clocks(self.stages)
         h = check_step_size(step_size)
-        self.scheme = scheme
         self.step_size = h
         self.method = get_method(method)
-        fields = stage_fields(scheme, diffusion, convection)  # validates counts and callables
+        fields = stage_fields(self.stages, diffusion, convection, self.name)
         for name, f in ((DIFFUSION, diffusion), (CONVECTION, convection)):
             if isinstance(f, (list, tuple)):
                 f = nn.ModuleList(f) if all(isinstance(g, nn.Module) for g in f) else f
@@ -35,9 +83,31 @@ class SplitLayer(nn.Module):
             else:
                 object.__setattr__(self, name, f)
         self._fields = fields  # plain list: modules already registered above
-        self._plan = tuple((h * st.coeff, h * c) for st, c in zip(scheme.stages, scheme.clocks()))
+        self._plan = tuple((h * st.coeff, h * c) for st, c in zip(self.stages, stage_clocks))
         self._euler = isinstance(self.method, Euler)
 
+    # -- the ODE this layer is a step of -----------------------------------------------------
+    def field_modules(self, field: str) -> list:
+        """One callable per stage of ``field``, in order (the same module repeated when
+        shared)."""
+        if field not in FIELDS:
+            raise ValueError(f"field must be one of {FIELDS}, got {field!r}")
+        return [f for f, st in zip(self._fields, self.stages) if st.field == field]
+
+    def field(self, field: str):
+        """The layer's vector field for ``field``: the module itself when shared, the
+        coefficient-weighted sum ``sum_i c_i X_i`` of the stage modules when per-stage."""
+        mods = self.field_modules(field)
+        if all(m is mods[0] for m in mods):
+            return mods[0]
+        return WeightedSum(mods, field_coeffs(self.stages, field))
+
+    def ode_field(self):
+        """``f(t, x) = D(t, x) + C(t, x)`` with :meth:`field` of each: the ODE one layer is a
+        step of over ``[t, t + h]``."""
+        return WeightedSum(self._fields, [st.coeff for st in self.stages])
+
+    # -- the step ----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, t: float = 0.0, return_states: bool = False):
         states = [] if return_states else None
         if self._euler:
@@ -55,5 +125,5 @@ class SplitLayer(nn.Module):
         return (x, states) if return_states else x
 
     def extra_repr(self) -> str:
-        return (f"scheme={self.scheme.name!r} [{self.scheme.pattern()}], h={self.step_size}, "
+        return (f"scheme={self.name!r} [{diagram(self.stages)}], h={self.step_size}, "
                 f"method={self.method.name!r}")

@@ -2,7 +2,14 @@
 
 ``SplitTransformer``: token embedding + learned absolute positions, ``n_layers`` steps of the
 scheme (each a :class:`~splitnet.layers.SplitLayer` over attention and feed-forward fields),
-final LayerNorm, output head tied to the embedding. Layer k integrates ``[k h, (k + 1) h]``.
+final LayerNorm, output head tied to the embedding. Layer k integrates ``[k h, (k + 1) h]``::
+
+    x = tok_emb(idx) + pos_emb(t)            # (B, T, D), the particles at time 0
+    for k, layer in enumerate(layers):       # one scheme step per layer
+        x = layer(x, k h)
+    logits = head(norm(x))                   # (B, T, V)
+
+Every option lives once, in :class:`~splitnet.config.SplitConfig` (``model.config``).
 """
 
 from __future__ import annotations
@@ -12,10 +19,10 @@ import math
 import torch
 from torch import nn
 
+from .config import SplitConfig
 from .fields import Attention, FeedForward, Gated
-from .flows import check_step_size
 from .layers import SplitLayer
-from .schemes import CONVECTION, DIFFUSION, SplittingScheme, resolve
+from .stages import CONVECTION, DIFFUSION
 
 WEIGHTS = ("shared", "per-stage")
 
@@ -23,9 +30,9 @@ WEIGHTS = ("shared", "per-stage")
 class SplitTransformer(nn.Module):
     """A Transformer whose layers are steps of ``scheme``.
 
-    Parameters
+    Parameters (the fields of :class:`~splitnet.config.SplitConfig`)
     ----------
-    scheme : name, pattern (e.g. ``"sfsf"``) or SplittingScheme
+    scheme : name, pattern (e.g. ``"sfsf"``), stage string, or SplittingScheme
     weights : ``"shared"`` -- one attention and one feed-forward per layer used by all stages of
         that field (parameters equal for every scheme); ``"per-stage"`` -- one sub-layer per
         stage, feed-forward width scaled by (diffusion stages / convection stages) so Strang has
@@ -36,81 +43,76 @@ class SplitTransformer(nn.Module):
     gate_fields : which fields get the gate: ``"both"`` (default, as the Highway Transformer),
         ``"diffusion"`` or ``"convection"``.
     method : sub-flow method of every stage (``"euler"`` = residual sub-layers).
+    activation, norm_eps : feed-forward activation (``gelu_tanh`` is GPT-2's) and LayerNorm eps.
     """
 
     def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
                  scheme="lie-trotter", causal: bool = True, weights: str = "shared",
                  step_size: float = 1.0, d_ff: int | None = None, max_len: int = 1024,
                  dropout: float = 0.0, gate: str | None = None, gate_layers=None,
-                 method: str = "euler", activation: str = "gelu", gate_fields: str = "both"):
+                 method: str = "euler", activation: str = "gelu", gate_fields: str = "both",
+                 norm_eps: float = 1e-5):
         super().__init__()
-        sch = scheme
-        if isinstance(sch, SplittingScheme):   # stored as data so a checkpoint rebuilds it
-            sch = {"name": sch.name, "order": sch.order,
-                   "stages": [(st.field, st.coeff) for st in sch.stages]}
-        self._config = dict(
+        cfg = SplitConfig(
             vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-            scheme=sch, causal=causal, weights=weights, step_size=step_size, d_ff=d_ff,
-            max_len=max_len, dropout=dropout, gate=gate,
-            gate_layers=None if gate_layers is None else list(gate_layers), method=method,
-            activation=activation, gate_fields=gate_fields)
-        for name, v in (("vocab_size", vocab_size), ("d_model", d_model), ("n_heads", n_heads),
-                        ("n_layers", n_layers), ("max_len", max_len)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
-        if gate not in (None, "sigmoid", "tanh"):
-            raise ValueError(f"gate must be None, 'sigmoid' or 'tanh', got {gate!r}")
-        if gate_fields not in ("both", DIFFUSION, CONVECTION):
-            raise ValueError(f"gate_fields must be 'both', 'diffusion' or 'convection', got "
-                             f"{gate_fields!r}")
-        self.gate_fields = gate_fields
-        self.scheme: SplittingScheme = resolve(scheme)
-        self.step_size = check_step_size(step_size)
+            scheme=scheme, causal=causal, weights=weights, step_size=step_size, d_ff=d_ff,
+            max_len=max_len, dropout=dropout, gate=gate, gate_layers=gate_layers,
+            method=method, activation=activation, gate_fields=gate_fields, norm_eps=norm_eps)
+        self._config = cfg
+        # A scheme object passed in is used as is (a config rebuilds an equal one).
+        self.scheme = scheme if hasattr(scheme, "stages") else cfg.resolved_scheme()
+        self.step_size = cfg.step_size
         self.vocab_size, self.d_model, self.n_layers, self.max_len = (
             vocab_size, d_model, n_layers, max_len)
-        self.weights, self.causal = weights, causal
-        d_ff = 4 * d_model if d_ff is None else d_ff
-        if gate_layers is None:
-            gate_layers = range(n_layers) if gate else ()
-        gate_layers = sorted(set(int(i) for i in gate_layers))
-        if gate_layers and gate is None:
-            raise ValueError("gate_layers given without gate='sigmoid' or 'tanh'")
-        bad = [i for i in gate_layers if not 0 <= i < n_layers]
-        if bad:
-            raise ValueError(f"gate_layers {bad} outside 0..{n_layers - 1}")
-        self.gate, self.gate_layers = gate, tuple(gate_layers)
-
-        n_d, n_c = self.scheme.n_stages(DIFFUSION), self.scheme.n_stages(CONVECTION)
-
-        def attn():
-            f = Attention(d_model, n_heads, causal=causal, dropout=dropout)
-            return Gated(f, d_model, gate) if gated and gate_fields != CONVECTION else f
-
-        def ffn(width):
-            f = FeedForward(d_model, width, activation=activation, dropout=dropout)
-            return Gated(f, d_model, gate) if gated and gate_fields != DIFFUSION else f
-
+        self.weights, self.causal, self.gate, self.gate_fields = (
+            weights, causal, gate, gate_fields)
+        self.gate_layers = cfg.gated_layers
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(max_len, d_model)
         self.drop = nn.Dropout(dropout)
-        layers = []
-        for k in range(n_layers):
-            gated = k in self.gate_layers
-            if weights == "shared":
-                dif, con = attn(), ffn(d_ff)
-            else:
-                width = max(1, round(d_ff * n_d / n_c))
-                dif = [attn() for _ in range(n_d)]
-                con = [ffn(width) for _ in range(n_c)]
-            layers.append(SplitLayer(self.scheme, dif, con, step_size=self.step_size,
-                                     method=method))
-        self.layers = nn.ModuleList(layers)
-        self.norm = nn.LayerNorm(d_model)
+        self.layers = nn.ModuleList(self._layer(k) for k in range(n_layers))
+        self.norm = nn.LayerNorm(d_model, eps=cfg.norm_eps)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight   # tied
         self._init_weights()
+
+    @classmethod
+    def from_config(cls, cfg: SplitConfig | dict) -> SplitTransformer:
+        """A model from a :class:`~splitnet.config.SplitConfig` (or its ``to_dict()``)."""
+        if isinstance(cfg, dict):
+            cfg = SplitConfig.from_dict(cfg)
+        if not isinstance(cfg, SplitConfig):
+            raise TypeError(f"from_config needs a SplitConfig, got {type(cfg).__name__}")
+        return cls(**{k: v for k, v in cfg.to_dict().items()})
+
+    @property
+    def config(self) -> SplitConfig:
+        """The model's :class:`~splitnet.config.SplitConfig` (frozen; stored in checkpoints)."""
+        return self._config
+
+    # -- construction --------------------------------------------------------------------
+    def _field(self, kind: str, gated: bool, width: int | None = None) -> nn.Module:
+        c = self._config
+        if kind == DIFFUSION:
+            f = Attention(c.d_model, c.n_heads, causal=c.causal, dropout=c.dropout,
+                          norm_eps=c.norm_eps)
+        else:
+            f = FeedForward(c.d_model, width, activation=c.activation, dropout=c.dropout,
+                            norm_eps=c.norm_eps)
+        if gated and c.gate_fields in ("both", kind):
+            return Gated(f, c.d_model, c.gate)
+        return f
+
+    def _layer(self, k: int) -> SplitLayer:
+        c, gated = self._config, k in self.gate_layers
+        if c.weights == "shared":
+            dif, con = self._field(DIFFUSION, gated), self._field(CONVECTION, gated, c.d_ff)
+        else:
+            n_d, n_c = self.scheme.n_stages(DIFFUSION), self.scheme.n_stages(CONVECTION)
+            width = max(1, round(c.d_ff * n_d / n_c))
+            dif = [self._field(DIFFUSION, gated) for _ in range(n_d)]
+            con = [self._field(CONVECTION, gated, width) for _ in range(n_c)]
+        return SplitLayer(self.scheme, dif, con, step_size=c.step_size, method=c.method)
 
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
@@ -124,19 +126,35 @@ class SplitTransformer(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
+    # -- use ---------------------------------------------------------------------------------
     def n_params(self, embeddings: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
         return n if embeddings else n - self.tok_emb.weight.numel() - self.pos_emb.weight.numel()
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token + position embedding of ``idx`` (B, T) int64 at positions ``start..start+T-1``."""
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"idx must be a torch.Tensor of int64 token ids, got "
+                            f"{type(idx).__name__}")
         if idx.dtype != torch.long:
-            raise TypeError(f"idx must be int64 token ids, got {idx.dtype}")
+            raise TypeError(f"idx must be a tensor of dtype torch.int64 (token ids), got "
+                            f"{idx.dtype}")
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}")
         T = idx.shape[1]
-        if T > self.max_len:
-            raise ValueError(f"sequence length {T} exceeds the model's max_len {self.max_len}")
-        pos = torch.arange(T, device=idx.device)
+        if T == 0:
+            raise ValueError("idx is an empty sequence: give at least one token")
+        if start + T > self.max_len:
+            raise ValueError(f"sequence length {start + T} exceeds the model's max_len "
+                             f"{self.max_len}")
+        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+            # (on CUDA this check would cost a host sync per forward; an id out of range is a
+            # device-side assert there)
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= self.vocab_size:
+                raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got "
+                                 f"[{lo}, {hi}]")
+        pos = torch.arange(start, start + T, device=idx.device)
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos))    # (B, T, D)
 
     def forward(self, idx: torch.Tensor, return_states: bool = False):
@@ -163,14 +181,5 @@ class SplitTransformer(nn.Module):
         times = [0.0] + [(k + s) * self.step_size for k in range(self.n_layers) for s in st]
         return torch.tensor(times, dtype=torch.float64)
 
-    def config(self) -> dict:
-        """Constructor arguments, enough to rebuild the model from a checkpoint."""
-        return dict(self._config)
 
-def from_config(cfg: dict) -> SplitTransformer:
-    """Rebuild a model from :meth:`SplitTransformer.config`."""
-    cfg = dict(cfg)
-    s = cfg.get("scheme")
-    if isinstance(s, dict):
-        cfg["scheme"] = SplittingScheme.from_stages(s["stages"], order=s["order"], name=s["name"])
-    return SplitTransformer(**cfg)
+__all__ = ["SplitConfig", "SplitTransformer", "WEIGHTS"]

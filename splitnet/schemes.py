@@ -29,80 +29,15 @@ J. Comput. Appl. Math. 142 (2002) 313–330 (method S6, order 4); G. Strang (196
 
 from __future__ import annotations
 
-import math
-import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+from . import stages as _st
+from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
-
-DIFFUSION = "diffusion"
-CONVECTION = "convection"
-FIELDS = (DIFFUSION, CONVECTION)
-_SHORT = {DIFFUSION: "s", CONVECTION: "f"}  # sandwich-paper letters: s = self-attention, f = FFN
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One sub-flow of a scheme: advance ``field`` for ``coeff * h``."""
-
-    field: str
-    coeff: float
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.field, str):
-            raise TypeError(f"Stage field must be a str, got {type(self.field).__name__}")
-        if self.field not in FIELDS:
-            raise ValueError(f"unknown field {self.field!r} in stage; expected one of {FIELDS}")
-        if isinstance(self.coeff, bool) or not isinstance(self.coeff, numbers.Real):
-            raise TypeError(f"Stage coeff must be a real number, got {type(self.coeff).__name__}")
-        if not math.isfinite(self.coeff):
-            raise ValueError(f"stage coefficient must be finite, got {self.coeff!r}")
-        object.__setattr__(self, "coeff", float(self.coeff))
-
-    def __repr__(self) -> str:
-        return f"Stage({self.field!r}, {self.coeff!r})"
-
-
-def _as_stage(item) -> Stage:
-    if isinstance(item, Stage):
-        return item
-    if isinstance(item, (tuple, list)) and len(item) == 2:
-        return Stage(item[0], item[1])
-    raise TypeError(f"a stage is a Stage or a (field, coeff) pair, got {item!r}")
-
-
-def _merge(stages: Sequence[Stage]) -> tuple[Stage, ...]:
-    out: list[Stage] = []
-    for s in stages:
-        if out and out[-1].field == s.field:
-            c = out[-1].coeff + s.coeff
-            out.pop()
-            if abs(c) > 1e-15:
-                out.append(Stage(s.field, c))
-        else:
-            out.append(s)
-    return tuple(out)
-
-
-def second_order_defect(stages: Sequence[Stage]) -> float:
-    """Coefficient of ``h^2 [D, C]`` in the scheme's modified equation, up to a factor 1/2.
-
-    For a consistent scheme the BCH formula gives ``log(scheme) = h (D + C) + h^2/2 (1 - 2 S) [D, C]
-    + O(h^3)`` with ``S = sum over diffusion stage i before convection stage j of d_i c_j``.
-    The scheme is (at least) second order iff ``S = 1/2``; this returns ``1 - 2 S``.
-    """
-    seen_d = 0.0
-    s = 0.0
-    for st in stages:
-        if st.field == DIFFUSION:
-            seen_d += st.coeff
-        else:
-            s += seen_d * st.coeff
-    return 1.0 - 2.0 * s
 
 
 class SplittingScheme(ABC):
@@ -126,11 +61,12 @@ class SplittingScheme(ABC):
     order: int = 1
 
     def __init__(self) -> None:
-        raw = tuple(_as_stage(s) for s in self._stages())
+        raw = _st.as_stages(self._stages())
         stages = _validated(raw, self.name)
         object.__setattr__(self, "_stage_tuple", stages)
         if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 1:
-            raise ValueError(f"scheme {self.name!r}: order must be a positive int, got {self.order!r}")
+            raise ValueError(f"scheme {self.name!r}: order must be a positive int, got "
+                             f"{self.order!r}")
         if self.order >= 2 and abs(second_order_defect(stages)) > 1e-9:
             raise ValueError(
                 f"scheme {self.name!r} declares order {self.order} but fails the second-order "
@@ -181,55 +117,42 @@ class SplittingScheme(ABC):
     def is_symmetric(self) -> bool:
         """True when the scheme equals its adjoint with exact sub-flows: the merged stage
         sequence is a palindrome, so ``step(h)`` then ``step(-h)`` returns to the start."""
-        m = _merge(self.stages)
-        return all(
-            a.field == b.field and abs(a.coeff - b.coeff) <= 1e-12 * max(1.0, abs(a.coeff))
-            for a, b in zip(m, reversed(m))
-        )
+        return _st.is_palindrome(self.stages)
 
     def merged(self) -> SplittingScheme:
         """The same scheme with adjacent stages of one field merged (fewer sub-layer calls;
         identical with exact flows, a different method with approximate ones)."""
-        return CustomScheme(_merge(self.stages), order=self.order, name=f"{self.name}-merged")
+        return CustomScheme(_st.merge(self.stages), order=self.order, name=f"{self.name}-merged")
 
     def field_coeffs(self, field: str) -> tuple[float, ...]:
-        return tuple(s.coeff for s in self.stages if s.field == field)
+        return _st.field_coeffs(self.stages, field)
 
     def n_stages(self, field: str | None = None) -> int:
         return len(self.stages) if field is None else len(self.field_coeffs(field))
 
-    def pattern(self) -> str:
-        """Short diagram, e.g. ``f/2 s f/2`` for Strang (s = diffusion, f = convection)."""
-        parts = []
-        for st in self.stages:
-            c = st.coeff
-            letter = _SHORT[st.field]
-            if abs(c - 1.0) < 1e-12:
-                parts.append(letter)
-            elif abs(c - 0.5) < 1e-12:
-                parts.append(f"{letter}/2")
-            else:
-                parts.append(f"{letter}*{c:.4g}")
-        return " ".join(parts)
+    def diagram(self) -> str:
+        """Short picture for display, e.g. ``f/2 s f/2`` for Strang (s = diffusion,
+        f = convection). :meth:`stage_string` gives the form that parses back."""
+        return _st.diagram(self.stages)
+
+    def stage_string(self) -> str:
+        """``c:0.5,d:1.0,c:0.5``: the stages exactly, readable by :func:`resolve` and by
+        ``splitnet schemes --check``."""
+        return _st.format_stages(self.stages)
+
+    def to_dict(self) -> dict:
+        """Plain data (JSON-able) that :func:`resolve` turns back into an equal scheme."""
+        return {"name": self.name, "order": self.order,
+                "stages": [[st.field, st.coeff] for st in self.stages]}
 
     def clocks(self) -> tuple[float, ...]:
         """Start time of every stage, as a fraction of h, on its own field's clock."""
-        acc = {DIFFUSION: 0.0, CONVECTION: 0.0}
-        out = []
-        for st in self.stages:
-            out.append(acc[st.field])
-            acc[st.field] += st.coeff
-        return tuple(out)
+        return _st.clocks(self.stages)
 
     def stage_times(self) -> tuple[float, ...]:
         """Progress after each stage, as a fraction of h: the mean of the two fields' clocks
         (Lie–Trotter: 0.5, 1; Strang: 0.25, 0.75, 1). Negative coefficients move it back."""
-        acc = {DIFFUSION: 0.0, CONVECTION: 0.0}
-        out = []
-        for st in self.stages:
-            acc[st.field] += st.coeff
-            out.append(0.5 * (acc[DIFFUSION] + acc[CONVECTION]))
-        return tuple(out)
+        return _st.progress(self.stages)
 
     def effective_order(self, method: str = "exact") -> int:
         """Global order when every sub-flow is advanced by ``method``.
@@ -242,7 +165,7 @@ class SplittingScheme(ABC):
         is ``min(p, q + 1)``. With Euler (q = 1) the weights c^2 are positive: every real splitting
         is first order, Macaron included.
         """
-        from .flows import get_method  # local: flows imports this module
+        from .flows import get_method
 
         m = get_method(method)
         if m.order is None:
@@ -255,22 +178,24 @@ class SplittingScheme(ABC):
         )
         return min(self.order, q + 1) if cancels else q
 
-    # -- numerics (shared by every scheme) --------------------------------------------------
+    # -- numerics: the verbs; the machinery (flows, layers) works on the stages ------------
     def step(self, diffusion, convection, x, t=0.0, step_size=None, method="exact", **options):
         """One step ``x(t) -> x(t + h)``. ``diffusion`` / ``convection``: callables ``f(t, x)``,
         or one callable per stage of that field. A negative step size runs the adjoint
         direction (used to test symmetry); zero is an error."""
-        from .flows import run_step
+        from . import flows
 
-        return run_step(self, diffusion, convection, x, t, step_size, method, **options)
+        return flows.step(self.stages, diffusion, convection, x, t, step_size, method,
+                          clocks=self.clocks(), name=self.name, **options)
 
     def integrate(self, diffusion, convection, x0, t_span, step_size, method="exact",
                   progress=False, **options) -> torch.Tensor:
         """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``."""
-        from .flows import integrate
+        from . import flows
 
-        return integrate(self, diffusion, convection, x0, t_span, step_size, method,
-                         progress=progress, **options)
+        return flows.integrate(self.stages, diffusion, convection, x0, t_span, step_size,
+                               method, clocks=self.clocks(), progress=progress, name=self.name,
+                               **options)
 
     def layer(self, diffusion, convection, step_size=1.0, method="euler"):
         """A ``torch.nn.Module`` computing one step: the network layer of this scheme."""
@@ -439,14 +364,19 @@ def available() -> list[str]:
     return list(_REGISTRY)
 
 
+def _registry_key(name: str) -> str | None:
+    key = _ALIASES.get(name.lower(), name.lower())
+    return key if key in _REGISTRY else None
+
+
 def get(name: str) -> SplittingScheme:
-    """The registered scheme ``name`` (aliases: macaron, transformer, triple-jump)."""
-    if isinstance(name, SplittingScheme):
-        return name
+    """The registered scheme ``name`` (case-insensitive; aliases: macaron, transformer,
+    triple-jump). Only registry names: :func:`resolve` also takes patterns, stage strings and
+    scheme objects."""
     if not isinstance(name, str):
         raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
-    key = _ALIASES.get(name.lower(), name.lower())
-    if key not in _REGISTRY:
+    key = _registry_key(name)
+    if key is None:
         raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
     return _REGISTRY[key]()
 
@@ -454,7 +384,7 @@ def get(name: str) -> SplittingScheme:
 def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
     """Add a scheme to the registry (``factory()`` must return a SplittingScheme)."""
     name = name.lower()   # get() is case-insensitive
-    if name in _REGISTRY:
+    if name in _REGISTRY or name in _ALIASES:
         raise ValueError(f"scheme {name!r} is already registered")
     s = factory()
     if not isinstance(s, SplittingScheme):
@@ -481,29 +411,66 @@ def from_pattern(pattern: str, name: str | None = None) -> SplittingScheme:
     if "s" not in p or "f" not in p:
         raise ValueError(f"pattern {pattern!r} must contain both 's' and 'f'")
     ns, nf = p.count("s"), p.count("f")
-    stages = [(DIFFUSION, 1.0 / ns) if ch == "s" else (CONVECTION, 1.0 / nf) for ch in p]
-    st = tuple(_as_stage(s) for s in stages)
+    st = tuple(Stage(DIFFUSION, 1.0 / ns) if ch == "s" else Stage(CONVECTION, 1.0 / nf)
+               for ch in p)
     order = 2 if abs(second_order_defect(st)) < 1e-12 else 1
     return CustomScheme(st, order=order, name=name or p)
 
 
 def resolve(scheme) -> SplittingScheme:
-    """A scheme from a name, a pattern string of s/f letters, or a SplittingScheme."""
+    """Any description of a scheme, as a SplittingScheme: a registered name, an s/f pattern
+    (``"sfsf"``), a stage string (``"c:0.5,d:1,c:0.5"``, order 1 declared), the dict of
+    :meth:`SplittingScheme.to_dict` (as stored in a model config), or a scheme (returned as is).
+    """
     if isinstance(scheme, SplittingScheme):
         return scheme
+    if isinstance(scheme, dict):
+        missing = {"name", "order", "stages"} - set(scheme)
+        if missing:
+            raise ValueError(f"a scheme dict needs keys name, order, stages; missing "
+                             f"{sorted(missing)}")
+        return SplittingScheme.from_stages(scheme["stages"], order=scheme["order"],
+                                           name=scheme["name"])
     if isinstance(scheme, str):
-        key = scheme.lower()
-        if key in _REGISTRY or key in _ALIASES:
-            return get(key)
-        if key and set(key) <= {"s", "f"}:
-            return from_pattern(key)
+        text = scheme.strip()
+        if not text:
+            raise ValueError(f"empty scheme name; available: {', '.join(available())}, or a "
+                             f"pattern of 's'/'f' letters such as 'sfsf'")
+        key = _registry_key(text)
+        if key is not None:
+            return _REGISTRY[key]()
+        if set(text.lower()) <= {"s", "f"}:
+            return from_pattern(text)
+        if ":" in text:
+            return CustomScheme(_st.parse(text), order=1, name="custom")
         raise ValueError(f"unknown scheme {scheme!r}; available: {', '.join(available())}, or a "
                          f"pattern of 's'/'f' letters such as 'sfsf'")
     raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                     f"{type(scheme).__name__}")
 
 
-from .check import check_order
+def check_order(scheme, order: int | None = None, **options):
+    """Measure the classical order of ``scheme`` on random non-commuting matrices with exact
+    exponentials (:func:`splitnet.check.measure_order`) and compare it with ``order``.
+
+    ``scheme``: a SplittingScheme, a registered name, a pattern, a stage string, or a list of
+    ``(field, coeff)`` stages. ``order`` defaults to the scheme's declared order (none for a
+    bare stage list: then the verdict compares with the nearest integer).
+
+    >>> check_order("yoshida4").ok
+    True
+    """
+    from .check import measure_order
+
+    if isinstance(scheme, (SplittingScheme, str, dict)):
+        s = resolve(scheme)
+        bare = isinstance(scheme, str) and ":" in scheme
+        stages, name = s.stages, s.name
+        declared = order if order is not None else (None if bare else s.order)
+    else:
+        stages, name, declared = CustomScheme(scheme, order=1).stages, "custom", order
+    return measure_order(stages, declared, name=name, **options)
+
 
 __all__ = [
     "CONVECTION",

@@ -1,66 +1,54 @@
-"""``splitnet train``: a byte-level language model from any splitting scheme.
+"""Training a byte-level language model from any splitting scheme: ``train(TrainConfig)``.
 
-One entry point for one CPU, one GPU and many (``torchrun ... -m splitnet.train``)::
+The command line is ``splitnet train`` (:mod:`splitnet.cli.cmd_train`); several processes run
+``torchrun ... -m splitnet train ...``. The loop, top to bottom::
 
-    splitnet train --steps 20 --out runs/demo --device cpu
-    splitnet train --resume --steps 30 --out runs/demo
-    torchrun --standalone --nproc_per_node=8 -m splitnet.train --device cuda --out runs/big ...
+    run = _setup(cfg, checkpoint)              # model, optimiser, schedule, RNG, data, files
+    while run.step < cfg.steps:
+        loss = _train_step(run)                # forward + backward over the micro-batches, update
+        _log(run, loss)                        # metrics.jsonl, progress bar, validation
+        _save(run) every ckpt_every steps, at the end and on a signal
 
 Optimisation: AdamW (weight decay on matrices only), linear warmup then cosine decay to
 ``min_lr_ratio * lr``, gradient clipping by global norm, gradient accumulation. The loss is the
 mean cross-entropy in nats per byte; ``bpb = loss / ln 2`` (bits per byte).
 
-Batches: ``--batch-size`` is the global number of sequences per optimiser step. Step ``s``
-draws its windows from a generator seeded by ``(seed, s)`` (:mod:`splitnet.data`); rank r of a
-world of W takes the r-th contiguous block of that batch and splits it into ``--grad-accum``
+Batches: ``batch_size`` is the global number of sequences per optimiser step. Step ``s`` draws
+its windows from a generator seeded by ``(seed, s)`` (:mod:`splitnet.data`); rank r of a world
+of W takes the r-th contiguous block of that batch and splits it into ``grad_accum``
 micro-batches; each micro-batch loss is divided by ``grad_accum`` and DDP averages over ranks, so
 the gradient is the mean over the global batch whatever the number of processes, and the data
 position of a checkpoint is just its step.
 
-Nothing lost: ``checkpoint.pt`` (model config + weights, optimiser, scheduler, python / numpy /
-torch / cuda RNG states, step) is written to a temporary file and renamed over the old one, every
-``--ckpt-every`` steps, at the end and on SIGINT/SIGTERM. ``--resume`` restores all of it and cuts
+Nothing lost: the checkpoint (:mod:`splitnet.checkpoint`: config, weights, optimiser,
+scheduler, RNG states, step, corpus fingerprint) is written atomically every ``ckpt_every``
+steps, at the end and on SIGINT/SIGTERM; ``resume=True`` restores all of it and cuts
 ``metrics.jsonl`` back to the checkpoint's step, so a run killed with ``kill -9`` continues as if
 uninterrupted. A non-finite loss stops the run without overwriting the last good checkpoint.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import math
 import os
 import random
 import signal
+import statistics
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import checkpoint as ck
 from . import data as D
-
-CKPT, METRICS, PLOT = "checkpoint.pt", "metrics.jsonl", "loss.png"
-CKPT_VERSION = 1
-
-# Keys that define a run: fixed by the checkpoint on --resume (a different explicit value is an
-# error, a missing one is taken from the checkpoint). Everything else (steps, logging, device,
-# compile) may change between sessions.
-MODEL_KEYS = ("scheme", "weights", "d_model", "n_heads", "n_layers", "d_ff", "context",
-              "step_size", "gate", "gate_layers", "dropout", "method", "activation")
-RUN_KEYS = ("text", "val_fraction", "batch_size", "grad_accum", "lr", "min_lr_ratio", "warmup",
-            "weight_decay", "beta1", "beta2", "clip", "seed", "eval_windows")
-DEFAULTS = {
-    "scheme": "lie-trotter", "weights": "shared", "d_model": 128, "n_heads": 4, "n_layers": 4,
-    "d_ff": None, "context": 128, "step_size": 1.0, "gate": None, "gate_layers": None,
-    "dropout": 0.0, "method": "euler", "activation": "gelu", "text": None, "val_fraction": 0.05,
-    "batch_size": 16, "grad_accum": 1, "lr": 2e-3, "min_lr_ratio": 0.1, "warmup": 50,
-    "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "clip": 1.0, "seed": 0,
-    "eval_windows": 256}
-DEFAULT_STEPS = 600
+from .config import FIXED, FREE, SplitConfig, TrainConfig
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
 PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
@@ -68,176 +56,88 @@ PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12,
 
 
 class TrainingError(RuntimeError):
-    """Raised when training cannot go on (non-finite loss)."""
+    """Training cannot go on (non-finite loss)."""
 
 
 # ----------------------------------------------------------------------------------------------
-# command line
-
-def _gate_layers(s: str):
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--gate-layers wants comma-separated ints, got {s!r}") \
-            from e
+# configuration on --resume
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = (
-        "Train a byte-level SplitTransformer language model. Default: the Python standard "
-        f"library's .py files, d_model 128, 4 heads, 4 layers, context 128, batch 16, "
-        f"{DEFAULT_STEPS} steps = 1.2M training bytes (about 1 minute on 2 idle CPU cores, "
-        "8 minutes on 2 cores busy with other jobs: there use --threads 1). "
-        "Writes checkpoint.pt, metrics.jsonl and loss.png to --out. Multi-GPU / multi-node: "
-        "torchrun --nproc_per_node=N -m splitnet.train ...")
-    g = p.add_argument_group("data")
-    g.add_argument("--text", default=None, metavar="FILE",
-                   help="train on this file (split by position) instead of the stdlib corpus")
-    g.add_argument("--val-fraction", type=float, default=None,
-                   help=f"validation share (default {DEFAULTS['val_fraction']})")
-    g.add_argument("--context", type=int, default=None,
-                   help=f"sequence length in bytes (default {DEFAULTS['context']})")
-    g = p.add_argument_group("model")
-    g.add_argument("--scheme", default=None,
-                   help="scheme name (lie-trotter, strang, yoshida4, ...) or s/f sublayer pattern "
-                        "such as ssfsff (default lie-trotter)")
-    g.add_argument("--weights", choices=["shared", "per-stage"], default=None,
-                   help="one sub-layer per field per layer, or one per stage (default shared)")
-    g.add_argument("--d-model", type=int, default=None, help="width (default 128)")
-    g.add_argument("--n-heads", type=int, default=None, help="attention heads (default 4)")
-    g.add_argument("--n-layers", type=int, default=None, help="steps of the scheme (default 4)")
-    g.add_argument("--d-ff", type=int, default=None, help="feed-forward width (default 4 d_model)")
-    g.add_argument("--step-size", type=float, default=None, help="h per layer (default 1.0)")
-    g.add_argument("--gate", choices=["none", "sigmoid", "tanh"], default=None,
-                   help="SDU self-dependency gates (Highway Transformer) (default none)")
-    g.add_argument("--gate-layers", type=_gate_layers, default=None,
-                   help="0-based layers that get gates, e.g. 0,1 (default: all, with --gate)")
-    g.add_argument("--dropout", type=float, default=None, help="dropout (default 0)")
-    g.add_argument("--method", default=None, help="sub-flow method (default euler = residual)")
-    g.add_argument("--activation", default=None, help="feed-forward activation (default gelu)")
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--steps", type=int, default=None,
-                   help=f"total optimiser steps (default {DEFAULT_STEPS}; on --resume: the "
-                        "checkpoint's total)")
-    g.add_argument("--batch-size", type=int, default=None,
-                   help="global sequences per optimiser step (default 16)")
-    g.add_argument("--grad-accum", type=int, default=None,
-                   help="micro-batches per step (default 1)")
-    g.add_argument("--lr", type=float, default=None, help="peak learning rate (default 2e-3)")
-    g.add_argument("--min-lr-ratio", type=float, default=None,
-                   help="cosine floor as a fraction of --lr (default 0.1)")
-    g.add_argument("--warmup", type=int, default=None, help="linear warmup steps (default 50)")
-    g.add_argument("--weight-decay", type=float, default=None, help="AdamW decay (default 0.1)")
-    g.add_argument("--beta1", type=float, default=None, help="AdamW beta1 (default 0.9)")
-    g.add_argument("--beta2", type=float, default=None, help="AdamW beta2 (default 0.99)")
-    g.add_argument("--clip", type=float, default=None, help="grad-norm clip, 0 = off (default 1)")
-    g.add_argument("--seed", type=int, default=None, help="seed of weights and batches (default 0)")
-    g = p.add_argument_group("run")
-    g.add_argument("--out", default="runs/train", help="output directory (default runs/train)")
-    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    g.add_argument("--overwrite", action="store_true",
-                   help="start afresh even if OUT already holds a checkpoint")
-    g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                   help="auto (default) = cuda when available")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--no-amp", action="store_true",
-                   help="on CUDA: float32 instead of bf16 autocast")
-    g.add_argument("--eval-every", type=int, default=100, help="validation every N steps (default 100)")
-    g.add_argument("--eval-windows", type=int, default=None,
-                   help="fixed validation windows per evaluation (default 256)")
-    g.add_argument("--ckpt-every", type=int, default=100, help="checkpoint every N steps (default 100)")
-    g.add_argument("--stop-at", type=int, default=None, metavar="STEP",
-                   help="save and exit after STEP steps, keeping the --steps schedule (for "
-                        "time-sliced jobs; continue with --resume)")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-    g.add_argument("--peak-tflops", type=float, default=None,
-                   help="accelerator peak for MFU (default: dense bf16 of known GPUs)")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
-    g.add_argument("--no-plot", action="store_true", help="do not write loss.png")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="splitnet train")
-    configure_parser(p)
-    return p
-
-
-def _explicit(args) -> dict:
-    """The run-defining options given on the command line (None = not given)."""
-    out = {}
-    for k in MODEL_KEYS + RUN_KEYS:
-        v = getattr(args, k, None)
-        if v is not None:
-            out[k] = v
-    if out.get("gate") == "none":
-        out["gate"] = None
-        out["_gate_none"] = True
+def _explicit_fields(cfg: TrainConfig) -> set[str]:
+    """Options that differ from their defaults (``model.x`` for model options): what a Python
+    caller 'gave' when no explicit set is passed."""
+    out = {f.name for f in dataclasses.fields(TrainConfig)
+           if f.name != "model" and getattr(cfg, f.name) != _default(TrainConfig, f)}
+    base = SplitConfig()
+    out |= {f"model.{f.name}" for f in dataclasses.fields(SplitConfig)
+            if f.name != "max_len" and getattr(cfg.model, f.name) != getattr(base, f.name)}
     return out
 
 
-def resolve_config(args, ckpt: dict | None) -> dict:
-    """Merge defaults, checkpoint and command line; a conflict with the checkpoint raises."""
-    given = _explicit(args)
-    explicit_none = given.pop("_gate_none", False)
-    if ckpt is None:
-        cfg = dict(DEFAULTS)
-        cfg.update(given)
-        cfg["steps"] = args.steps if args.steps is not None else DEFAULT_STEPS
-        return cfg
-    cfg = dict(ckpt["run_config"])
-    bad = []
-    for k, v in given.items():
-        old = cfg.get(k)
-        if k == "text" and old is not None:
-            same = os.path.abspath(v) == os.path.abspath(old)
-        else:
-            same = v == old
-        if not same:
-            bad.append(f"{k}: checkpoint {old!r}, given {v!r}")
-    if explicit_none and cfg.get("gate") is not None:
-        bad.append(f"gate: checkpoint {cfg['gate']!r}, given 'none'")
+def _default(cls, f):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = None
+                  ) -> TrainConfig:
+    """The configuration of a resumed run: the checkpoint's, with the explicitly given options
+    applied. A given option that defines the run (``fixed``) and differs is a ValueError naming
+    it; ``free`` ones (steps, logging, device...) are taken; session ones always come from
+    ``given``. ``explicit``: names given (``model.d_model`` for model options); default: the
+    options of ``given`` that differ from their defaults."""
+    explicit = _explicit_fields(given) if explicit is None else set(explicit)
+    old = TrainConfig.from_dict({**stored, "out": given.out})
+    changes, bad = {}, []
+    for f in dataclasses.fields(TrainConfig):
+        name, kind = f.name, f.metadata.get("resume", FIXED)
+        if name == "model":
+            continue
+        if kind not in (FIXED, FREE):                      # session options: from `given`
+            changes[name] = getattr(given, name)
+        elif name in explicit and getattr(given, name) != getattr(old, name):
+            if kind == FREE:
+                changes[name] = getattr(given, name)
+            elif not (name == "text" and _same_path(given.text, old.text)):
+                bad.append(f"{name}: checkpoint {getattr(old, name)!r}, given "
+                           f"{getattr(given, name)!r}")
+    for name in sorted(e[6:] for e in explicit if e.startswith("model.")):
+        if getattr(given.model, name) != getattr(old.model, name):
+            bad.append(f"{name}: checkpoint {getattr(old.model, name)!r}, given "
+                       f"{getattr(given.model, name)!r}")
     if bad:
         raise ValueError("incompatible checkpoint: --resume with options that differ from the "
                          "checkpoint (" + "; ".join(bad) + "); drop them, or start a new run "
                          "with another --out")
-    cfg["steps"] = args.steps if args.steps is not None else cfg["steps"]
-    return cfg
+    return old.replace(**changes)
+
+
+def _same_path(a, b) -> bool:
+    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
 
 
 # ----------------------------------------------------------------------------------------------
 # pieces
 
-def lr_at(step: int, cfg: dict) -> float:
+
+def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float) -> float:
     """Learning-rate multiplier for optimiser step ``step`` (0-based): linear warmup over
     ``warmup`` steps, then cosine from 1 to ``min_lr_ratio`` at ``steps``."""
-    w, total, floor = cfg["warmup"], cfg["steps"], cfg["min_lr_ratio"]
-    if step < w:
-        return (step + 1) / w
-    if total <= w:
+    if step < warmup:
+        return (step + 1) / warmup
+    if steps <= warmup:
         return 1.0
-    p = min(1.0, (step - w) / max(1, total - w))
-    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * p))
+    p = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p))
 
 
-def build_model(cfg: dict):
-    from .models import SplitTransformer
-    return SplitTransformer(
-        vocab_size=D.VOCAB_SIZE, d_model=cfg["d_model"], n_heads=cfg["n_heads"],
-        n_layers=cfg["n_layers"], scheme=cfg["scheme"], causal=True, weights=cfg["weights"],
-        step_size=cfg["step_size"], d_ff=cfg["d_ff"], max_len=cfg["context"],
-        dropout=cfg["dropout"], gate=cfg["gate"], gate_layers=cfg["gate_layers"],
-        method=cfg["method"], activation=cfg["activation"])
-
-
-def build_optimizer(model, cfg: dict):
+def build_optimizer(model, cfg: TrainConfig):
+    """AdamW with weight decay on matrices only; fused on CUDA."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg["weight_decay"]},
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    kw = {}
-    if next(model.parameters()).is_cuda:
-        kw["fused"] = True
-    return torch.optim.AdamW(groups, lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), **kw)
+    kw = {"fused": True} if next(model.parameters()).is_cuda else {}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kw)
 
 
 def flops_per_token(model, context: int) -> float:
@@ -245,13 +145,12 @@ def flops_per_token(model, context: int) -> float:
     counted once per stage that uses it) + 12 x context x d_model per attention call + head."""
     from torch import nn
 
-    from .schemes import CONVECTION, DIFFUSION
-    n_d, n_c = model.scheme.n_stages(DIFFUSION), model.scheme.n_stages(CONVECTION)
+    from .stages import CONVECTION, DIFFUSION
+
     matmul, attn_calls = 0, 0
     for layer in model.layers:
-        for name, uses in ((DIFFUSION, n_d), (CONVECTION, n_c)):
-            mod = getattr(layer, name)
-            mods = list(mod) if isinstance(mod, nn.ModuleList) else [mod] * uses
+        for name in (DIFFUSION, CONVECTION):
+            mods = layer.field_modules(name)
             for m in mods:
                 matmul += sum(x.weight.numel() for x in m.modules() if isinstance(x, nn.Linear))
             if name == DIFFUSION:
@@ -260,409 +159,584 @@ def flops_per_token(model, context: int) -> float:
     return 6.0 * matmul + 12.0 * attn_calls * context * model.d_model
 
 
-def _rng_state(device) -> dict:
-    st = {"python": random.getstate(), "numpy": np.random.get_state(),
-          "torch": torch.get_rng_state()}
+def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
+    """Rough bytes a training step needs on one process: weights, gradients and AdamW moments
+    (16 bytes per parameter), plus activations kept for the backward pass: per token and stage
+    about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a feed-forward stage,
+    and the attention matrix when no fused kernel applies (heads x context floats per token).
+    Used to refuse a run that cannot fit before anything is allocated."""
+    m = cfg.model
+    sch = m.resolved_scheme()
+    n_d = sch.n_stages("diffusion")
+    n_c = sch.n_stages("convection")
+    d, ff = m.d_model, m.d_ff
+    params = 2 * 256 * d + m.n_layers * (n_d if m.weights == "per-stage" else 1) * 4 * d * d \
+        + m.n_layers * 2 * d * ff * (n_d if m.weights == "per-stage" else 1)
+    tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
+    per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
+    per_token += 2 * 256     # logits and their float32 copy
+    return 16.0 * params + 4.0 * tokens * per_token
+
+
+def _available_memory(device) -> float | None:
     if device.type == "cuda":
-        st["cuda"] = torch.cuda.get_rng_state_all()
-    return st
-
-
-def _set_rng_state(st: dict, device) -> None:
-    random.setstate(st["python"])
-    np.random.set_state(st["numpy"])
-    torch.set_rng_state(st["torch"])
-    if device.type == "cuda" and "cuda" in st:
-        try:
-            torch.cuda.set_rng_state_all(st["cuda"])
-        except (RuntimeError, IndexError):  # different GPU count: weights and data still exact
-            pass
-
-
-def save_atomic(obj, path: Path) -> None:
-    """torch.save to ``path.tmp``, fsync, then rename: a reader never sees half a file."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path) -> dict:
-    if not path.is_file():
-        raise ValueError(f"--resume: no checkpoint at {path}")
+        return float(torch.cuda.mem_get_info(device)[0])
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise ValueError(f"incompatible checkpoint {path}: cannot be read ({e})") from e
-    if not isinstance(ck, dict) or ck.get("version") != CKPT_VERSION or "model" not in ck:
-        raise ValueError(f"incompatible checkpoint {path}: not a splitnet train checkpoint "
-                         f"(version {CKPT_VERSION})")
-    return ck
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
-def truncate_metrics(path: Path, step: int) -> int:
-    """Keep the lines of ``path`` with ``step <= step`` (drop later ones and any torn last
-    line); rewritten atomically. Returns the number of lines kept."""
-    if not path.exists():
-        return 0
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and rec["step"] <= step:
-            kept.append(line)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(k + "\n" for k in kept))
-    os.replace(tmp, path)
-    return len(kept)
-
-
-def read_metrics(path) -> list[dict]:
-    """The records of a metrics.jsonl file."""
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-
-
-def plot_metrics(path_jsonl, path_png, title: str = "") -> None:
-    import matplotlib.pyplot as plt
-
-    recs = read_metrics(path_jsonl)
-    tr = [(r["step"], r["bpb"]) for r in recs if "bpb" in r]
-    va = [(r["step"], r["val_bpb"]) for r in recs if "val_bpb" in r]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    if tr:
-        s, b = np.array(tr).T
-        ax.plot(s, b, color="tab:blue", alpha=0.25, lw=0.8, label="train (per step)")
-        if len(b) > 10:   # exponential moving average, bias-corrected
-            a, m, sm = 0.95, 0.0, []
-            for i, v in enumerate(b):
-                m = a * m + (1 - a) * v
-                sm.append(m / (1 - a ** (i + 1)))
-            ax.plot(s, sm, color="tab:blue", lw=1.6, label="train (EMA 0.95)")
-    if va:
-        s, b = np.array(va).T
-        ax.plot(s, b, "o-", color="tab:red", ms=4, label="validation")
-    ax.set_xlabel("optimiser step")
-    ax.set_ylabel("bits per byte")
-    if tr:
-        lo = min(min(x[1] for x in tr), min((x[1] for x in va), default=9))
-        ax.set_ylim(max(0.0, lo - 0.2), min(8.5, max(x[1] for x in tr[len(tr) // 20:]) + 0.3))
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path_png, dpi=110)
-    plt.close(fig)
+def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
+    need, have = estimate_memory(cfg, world), _available_memory(device)
+    if have is None:
+        return
+    if need > 0.9 * have:
+        raise ValueError(f"this run needs about {need / 2**30:.1f} GiB per process "
+                         f"(context {cfg.context}, batch {cfg.batch_size}, d_model "
+                         f"{cfg.model.d_model}) but {device} has {have / 2**30:.1f} GiB free; "
+                         f"lower --context or --batch-size, or raise --grad-accum")
+    if need > 0.5 * have:
+        log(f"warning: this run needs about {need / 2**30:.1f} GiB of the "
+            f"{have / 2**30:.1f} GiB free on {device}")
 
 
 # ----------------------------------------------------------------------------------------------
-# distributed
+# processes and devices
 
-def _dist_env():
+
+@dataclass
+class _Env:
+    world: int
+    rank: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _env(device_name: str) -> _Env:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    return world, rank, local
-
-
-def _pick_device(name: str, local_rank: int) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
+    if device_name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(f"cuda:{local_rank}") if name == "cuda" else torch.device("cpu")
+    if device_name == "auto":
+        device_name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(f"cuda:{local}") if device_name == "cuda" else torch.device("cpu")
+    return _Env(world, rank, local, dev)
 
 
 # ----------------------------------------------------------------------------------------------
-# the loop
-
-def train(args) -> dict:
-    """Run (or resume) training as described by parsed ``args``; returns a summary dict.
-
-    Raises ValueError on bad input, TrainingError on a non-finite loss."""
-    world, rank, local_rank = _dist_env()
-    distributed = world > 1
-    device = _pick_device(args.device, local_rank)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    ckpt_path, metrics_path = out / CKPT, out / METRICS
-    ckpt = load_checkpoint(ckpt_path) if args.resume else None
-    if ckpt is None and ckpt_path.exists() and not args.overwrite:
-        raise ValueError(f"{ckpt_path} already exists: pass --resume to continue it or "
-                         f"--overwrite to start again")
-    cfg = resolve_config(args, ckpt)
-    for k in ("steps", "batch_size", "grad_accum", "eval_windows"):
-        if not isinstance(cfg[k], int) or cfg[k] < 1:
-            raise ValueError(f"--{k.replace('_', '-')} must be a positive int, got {cfg[k]!r}")
-    if args.eval_every < 1 or args.ckpt_every < 1:
-        raise ValueError("--eval-every and --ckpt-every must be positive")
-    if cfg["batch_size"] % (world * cfg["grad_accum"]):
-        raise ValueError(f"--batch-size {cfg['batch_size']} must be divisible by world size "
-                         f"{world} x --grad-accum {cfg['grad_accum']}")
-    if ckpt is not None and cfg["steps"] < ckpt["step"]:
-        raise ValueError(f"--steps {cfg['steps']} is below the checkpoint's step {ckpt['step']}")
-
-    corpus = D.load_corpus(cfg["text"], cfg["val_fraction"])
-    D.check_context(corpus, cfg["context"])
-
-    if distributed:
-        import torch.distributed as dist
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    is_main = rank == 0
-    try:
-        return _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_main,
-                           out, ckpt_path, metrics_path)
-    finally:
-        if distributed:
-            import torch.distributed as dist
-            dist.destroy_process_group()
+# signals: honoured at the next step boundary, or at once inside forward/backward/evaluation
 
 
-def _train_loop(args, cfg, ckpt, corpus, device, world, rank, distributed, is_main, out,
-                ckpt_path, metrics_path):
-    import torch.distributed as dist
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
-    torch.manual_seed(cfg["seed"])
-    random.seed(cfg["seed"])
-    np.random.seed(cfg["seed"] % 2 ** 32)
-    model = build_model(cfg)
-    if ckpt is not None:
-        if ckpt["model_config"] != model.config():
-            raise ValueError("incompatible checkpoint: its model config differs from the one "
-                             "rebuilt from it (created by another splitnet version?)")
+
+class _Signals:
+    """SIGINT/SIGTERM handlers for a run. Outside :meth:`interruptible` sections a signal only
+    sets :attr:`received` (the loop saves at the next step boundary); inside (forward, backward,
+    evaluation: nothing there changes the weights) it raises at once, so even a long step
+    stops within seconds."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self._armed = False
+        self._old: dict = {}
+
+    def __enter__(self) -> _Signals:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[s] = signal.signal(s, self._handle)
+            except ValueError:   # not the main thread: the default behaviour stays
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signum
+        if self._armed:
+            self._armed = False
+            raise _Interrupted(signum)
+
+    def interruptible(self):
+        sig = self
+
+        class _Section:
+            def __enter__(self):
+                if sig.received is not None:
+                    raise _Interrupted(sig.received)
+                sig._armed = True
+
+            def __exit__(self, *exc):
+                sig._armed = False
+
+        return _Section()
+
+
+# ----------------------------------------------------------------------------------------------
+# one run
+
+
+@dataclass
+class _Run:
+    cfg: TrainConfig
+    env: _Env
+    corpus: D.Corpus
+    model: torch.nn.Module        # the raw model (checkpoints, evaluation)
+    step_fn: object               # callable (x, y) -> loss: compiled / DDP-wrapped forward + loss
+    fwd: torch.nn.Module          # the model as trained (compiled / DDP)
+    opt: torch.optim.Optimizer
+    sched: object
+    step: int
+    amp: object
+    out: Path
+    signals: _Signals
+    fpt: float
+    peak: float | None
+    vstarts: torch.Tensor
+    n_params: int
+    log: object
+    step_times: list = field(default_factory=list)
+    last_val: float | None = None
+    metrics: object = None
+    bar: object = None
+
+
+def _loss(model, x, y):
+    """Mean cross-entropy of ``model(x)`` against ``y``, in float32."""
+    logits = model(x)
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+
+
+def _build(cfg: TrainConfig, state: dict | None, env: _Env):
+    """Model, optimiser and schedule, restored from ``state`` when resuming."""
+    from .models import SplitTransformer
+
+    _seed_everything(cfg.seed)
+    model = SplitTransformer.from_config(cfg.model)
+    if state is not None:
         try:
-            model.load_state_dict(ckpt["model"])
+            model.load_state_dict(state["model"])
         except RuntimeError as e:
-            raise ValueError(f"incompatible checkpoint: weights do not fit the model ({e})") \
-                from e
-    model.to(device)
-    n_params = model.n_params()
-    raw_model = model
+            raise ValueError(f"incompatible checkpoint: weights do not fit the model "
+                             f"({str(e).splitlines()[0]})") from None
+    model.to(env.device)
     opt = build_optimizer(model, cfg)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, cfg))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
     step = 0
-    if ckpt is not None:
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
         for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
-            g["lr"] = cfg["lr"] * lr_at(ckpt["step"], cfg)
-        step = ckpt["step"]
-        _set_rng_state(ckpt["rng"], device)
+            g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio)
+        step = state["step"]
+        ck.set_rng_state(state["rng"], env.device)
+    return model, opt, sched, step
 
-    cuda = device.type == "cuda"
+
+def _wrap(model, cfg: TrainConfig, env: _Env):
+    """The forward + loss as trained: compiled together when asked (the float32 upcast of the
+    logits then fuses into the graph), DDP-wrapped across processes."""
+    fwd = model
+    if env.distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        fwd = DDP(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+    step_fn = torch.compile(_loss) if cfg.compile else _loss
+    return fwd, step_fn
+
+
+def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: _Env, signals,
+           log) -> _Run:
+    model, opt, sched, step = _build(cfg, state, env)
+    fwd, step_fn = _wrap(model, cfg, env)
+    cuda = env.device.type == "cuda"
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-        torch.backends.cuda.enable_flash_sdp(True)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and not args.no_amp \
-        else nullcontext()
-    fwd_model = torch.compile(model) if args.compile else model
-    if distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        fwd_model = DDP(fwd_model, device_ids=[device.index] if cuda else None)
-
-    if is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in out.glob(CKPT + ".tmp*"):   # a write cut short by kill -9; the real file
-            stale.unlink(missing_ok=True)        # was never replaced by it
-        if ckpt is not None:
-            truncate_metrics(metrics_path, step)
-        elif metrics_path.exists():
-            metrics_path.unlink()
-    context, accum = cfg["context"], cfg["grad_accum"]
-    micro = cfg["batch_size"] // (world * accum)
-    tokens_per_step = cfg["batch_size"] * context
-    vstarts = D.val_starts(corpus, cfg["eval_windows"], context, seed=0)
-    fpt = flops_per_token(raw_model, context)
-    peak = args.peak_tflops * 1e12 if args.peak_tflops else None
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and cfg.amp else nullcontext()
+    peak = cfg.peak_tflops * 1e12 if cfg.peak_tflops else None
     if peak is None and cuda:
-        name = torch.cuda.get_device_name(device)
+        name = torch.cuda.get_device_name(env.device)
         peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+    out = Path(cfg.out)
+    return _Run(cfg=cfg, env=env, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
+                opt=opt, sched=sched, step=step, amp=amp, out=out, signals=signals,
+                fpt=flops_per_token(model, cfg.context), peak=peak,
+                vstarts=D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
+                n_params=model.n_params(), log=log)
 
-    def log(msg):
-        if is_main:
-            print(msg, file=sys.stderr, flush=True)
 
-    log(f"splitnet train: {corpus.describe()}")
-    log(f"model: scheme={raw_model.scheme.name} [{raw_model.scheme.pattern()}] "
-        f"weights={cfg['weights']} d_model={cfg['d_model']} layers={cfg['n_layers']} "
-        f"params={n_params:,}; device={device} world={world} batch={cfg['batch_size']}x{context}"
-        f" accum={accum}; steps {step} -> {cfg['steps']}")
+def _evaluate(run: _Run) -> float:
+    """Mean validation loss over the fixed windows (each rank a contiguous share, all-reduced)."""
+    cfg, env = run.cfg, run.env
+    run.model.eval()
+    tot = torch.zeros((), dtype=torch.float64, device=env.device)
+    n = 0
+    share = run.vstarts.tensor_split(env.world)[env.rank]
+    micro = cfg.batch_size // (env.world * cfg.grad_accum)
+    with torch.no_grad(), run.amp, run.signals.interruptible():
+        for x, y in D.val_batches(run.corpus, share, max(micro, 32), cfg.context):
+            x, y = x.to(env.device), y.to(env.device)
+            logits = run.model(x)
+            tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
+                                   reduction="sum").double()
+            n += y.numel()
+    cnt = torch.tensor(float(n), dtype=torch.float64, device=env.device)
+    if env.distributed:
+        import torch.distributed as dist
 
-    def evaluate() -> float:
-        fwd_model.eval()
-        tot, n = torch.zeros((), dtype=torch.float64, device=device), 0
-        # Each rank evaluates a contiguous share of the fixed windows; sums are all-reduced.
-        share = vstarts.tensor_split(world)[rank]
-        with torch.no_grad(), amp:
-            for x, y in D.val_batches(corpus, share, max(micro, 32), context):
-                x, y = x.to(device), y.to(device)
-                logits = raw_model(x)
-                tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
-                                       y.reshape(-1), reduction="sum").double()
-                n += y.numel()
-        cnt = torch.tensor(float(n), dtype=torch.float64, device=device)
-        if distributed:
-            dist.all_reduce(tot)
-            dist.all_reduce(cnt)
-        fwd_model.train()
-        return float(tot / cnt)
+        dist.all_reduce(tot)
+        dist.all_reduce(cnt)
+    run.model.train()
+    return float(tot / cnt)
 
-    def save(step_now: int):
-        if is_main:
-            save_atomic({
-                "version": CKPT_VERSION, "step": step_now, "model_config": raw_model.config(),
-                "model": raw_model.state_dict(), "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(), "rng": _rng_state(device),
-                "run_config": cfg, "data": {"seed": cfg["seed"], "next_step": step_now},
-                "n_params": n_params, "world_size": world}, ckpt_path)
-            if not args.no_plot and metrics_path.exists():
-                plot_metrics(metrics_path, out / PLOT,
-                             title=f"{raw_model.scheme.name} ({cfg['weights']}), "
-                                   f"{n_params:,} params")
-        if distributed:
-            dist.barrier()
 
-    stop = {"sig": None}
+def _train_step(run: _Run) -> tuple[float, float | None]:
+    """One optimiser step over the micro-batches of step ``run.step``; returns (loss, grad
+    norm). Raises TrainingError on a non-finite loss (before the update)."""
+    cfg, env = run.cfg, run.env
+    accum = cfg.grad_accum
+    micro = cfg.batch_size // (env.world * accum)
+    x, y = D.train_batch(run.corpus, run.step, cfg.batch_size, cfg.context, cfg.seed,
+                         env.rank, env.world)
+    loss_sum = torch.zeros((), device=env.device)
+    with run.signals.interruptible():
+        for m in range(accum):
+            xm = x[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
+            ym = y[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
+            sync = run.fwd.no_sync() if env.distributed and m < accum - 1 else nullcontext()
+            with sync:      # all-reduce only on the last micro-batch
+                with run.amp:
+                    loss = run.step_fn(run.fwd, xm, ym)
+                (loss / accum).backward()
+            loss_sum += loss.detach()
+    loss_t = loss_sum / accum
+    if env.distributed:
+        import torch.distributed as dist
 
-    def on_signal(signum, frame):
-        stop["sig"] = signum
+        dist.all_reduce(loss_t)
+        loss_t /= env.world
+    loss_v = float(loss_t)
+    if not math.isfinite(loss_v):
+        raise TrainingError(
+            f"non-finite training loss ({loss_v}) at step {run.step + 1}: stopping. The last "
+            f"good checkpoint in {run.out / ck.CKPT} was left untouched; lower --lr, raise "
+            f"--warmup or set --clip, then --resume")
+    gnorm = None
+    if cfg.clip > 0:
+        gnorm = float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip))
+    run.opt.step()
+    run.sched.step()
+    run.opt.zero_grad(set_to_none=True)
+    run.step += 1
+    return loss_v, gnorm
 
-    old_handlers = {}
-    for s in (signal.SIGINT, signal.SIGTERM):
+
+def _save(run: _Run) -> None:
+    """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
+    if run.env.is_main:
+        ck.save({"version": ck.VERSION, "step": run.step,
+                 "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
+                 "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
+                 "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
+                 "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
+                 "world_size": run.env.world}, run.out / ck.CKPT)
+        if run.cfg.plot and (run.out / ck.METRICS).exists():
+            from .plots import plot_metrics
+
+            plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
+                         title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
+                               f"{run.n_params:,} params")
+    if run.env.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def _stored(cfg: TrainConfig) -> dict:
+    """The run options a checkpoint keeps (session options are not stored)."""
+    d = cfg.to_dict()
+    for f in dataclasses.fields(TrainConfig):
+        if f.metadata.get("resume") not in (FIXED, FREE) and f.name != "model":
+            d.pop(f.name, None)
+    return d
+
+
+def _record(run: _Run, loss: float, gnorm, dt: float) -> dict:
+    cfg = run.cfg
+    tokens = cfg.batch_size * cfg.context
+    rec = {"step": run.step, "loss": loss, "bpb": loss / D.LN2, "lr": run.opt.param_groups[0]["lr"],
+           "tokens": run.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
+    if gnorm is not None:
+        rec["grad_norm"] = gnorm
+    if run.peak:
+        rec["mfu"] = run.fpt * rec["tok_per_s"] / run.peak
+    return rec
+
+
+def _log(run: _Run, rec: dict) -> None:
+    if not run.env.is_main:
+        return
+    run.metrics.write(json.dumps(rec) + "\n")
+    run.metrics.flush()
+    post = {"loss": f"{rec['loss']:.3f}", "bpb": f"{rec['bpb']:.3f}",
+            "tok/s": f"{_steady(run)['tok_per_s']:.0f}"}
+    if run.last_val is not None:
+        post["val_bpb"] = f"{run.last_val:.3f}"
+    run.bar.set_postfix(post, refresh=False)
+    run.bar.update(1)
+
+
+def _steady(run: _Run) -> dict:
+    """Steady-state speed: the median over this session's steps after the warm-up ones (the
+    first tenth, at least the first two: compilation, allocator and cache warm-up)."""
+    ts = run.step_times
+    if not ts:
+        return {"tok_per_s": 0.0}
+    skip = min(len(ts) - 1, max(2, len(ts) // 10))
+    med = statistics.median(ts[skip:])
+    out = {"tok_per_s": run.cfg.batch_size * run.cfg.context / med, "step_s": med,
+           "first_step_s": ts[0], "warmup_steps": skip}
+    if run.peak:
+        out["mfu"] = run.fpt * out["tok_per_s"] / run.peak
+    return out
+
+
+def _stop_requested(run: _Run) -> int | None:
+    sig = run.signals.received
+    if run.env.distributed:   # every rank must agree to stop at the same step
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if sig is None else int(sig)], device=run.env.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        sig = int(flag.item()) or None
+    return sig
+
+
+def _one_step(run: _Run) -> dict:
+    t0 = time.perf_counter()
+    loss, gnorm = _train_step(run)
+    if run.env.device.type == "cuda":
+        torch.cuda.synchronize(run.env.device)
+    dt = time.perf_counter() - t0
+    run.step_times.append(dt)
+    rec = _record(run, loss, gnorm, dt)
+    cfg = run.cfg
+    if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
         try:
-            old_handlers[s] = signal.signal(s, on_signal)
-        except ValueError:  # not the main thread: no handler, the default behaviour stays
-            pass
+            vl = _evaluate(run)
+        except _Interrupted:
+            _log(run, rec)          # the step itself is complete: keep its line
+            raise
+        run.last_val = vl / D.LN2
+        rec.update(val_loss=vl, val_bpb=run.last_val)
+    _log(run, rec)
+    return rec
 
+
+def _loop(run: _Run) -> int | None:
+    """Steps until done, ``stop_at`` or a signal; returns the signal number if one stopped it."""
+    cfg = run.cfg
+    run.fwd.train()
+    while run.step < cfg.steps:
+        try:
+            _one_step(run)
+        except _Interrupted as e:
+            run.opt.zero_grad(set_to_none=True)      # an abandoned step: no update was made
+            _save(run)
+            return e.signum
+        sig = _stop_requested(run)
+        pause = cfg.stop_at is not None and run.step >= cfg.stop_at
+        if run.step % cfg.ckpt_every == 0 or run.step == cfg.steps or sig is not None or pause:
+            _save(run)
+        if sig is not None:
+            return sig
+        if pause and run.step < cfg.steps:
+            run.log(f"\nstopped at step {run.step} (--stop-at); continue with --resume")
+            break
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# the front door
+
+
+def _prepare(cfg: TrainConfig, explicit, env: _Env):
+    """Validated configuration and the checkpoint to resume from (read-only: nothing is
+    written yet)."""
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot write to {probe} (permission denied)")
+    state = None
+    if cfg.resume:
+        state = ck.load(out, trust=cfg.trust_checkpoint)
+        if "train_config" not in state:
+            raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
+                             f"options (not written by splitnet train)")
+        cfg = resume_config(cfg, state["train_config"], explicit)
+        if cfg.steps < state["step"]:
+            raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
+                             f"{state['step']}")
+        if SplitConfig.from_dict(state["model_config"]) != cfg.model:
+            raise ValueError("incompatible checkpoint: its model config differs from its run "
+                             "options (edited by hand?)")
+    elif (out / ck.CKPT).exists() and not cfg.overwrite:
+        raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
+                         f"--overwrite to start again")
+    if cfg.batch_size % (env.world * cfg.grad_accum):
+        raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
+                         f"{env.world} x --grad-accum {cfg.grad_accum}")
+    return cfg, state
+
+
+def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
+    corpus = D.load_corpus(cfg.text, cfg.val_fraction)
+    D.check_context(corpus, cfg.context)
+    if state is not None and state.get("corpus") != corpus.fingerprint():
+        msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
+               f"{D.describe_fingerprint(state.get('corpus'))}; now: "
+               f"{D.describe_fingerprint(corpus.fingerprint())})")
+        if not cfg.allow_data_change:
+            raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
+        log(f"warning: {msg}; going on (--allow-data-change)")
+    return corpus
+
+
+def _plan(cfg: TrainConfig, explicit, env: _Env, log):
+    cfg, state = _prepare(cfg, explicit, env)
+    corpus = _corpus(cfg, state, log)
+    _check_memory(cfg, env.device, env.world, log)
+    return cfg, state, corpus
+
+
+def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfig, D.Corpus]:
+    """What :func:`train` would run (the configuration after ``--resume`` merging, and the
+    corpus), with every check :func:`train` makes first; writes nothing."""
+    env = _env(cfg.device)
+    cfg, _, corpus = _plan(cfg, explicit, env, lambda msg: print(msg, file=sys.stderr))
+    return cfg, corpus
+
+
+def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
+    """Run (or resume) training; returns a summary dict (steady-state speed included).
+
+    ``explicit``: with ``cfg.resume``, the option names the caller gave (``model.x`` for model
+    options); default: those that differ from their defaults. Raises ValueError on bad input
+    (before anything is written), TrainingError on a non-finite loss."""
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"train() takes a TrainConfig, got {type(cfg).__name__}")
+    t_start = time.perf_counter()
+    env = _env(cfg.device)
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if env.is_main else \
+        (lambda msg: None)
+    with _Signals() as signals:
+        cfg, state, corpus = _plan(cfg, explicit, env, log)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        if env.distributed:
+            import torch.distributed as dist
+
+            if env.device.type == "cuda":
+                torch.cuda.set_device(env.device)
+            dist.init_process_group("nccl" if env.device.type == "cuda" else "gloo")
+        try:
+            lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
+            with lock:
+                run = _setup(cfg, state, corpus, env, signals, log)
+                return _session(run, t_start)
+        finally:
+            if env.distributed:
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+
+
+def _open_files(run: _Run) -> None:
+    """Under the lock: clear what an overwritten run left, trim metrics on resume."""
+    if not run.env.is_main:
+        return
+    if run.cfg.overwrite:
+        prev = ck.move_aside(run.out)
+        if prev is not None:
+            run.log(f"--overwrite: the earlier run in {run.out} was moved to {prev}")
+    elif not run.cfg.resume and (run.out / ck.CKPT).exists():
+        raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
+                         f"process wrote it; pass --resume or --overwrite")
+    ck.remove_torn_saves(run.out)
+    if run.cfg.resume:
+        ck.truncate_metrics(run.out / ck.METRICS, run.step)
+    else:
+        (run.out / ck.METRICS).unlink(missing_ok=True)
+    run.metrics = open(run.out / ck.METRICS, "a")  # noqa: SIM115 - closed in _session
+
+
+def _session(run: _Run, t_start: float) -> dict:
     from tqdm.auto import tqdm
-    bar = tqdm(total=cfg["steps"], initial=step, disable=not is_main or args.no_progress,
-               unit="step", dynamic_ncols=True, file=sys.stderr)
-    mf = open(metrics_path, "a") if is_main else None  # noqa: SIM115 - closed in finally
-    last_val = None
-    t_run = time.perf_counter()
-    tokens_done = 0
+
+    cfg = run.cfg
+    _open_files(run)
+    run.log(f"splitnet train: {run.corpus.describe()}")
+    run.log(f"model: scheme={run.model.scheme.name} [{run.model.scheme.diagram()}] "
+            f"weights={cfg.model.weights} d_model={cfg.model.d_model} layers="
+            f"{cfg.model.n_layers} params={run.n_params:,}; device={run.env.device} world="
+            f"{run.env.world} batch={cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
+            f"steps {run.step} -> {cfg.steps}")
+    run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
+                   disable=not run.env.is_main or not cfg.progress, file=sys.stderr)
+    t_loop = time.perf_counter()
     try:
-        fwd_model.train()
-        while step < cfg["steps"]:
-            t0 = time.perf_counter()
-            x, y = D.train_batch(corpus, step, cfg["batch_size"], context, cfg["seed"],
-                                 rank, world)
-            loss_sum = torch.zeros((), device=device)
-            for m in range(accum):
-                xm = x[m * micro:(m + 1) * micro].to(device, non_blocking=True)
-                ym = y[m * micro:(m + 1) * micro].to(device, non_blocking=True)
-                sync = nullcontext()
-                if distributed and m < accum - 1:
-                    sync = fwd_model.no_sync()    # all-reduce only on the last micro-batch
-                with sync:
-                    with amp:
-                        logits = fwd_model(xm)
-                    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
-                                           ym.reshape(-1))
-                    (loss / accum).backward()
-                loss_sum += loss.detach()
-            loss_t = loss_sum / accum
-            if distributed:
-                dist.all_reduce(loss_t)
-                loss_t /= world
-            loss_v = float(loss_t)
-            if not math.isfinite(loss_v):
-                raise TrainingError(
-                    f"non-finite training loss ({loss_v}) at step {step + 1}: stopping. The last "
-                    f"good checkpoint in {ckpt_path} was left untouched; lower --lr, raise "
-                    f"--warmup or set --clip, then --resume")
-            gnorm = None
-            if cfg["clip"] and cfg["clip"] > 0:
-                gnorm = float(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg["clip"]))
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            if cuda:
-                torch.cuda.synchronize(device)
-            dt = time.perf_counter() - t0
-            tokens_done += tokens_per_step
-            rec = {"step": step, "loss": loss_v, "bpb": loss_v / D.LN2,
-                   "lr": opt.param_groups[0]["lr"], "tokens": step * tokens_per_step,
-                   "tok_per_s": tokens_per_step / dt}
-            if gnorm is not None:
-                rec["grad_norm"] = gnorm
-            if peak:
-                rec["mfu"] = fpt * rec["tok_per_s"] / peak
-            if step % args.eval_every == 0 or step == cfg["steps"]:
-                vl = evaluate()
-                last_val = vl / D.LN2
-                rec.update(val_loss=vl, val_bpb=last_val)
-            if is_main:
-                mf.write(json.dumps(rec) + "\n")
-                mf.flush()
-                post = {"loss": f"{loss_v:.3f}", "bpb": f"{rec['bpb']:.3f}",
-                        "tok/s": f"{rec['tok_per_s']:.0f}"}
-                if last_val is not None:
-                    post["val_bpb"] = f"{last_val:.3f}"
-                bar.set_postfix(post, refresh=False)
-                bar.update(1)
-            sig = stop["sig"]
-            if distributed:   # every rank must agree to stop at the same step
-                flag = torch.tensor([0 if sig is None else int(sig)], device=device)
-                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                sig = int(flag.item()) or None
-            pause = args.stop_at is not None and step >= args.stop_at
-            if step % args.ckpt_every == 0 or step == cfg["steps"] or sig is not None or pause:
-                save(step)
-            if pause and step < cfg["steps"]:
-                log(f"\nstopped at step {step} (--stop-at); continue with --resume")
-                break
-            if sig is not None:
-                log(f"\nreceived signal {sig}: checkpoint saved at step {step} in {ckpt_path}; "
-                    f"continue with --resume")
-                stop["sig"] = sig
-                break
+        sig = _loop(run)
     finally:
-        bar.close()
-        if mf is not None:
-            mf.close()
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
-    wall = time.perf_counter() - t_run
-    summary = {"step": step, "steps": cfg["steps"], "val_bpb": last_val, "n_params": n_params,
-               "tok_per_s": tokens_done / wall if wall > 0 else None, "out": str(out),
-               "signal": stop["sig"], "flops_per_token": fpt}
-    if peak and summary["tok_per_s"]:
-        summary["mfu"] = fpt * summary["tok_per_s"] / peak
-    if stop["sig"] is None and step == cfg["steps"]:
-        vb = f"{last_val:.4f}" if last_val is not None else "n/a (no step run)"
-        tps = f"{summary['tok_per_s']:.0f}" if tokens_done else "0"
-        log(f"done: step {step}, val bpb {vb}, {tps} tokens/s"
-            + (f", MFU {summary['mfu']:.1%}" if "mfu" in summary else "")
-            + f"; {out}/{{{CKPT},{METRICS},{PLOT}}}")
+        run.bar.close()
+        if run.metrics is not None:
+            run.metrics.close()
+    return _summary(run, sig, t_loop - t_start)
+
+
+def _summary(run: _Run, sig, startup_s: float) -> dict:
+    cfg = run.cfg
+    speed = _steady(run)
+    summary = {"step": run.step, "steps": cfg.steps, "val_bpb": run.last_val,
+               "n_params": run.n_params, "out": str(run.out), "signal": sig,
+               "flops_per_token": run.fpt, "startup_s": startup_s, **speed}
+    if sig is not None:
+        run.log(f"\nreceived signal {sig}: checkpoint saved at step {run.step} in "
+                f"{run.out / ck.CKPT}; continue with --resume")
+    elif run.step == cfg.steps:
+        vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
+        mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
+        first = (f"; start-up {startup_s:.1f} s, first step {speed['first_step_s']:.2f} s"
+                 + (" (compilation)" if cfg.compile else "")) if run.step_times else ""
+        run.log(f"done: step {run.step}, val bpb {vb}, {speed['tok_per_s']:.0f} tokens/s "
+                f"steady (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
+                f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")
     return summary
 
 
-def run_cli(args) -> int:
-    try:
-        summary = train(args)
-    except ValueError as e:
-        print(f"splitnet train: error: {e}", file=sys.stderr)
-        return 2
-    except TrainingError as e:
-        print(f"splitnet train: {e}", file=sys.stderr)
-        return 1
-    sig = summary.get("signal")
-    return 128 + sig if sig else 0
-
-
-def main(argv=None) -> int:
-    """``python -m splitnet.train`` (what torchrun launches)."""
-    return run_cli(build_parser().parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["PEAK_BF16", "TrainConfig", "TrainingError", "build_optimizer", "estimate_memory",
+           "flops_per_token", "lr_at", "plan", "resume_config", "train"]

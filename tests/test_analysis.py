@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from problems import ClosedFormFlow, local_errors, matrix_problem, slope
+from splitnet.problems import ClosedFormFlow, local_errors, matrix_problem, slope
 
 import splitnet as sn
-from splitnet.schemes import CONVECTION, DIFFUSION
+from splitnet.stages import CONVECTION, DIFFUSION
 
 LOCAL_H = [0.2, 0.1, 0.05, 0.025]
 GLOBAL_H = [0.5, 0.25, 0.125, 0.0625]
@@ -152,7 +152,8 @@ def test_convergence_result_table_and_plot(system, tmp_path):
     F, G, x0 = system
     r = sn.convergence_study("strang", F, G, x0, LOCAL_H, kind="local", method="rk4")
     text = r.table()
-    assert "strang" in text and "expected 3" in text and f"{r.order:.2f}" in text
+    assert "strang" in text and "order p = 2" in text
+    assert f"local slope {r.order:.2f}, theory 3" in text
     assert len(text.splitlines()) == 2 + len(LOCAL_H)
     assert r.evaluations[DIFFUSION].tolist() == [4] * 4        # rk4: 4 per stage, 1 stage
     assert r.evaluations[CONVECTION].tolist() == [8] * 4
@@ -195,7 +196,7 @@ def test_work_precision_points_and_plot(system, tmp_path):
     assert by[("lie-trotter", "euler", 0.5)].evaluations == 2 * 2 * 1
     assert by[("yoshida4", "rk4", 0.25)].error < by[("lie-trotter", "euler", 0.25)].error
     out = tmp_path / "wp.png"
-    sn.analysis.plot_work_precision(pts, out)
+    sn.plots.plot_work_precision(pts, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -32,12 +32,17 @@ def test_order_prints_measured_against_expected_and_writes_the_plot(tmp_path, ca
     rc, out, _ = _run(["order", "--schemes", "strang,yoshida4", "--method", "rk4,euler",
                        "--out", str(png), "--strict"], capsys)
     assert rc == 0
-    rows = re.findall(r"^(\S+)\s+(\S+)\s+(-?\d+\.\d+)\s+(\d+)\s+(\S+)$", out, re.MULTILINE)
-    got = {(r[0], r[1]): (float(r[2]), int(r[3]), r[4]) for r in rows}
+    assert "local slope" in out and "order p" in out
+    rows = re.findall(r"^(\S+)\s+(\S+)\s+(\d+)\s+(-?\d+\.\d+)\s+(\d+)\s+(\S+)$", out,
+                      re.MULTILINE)
+    got = {(r[0], r[1]): (int(r[2]), float(r[3]), int(r[4]), r[5]) for r in rows}
     assert set(got) == {("strang", "rk4"), ("strang", "euler"), ("yoshida4", "rk4"),
                         ("yoshida4", "euler")}
-    assert got[("yoshida4", "rk4")][1] == 5 and got[("strang", "euler")][1] == 2
-    for measured, expected, verdict in got.values():
+    # order p and the local slope p + 1, named apart
+    assert got[("yoshida4", "rk4")][:1] == (4,) and got[("yoshida4", "rk4")][2] == 5
+    assert got[("strang", "euler")][0] == 1 and got[("strang", "euler")][2] == 2
+    for order, measured, expected, verdict in got.values():
+        assert expected == order + 1
         assert abs(measured - expected) <= 0.3 and verdict == "ok"
     assert png.read_bytes()[:4] == b"\x89PNG"
 
@@ -46,7 +51,8 @@ def test_order_global_kind_and_a_pattern(tmp_path, capsys):
     rc, out, _ = _run(["order", "--schemes", "fsf", "--method", "midpoint", "--kind", "global",
                        "--out", str(tmp_path / "g.png")], capsys)
     assert rc == 0 and "global error" in out
-    assert re.search(r"^fsf\s+midpoint\s+\d\.\d\d\s+2\s+ok$", out, re.MULTILINE), out
+    assert "global slope" in out
+    assert re.search(r"^fsf\s+midpoint\s+2\s+\d\.\d\d\s+2\s+ok$", out, re.MULTILINE), out
 
 
 def test_order_strict_fails_on_a_mismatch(tmp_path, capsys):
@@ -77,7 +83,8 @@ def test_schemes_lists_the_registry(capsys):
 
 
 @pytest.mark.parametrize("spec,order,rc", [
-    ("yoshida8", None, 0), ("f:0.5,s:1,f:0.5", 2, 0), ("d:1,c:1", 2, 1), ("sfsf", None, 0)])
+    ("yoshida8", None, 0), ("f:0.5,s:1,f:0.5", 2, 0), ("d:1,c:1", 2, 1), ("sfsf", None, 0),
+    ("strang", 2, 0), ("strang", 3, 1)])
 def test_schemes_check(spec, order, rc, capsys):
     argv = ["schemes", "--check", spec] + ([] if order is None else ["--order", str(order)])
     got, out, _ = _run(argv, capsys)
@@ -109,9 +116,10 @@ def test_installed_splitnet_command_runs():
     assert r.returncode == 0 and "yoshida8" in r.stdout
 
 
-def test_console_entry_point_runs():
-    r = subprocess.run([sys.executable, "-m", "splitnet.cli", "schemes"], capture_output=True, check=False,
-                       text=True, timeout=120)
+@pytest.mark.parametrize("module", ["splitnet"])
+def test_console_entry_point_runs(module):
+    r = subprocess.run([sys.executable, "-m", module, "schemes"], capture_output=True,
+                       check=False, text=True, timeout=120)
     assert r.returncode == 0 and "blanes-moan4" in r.stdout
 
 

@@ -49,7 +49,7 @@ def test_split_rule_is_sha256_of_relative_path():
 def test_load_stdlib_split_by_file(tmp_path):
     root = _tree(tmp_path)
     c = D.load_stdlib(val_fraction=0.4, root=root)
-    ntr, nva = c.n_files
+    ntr, nva = c.files
     assert ntr + nva == 30 and ntr > 0 and nva > 0
     val_files = [r for r, _ in D.stdlib_files(root) if D.is_val_file(r, 0.4)]
     assert len(val_files) == nva
@@ -79,8 +79,8 @@ def test_errors(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     with pytest.raises(ValueError, match="empty"):
         D.load_text(tmp_path / "empty.txt")
-    with pytest.raises(ValueError, match="not a file"):
-        D.load_text(tmp_path)
+    with pytest.raises(ValueError, match="no text files"):
+        D.load_text(tmp_path)               # a directory of empty files
     empty_root = tmp_path / "nolib"
     empty_root.mkdir()
     with pytest.raises(ValueError, match="empty"):

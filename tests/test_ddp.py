@@ -8,7 +8,10 @@ import sys
 import pytest
 import torch
 
+from splitnet import checkpoint as ck
 from splitnet import train as T
+from splitnet.cli import build_parser
+from splitnet.cli.cmd_train import config_from_args
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
                                 reason="torch.distributed not built")
@@ -23,16 +26,16 @@ def test_two_gloo_processes_match_one(tmp_path):
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(400)))
     one, two = tmp_path / "one", tmp_path / "two"
-    T.train(T.build_parser().parse_args(["--text", str(text), "--out", str(one), *OPTS,
-                                         "--threads", "1"]))
+    T.train(*config_from_args(build_parser("train").parse_args(
+        ["--text", str(text), "--out", str(one), *OPTS, "--threads", "1"])))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "splitnet.train", "--text", str(text), "--out", str(two), *OPTS]
+           "-m", "splitnet", "train", "--text", str(text), "--out", str(two), *OPTS]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "world=2" in res.stderr
-    a = T.read_metrics(one / T.METRICS)
-    b = T.read_metrics(two / T.METRICS)
+    a = ck.read_metrics(one / ck.METRICS)
+    b = ck.read_metrics(two / ck.METRICS)
     assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2, 3, 4]   # rank 0 only
     for ra, rb in zip(a, b):
         assert abs(ra["loss"] - rb["loss"]) < 1e-5, (ra, rb)
@@ -41,9 +44,9 @@ def test_two_gloo_processes_match_one(tmp_path):
             assert abs(ra["val_loss"] - rb["val_loss"]) < 1e-5
     # grad_norm (before clipping) above shows the ranks average gradients rather than sum them
     # (AdamW alone would hide a factor); the weights after 4 steps agree as well
-    wa = torch.load(one / T.CKPT, weights_only=False)
-    wb = torch.load(two / T.CKPT, weights_only=False)
+    wa = ck.load(one)
+    wb = ck.load(two)
     assert wb["world_size"] == 2 and wb["step"] == 4
     for k, v in wa["model"].items():
         torch.testing.assert_close(wb["model"][k], v, atol=1e-5, rtol=1e-4)
-    assert sorted(p.name for p in two.iterdir()) == sorted([T.CKPT, T.METRICS])
+    assert sorted(p.name for p in two.iterdir()) == sorted([ck.CKPT, ck.METRICS, ck.LOCK])

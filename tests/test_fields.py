@@ -28,27 +28,6 @@ def test_causal_attention_ignores_the_future():
     assert not torch.allclose(a(0.0, x)[:, :4], a(0.0, y)[:, :4], atol=1e-3)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_padding_mask_hides_padded_keys(causal):
-    torch.manual_seed(0)
-    a = Attention(D, 2, causal=causal).double()
-    x = _x(2, 6, D)
-    pad = torch.zeros(2, 6, dtype=torch.bool)
-    pad[0, 4:] = True                                # sequence 0 has 2 padding tokens at the end
-    pad[1, 0] = True                                 # sequence 1 a padded first token
-    a.set_padding_mask(pad)
-    y = x.clone()
-    y[pad] += 5.0 * _x(int(pad.sum()), D, seed=2)    # whatever sits in padding must not matter
-    fx, fy = a(0.0, x), a(0.0, y)
-    assert torch.isfinite(fx).all()                  # a fully masked row does not give NaN
-    assert torch.allclose(fx[~pad], fy[~pad], atol=1e-12)
-    # and real tokens of sequence 0 equal attention over the unpadded prefix alone
-    a.set_padding_mask(None)
-    assert torch.allclose(a(0.0, x[:1, :4]), fx[:1, :4], atol=1e-12)
-    with pytest.raises(TypeError, match="padding mask"):
-        a.set_padding_mask(torch.zeros(2, 6))
-
-
 def test_attention_accepts_any_leading_dims():
     torch.manual_seed(0)
     a = Attention(D, 4).double()

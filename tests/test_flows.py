@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from problems import (
+from splitnet.problems import (
     ClosedFormFlow,
     WrongClock,
     local_errors,
@@ -20,7 +20,8 @@ from problems import (
 
 import splitnet as sn
 from splitnet.check import matrix_step
-from splitnet.flows import CountingField, get_method
+from splitnet.flows import get_method
+from splitnet.validate import CountingField
 
 REGISTRY = ["lie-trotter", "strang", "yoshida4", "suzuki4", "yoshida6", "yoshida8",
             "blanes-moan4"]
@@ -247,7 +248,7 @@ def test_states_after_each_stage():
     p = particle_problem()
     s = sn.schemes.get("yoshida4")
     states = []
-    x = sn.flows.run_step(s, p.diffusion, p.convection, p.x0, 0.0, 0.1, "rk4", states=states)
+    x = s.step(p.diffusion, p.convection, p.x0, 0.0, 0.1, "rk4", states=states)
     assert len(states) == 9 and torch.equal(states[-1], x)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.gap import discretization_gap, layer_fields
+from splitnet.gap import discretization_gap
 
 HS = [0.4, 0.2, 0.1, 0.05]
 
@@ -45,11 +45,13 @@ def test_local_gap_has_the_expected_order(scheme, weights, method, order):
 
 def test_per_stage_ode_is_the_coefficient_weighted_sum():
     m = _model("strang", 0.3, weights="per-stage")
-    D, C = layer_fields(m.layers[0])
+    layer = m.layers[0]
+    D, C = layer.field("diffusion"), layer.field("convection")
     x = torch.randn(1, 5, 16)
-    c1, c2 = m.layers[0].convection
+    c1, c2 = layer.convection
     assert torch.allclose(C(0.0, x), 0.5 * c1(0.0, x) + 0.5 * c2(0.0, x), atol=1e-6)
-    assert torch.allclose(D(0.0, x), m.layers[0].diffusion[0](0.0, x))
+    assert torch.allclose(D(0.0, x), layer.diffusion[0](0.0, x))
+    assert torch.allclose(layer.ode_field()(0.0, x), D(0.0, x) + C(0.0, x), atol=1e-6)
 
 
 def test_cumulative_starts_at_local_and_model_untouched():
@@ -68,7 +70,7 @@ def test_cumulative_starts_at_local_and_model_untouched():
 
 
 def test_plot_gaps_writes_png(tmp_path):
-    from splitnet.gap import plot_gaps
+    from splitnet.plots import plot_gaps
 
     r = discretization_gap(_model("strang", 0.5, n_layers=2), _idx(), rtol=1e-8, atol=1e-10)
     out = tmp_path / "g.png"

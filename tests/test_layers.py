@@ -58,7 +58,7 @@ def test_return_states_one_per_stage():
     out, states = lay(x0, 0.0, return_states=True)
     assert len(states) == 9 and torch.equal(states[-1], out)
     want = []
-    sn.flows.run_step(s, F, G, x0, 0.0, 0.2, "euler", states=want)
+    s.step(F, G, x0, 0.0, 0.2, "euler", states=want)
     for a, b in zip(states, want):
         assert torch.allclose(a, b, atol=1e-14)
 

@@ -5,7 +5,7 @@ import torch
 
 import splitnet as sn
 from splitnet.fields import Attention, FeedForward, Gated
-from splitnet.models import SplitTransformer, from_config
+from splitnet.models import SplitTransformer
 
 V, D, H = 50, 32, 4
 
@@ -64,7 +64,7 @@ def test_gate_one_field_only(fields):
         for name in ("diffusion", "convection"):
             want = k == 1 and name == fields
             assert all(isinstance(g, Gated) == want for g in getattr(lay, name))
-    assert from_config(m.config()).gate_fields == fields
+    assert SplitTransformer.from_config(m.config).gate_fields == fields
     with pytest.raises(ValueError, match="gate_fields"):
         _m(gate="tanh", gate_fields="attention")
 
@@ -125,7 +125,7 @@ def test_config_round_trip_including_scheme_object():
                                           ("convection", 0.75)], name="lopsided")
     for scheme in ("strang", sch, "ssff"):
         m = _m(scheme, weights="per-stage", gate="sigmoid", gate_layers=[1], step_size=0.5)
-        m2 = from_config(m.config())
+        m2 = SplitTransformer.from_config(m.config)
         m2.load_state_dict(m.state_dict())
         idx = torch.randint(0, V, (1, 6))
         assert torch.equal(m.eval()(idx), m2.eval()(idx))

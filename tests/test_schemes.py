@@ -50,8 +50,9 @@ def test_lie_trotter_and_strang_stages():
     assert lt.stages == (sn.Stage(DIFFUSION, 1.0), sn.Stage(CONVECTION, 1.0))
     assert st_.stages == (sn.Stage(CONVECTION, 0.5), sn.Stage(DIFFUSION, 1.0),
                           sn.Stage(CONVECTION, 0.5))
-    assert st_.pattern() == "f/2 s f/2"
-    assert lt.pattern() == "s f"
+    assert st_.diagram() == "f/2 s f/2"
+    assert sn.schemes.resolve(st_.stage_string()) == st_          # the string parses back
+    assert lt.diagram() == "s f"
 
 
 def test_triple_jump_and_suzuki_weights_from_their_formulas():
@@ -201,7 +202,7 @@ def test_from_pattern(pattern, order, stages):
     assert all(math.isclose(x.coeff, 1 / pattern.count("s" if x.field == DIFFUSION else "f"))
                for x in s.stages)
     if stages is not None:
-        assert s.pattern() == stages
+        assert s.diagram() == stages
     r = sn.check_order(s)
     assert r.ok, r.summary()
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from splitnet import checkpoint as ck
 from splitnet import train as T
+from splitnet.cli import build_parser
+from splitnet.cli.cmd_train import config_from_args
 
 TINY = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32",
         "--batch-size", "8", "--warmup", "3", "--eval-windows", "16", "--threads", "1",
@@ -29,20 +32,31 @@ def text(tmp_path_factory):
 
 
 def _args(*extra):
-    return T.build_parser().parse_args(list(extra))
+    return build_parser("train").parse_args(list(extra))
+
+
+def _train(*argv):
+    """What `splitnet train ARGV` runs: the config from the command line, then train()."""
+    return T.train(*config_from_args(_args(*argv)))
 
 
 def _run(text, out, *extra):
-    return T.train(_args("--text", str(text), "--out", str(out), *TINY, *extra))
+    return _train("--text", str(text), "--out", str(out), *TINY, *extra)
+
+
+def _run_cli(*argv):
+    from splitnet.cli import main
+
+    return main(["train", *argv])
 
 
 def _losses(out):
-    return {r["step"]: r["loss"] for r in T.read_metrics(Path(out) / T.METRICS)}
+    return {r["step"]: r["loss"] for r in ck.read_metrics(Path(out) / ck.METRICS)}
 
 
 def test_loss_decreases(text, tmp_path):
     s = _run(text, tmp_path / "a", "--steps", "40", "--lr", "3e-3", "--eval-every", "10")
-    recs = T.read_metrics(tmp_path / "a" / T.METRICS)
+    recs = ck.read_metrics(tmp_path / "a" / ck.METRICS)
     first = sum(r["loss"] for r in recs[:5]) / 5
     last = sum(r["loss"] for r in recs[-5:]) / 5
     assert last < first - 1.0, (first, last)
@@ -51,20 +65,23 @@ def test_loss_decreases(text, tmp_path):
     assert vals[-1] < vals[0]
     assert all(math.isclose(r["bpb"], r["loss"] / math.log(2)) for r in recs)
     assert s["step"] == 40 and s["val_bpb"] == vals[-1]
-    ck = torch.load(tmp_path / "a" / T.CKPT, weights_only=False)
-    assert ck["step"] == 40
-    for key in ("model", "optimizer", "scheduler", "rng", "model_config", "data"):
-        assert key in ck
-    assert set(ck["rng"]) >= {"python", "numpy", "torch"}
+    state = ck.load(tmp_path / "a")
+    assert state["step"] == 40
+    for key in ("model", "optimizer", "scheduler", "rng", "model_config", "train_config",
+                "corpus"):
+        assert key in state
+    assert set(state["rng"]) >= {"python", "numpy", "torch"}
 
 
 def test_lr_schedule():
-    cfg = {"warmup": 10, "steps": 110, "min_lr_ratio": 0.1}
-    assert T.lr_at(0, cfg) == pytest.approx(0.1)
-    assert T.lr_at(9, cfg) == pytest.approx(1.0)
-    assert T.lr_at(60, cfg) == pytest.approx(0.55)           # half-way down the cosine
-    assert T.lr_at(110, cfg) == pytest.approx(0.1)
-    assert all(T.lr_at(s, cfg) >= T.lr_at(s + 1, cfg) for s in range(10, 110))
+    def lr(s):
+        return T.lr_at(s, warmup=10, steps=110, min_lr_ratio=0.1)
+
+    assert lr(0) == pytest.approx(0.1)
+    assert lr(9) == pytest.approx(1.0)
+    assert lr(60) == pytest.approx(0.55)           # half-way down the cosine
+    assert lr(110) == pytest.approx(0.1)
+    assert all(lr(s) >= lr(s + 1) for s in range(10, 110))
 
 
 def test_exact_resume(text, tmp_path):
@@ -74,21 +91,21 @@ def test_exact_resume(text, tmp_path):
     _run(text, tmp_path / "full", *common)
     _run(text, tmp_path / "cut", *common, "--stop-at", "5")
     assert max(_losses(tmp_path / "cut")) == 5
-    T.train(_args("--out", str(tmp_path / "cut"), "--resume", "--no-progress", "--no-plot",
-                  "--threads", "1"))
+    _train("--out", str(tmp_path / "cut"), "--resume", "--no-progress", "--no-plot",
+           "--threads", "1")
     a, b = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
     assert sorted(a) == sorted(b) == list(range(1, 11))
     for s in range(6, 11):
         assert a[s] == b[s], (s, a[s], b[s])
-    wa = torch.load(tmp_path / "full" / T.CKPT, weights_only=False)["model"]
-    wb = torch.load(tmp_path / "cut" / T.CKPT, weights_only=False)["model"]
+    wa = ck.load(tmp_path / "full")["model"]
+    wb = ck.load(tmp_path / "cut")["model"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 def test_resume_extends_steps(text, tmp_path):
     _run(text, tmp_path / "r", "--steps", "6", "--eval-every", "3")
-    s = T.train(_args("--out", str(tmp_path / "r"), "--resume", "--steps", "9", "--no-progress",
-                      "--no-plot", "--threads", "1", "--eval-every", "3"))
+    s = _train("--out", str(tmp_path / "r"), "--resume", "--steps", "9", "--no-progress",
+               "--no-plot", "--threads", "1", "--eval-every", "3")
     assert s["step"] == 9
     assert sorted(_losses(tmp_path / "r")) == list(range(1, 10))
 
@@ -96,19 +113,19 @@ def test_resume_extends_steps(text, tmp_path):
 def _spawn(text, out, *extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "splitnet.train", "--text", str(text), "--out", str(out), *TINY,
-         *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        [sys.executable, "-m", "splitnet", "train", "--text", str(text), "--out", str(out),
+         *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def _wait_for_step(out, step, proc, timeout=90, need_ckpt=True):
     t0 = time.time()
-    path = Path(out) / T.METRICS
+    path = Path(out) / ck.METRICS
     while time.time() - t0 < timeout:
         if proc.poll() is not None:
             raise AssertionError(f"trainer exited early: {proc.stderr.read().decode()[-2000:]}")
         if path.exists():
             lines = path.read_text().splitlines()
-            if len(lines) >= step and (not need_ckpt or (Path(out) / T.CKPT).exists()):
+            if len(lines) >= step and (not need_ckpt or (Path(out) / ck.CKPT).exists()):
                 return
         time.sleep(0.05)
     raise AssertionError("trainer too slow")
@@ -123,16 +140,16 @@ def test_kill9_then_resume(text, tmp_path):
         proc.kill()                                  # SIGKILL: no handler runs
         proc.wait()
     # The kill may land mid-write: a temporary file can be left, checkpoint.pt is whole.
-    ck_step = torch.load(out / T.CKPT, weights_only=False)["step"]
+    ck_step = ck.load(out)["step"]
     assert ck_step >= 8 and ck_step % 4 == 0
-    (out / (T.CKPT + ".tmp999")).write_bytes(b"torn")  # as a kill during a save leaves it
-    s = T.train(_args("--out", str(out), "--resume", "--steps", str(ck_step + 3),
-                      "--no-progress", "--no-plot", "--threads", "1"))
+    (out / f".{ck.CKPT}.x7k2.tmp").write_bytes(b"torn")  # as a kill during a save leaves it
+    s = _train("--out", str(out), "--resume", "--steps", str(ck_step + 3),
+               "--no-progress", "--no-plot", "--threads", "1")
     assert s["step"] == ck_step + 3
-    lines = (out / T.METRICS).read_text().splitlines()
+    lines = (out / ck.METRICS).read_text().splitlines()
     recs = [json.loads(x) for x in lines]           # every line is valid JSON
     assert [r["step"] for r in recs] == list(range(1, ck_step + 4))
-    assert not list(out.glob("*.tmp*"))              # leftovers of a torn save are removed
+    assert not list(out.glob("*.tmp"))               # leftovers of a torn save are removed
 
 
 def test_sigterm_saves_checkpoint(text, tmp_path):
@@ -146,9 +163,9 @@ def test_sigterm_saves_checkpoint(text, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert rc == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
-    ck = torch.load(out / T.CKPT, weights_only=False)
-    last = T.read_metrics(out / T.METRICS)[-1]["step"]
-    assert ck["step"] == last >= 3
+    state = ck.load(out)
+    last = ck.read_metrics(out / ck.METRICS)[-1]["step"]
+    assert state["step"] == last >= 3
 
 
 def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys):
@@ -162,19 +179,19 @@ def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys
 
     monkeypatch.setattr(T.F, "cross_entropy", poisoned)
     out = tmp_path / "n"
-    rc = T.run_cli(_args("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
-                         "--ckpt-every", "2", "--eval-every", "1000"))
+    rc = _run_cli("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
+                  "--ckpt-every", "2", "--eval-every", "1000")
     assert rc == 1
     err = capsys.readouterr().err
     assert "non-finite training loss" in err and "step 6" in err
-    ck = torch.load(out / T.CKPT, weights_only=False)
-    assert ck["step"] == 4                          # last good checkpoint untouched
-    assert all(torch.isfinite(v).all() for v in ck["model"].values())
+    state = ck.load(out)
+    assert state["step"] == 4                       # last good checkpoint untouched
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
 
 
 def test_bad_inputs(text, tmp_path, capsys):
     def err(*a):
-        rc = T.run_cli(_args(*TINY, *a))
+        rc = _run_cli(*TINY, *a)
         assert rc == 2
         return capsys.readouterr().err
 
@@ -195,24 +212,22 @@ def test_bad_inputs(text, tmp_path, capsys):
     assert "incompatible checkpoint" in msg and "context" in msg
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / T.CKPT).write_bytes(b"not a checkpoint")
-    assert "incompatible checkpoint" in err("--out", str(bad), "--resume")
-    torch.save({"foo": 1}, bad / T.CKPT)
-    assert "incompatible checkpoint" in err("--out", str(bad), "--resume")
+    (bad / ck.CKPT).write_bytes(b"not a checkpoint")
+    assert "not a readable checkpoint" in err("--out", str(bad), "--resume")
+    torch.save({"foo": 1}, bad / ck.CKPT)
+    assert "not a splitnet checkpoint" in err("--out", str(bad), "--resume")
     assert "divisible" in err("--text", str(text), "--out", str(tmp_path / "d"),
                               "--grad-accum", "3")
     with pytest.raises(ValueError, match="max_len"):
-        from splitnet.models import from_config
-        ck = torch.load(out / T.CKPT, weights_only=False)
-        from_config(ck["model_config"])(torch.zeros(1, 64, dtype=torch.long))
+        ck.load_model(out)(torch.zeros(1, 64, dtype=torch.long))
 
 
 def test_truncate_metrics_drops_later_and_torn_lines(tmp_path):
     p = tmp_path / "m.jsonl"
     p.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 8))
                  + '{"step": 8, "lo')
-    assert T.truncate_metrics(p, 5) == 5
-    assert [r["step"] for r in T.read_metrics(p)] == [1, 2, 3, 4, 5]
+    assert ck.truncate_metrics(p, 5) == 5
+    assert [r["step"] for r in ck.read_metrics(p)] == [1, 2, 3, 4, 5]
 
 
 def test_cli_default_corpus(tmp_path):
@@ -221,13 +236,13 @@ def test_cli_default_corpus(tmp_path):
     out = tmp_path / "cli"
     assert main(["train", "--steps", "20", "--out", str(out), "--device", "cpu",
                  "--threads", "1", "--eval-windows", "64", "--no-progress"]) == 0
-    for f in (T.CKPT, T.METRICS, T.PLOT):
+    for f in (ck.CKPT, ck.METRICS, ck.PLOT):
         assert (out / f).is_file()
     assert main(["train", "--resume", "--steps", "30", "--out", str(out), "--threads", "1",
                  "--no-progress"]) == 0
-    recs = T.read_metrics(out / T.METRICS)
+    recs = ck.read_metrics(out / ck.METRICS)
     assert [r["step"] for r in recs] == list(range(1, 31))
-    assert torch.load(out / T.CKPT, weights_only=False)["step"] == 30
+    assert ck.load(out)["step"] == 30
 
 
 @pytest.mark.cuda

@@ -1,9 +1,12 @@
-"""Test problems with known answers for the order tests.
+"""Problems with known answers: the built-in particle system and the exact-solution problems
+that tests, experiments and benchmarks share.
 
+* :func:`particle_system` -- random attention (diffusion) + feed-forward (convection) fields
+  and random particles: nonlinear, non-commuting, the default of ``splitnet order``.
 * :func:`matrix_problem` -- ``D(x) = A x``, ``C(x) = B x`` with random dense non-commuting
-  matrices; every sub-flow and the coupled flow are matrix exponentials (computed by ``splitnet.check.expm``, checked against ``scipy.linalg.expm``).
-* :func:`particle_problem` -- the built-in nonlinear attention (diffusion) + feed-forward
-  (convection) particle system ``sn.particle_system``; reference by torchdiffeq at tight
+  matrices; every sub-flow and the coupled flow are matrix exponentials
+  (:func:`splitnet.check.expm`, checked against ``scipy.linalg.expm``).
+* :func:`particle_problem` -- the particle system with a torchdiffeq reference at tight
   tolerances.
 * :func:`time_dependent_linear` -- ``D(t, x) = (1 + 0.5 sin t) A x``,
   ``C(t, x) = (1 + 0.5 cos 3t) B x``: each sub-flow is exact in closed form
@@ -24,9 +27,50 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import splitnet as sn
-from splitnet.check import expm  # fast exact float64 exponential (scipy-equivalent)
-from splitnet.schemes import CustomScheme
+from .check import expm, fit_slope, random_matrices
+from .fields import Attention, FeedForward
+from .flows import SubflowMethod
+from .schemes import CustomScheme
+
+
+def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
+                    seed: int = 0, gain: float = 2.0, dtype: torch.dtype = torch.float64,
+                    batch: int | None = None):
+    """A random attention (diffusion) + feed-forward (convection) particle system.
+
+    Returns ``(F, G, x0)``: freshly initialised :class:`~splitnet.fields.Attention` and
+    :class:`~splitnet.fields.FeedForward` fields (no causal mask, so every particle interacts
+    with every other) and random particles ``x0`` of shape ``(n_tokens, d_model)``.
+    The two fields do not commute ([F, G] != 0), which every order test needs. ``gain``
+    multiplies the output projections: stronger dynamics lift the errors of high-order schemes
+    above the solver-tolerance floor over h in [0.025, 0.2]. The weights do not depend on the
+    global default dtype (they are drawn in float32, then cast to ``dtype``).
+    """
+    g = torch.Generator().manual_seed(seed)
+    default = torch.get_default_dtype()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        # Initialise in float32 whatever the global default (`splitnet order` sets float64):
+        # the same seed gives the same system everywhere.
+        torch.set_default_dtype(torch.float32)
+        try:
+            F = Attention(d_model, n_heads).to(dtype).eval()
+            G = FeedForward(d_model, d_ff).to(dtype).eval()
+        finally:
+            torch.set_default_dtype(default)
+        # Non-trivial LayerNorm affine parameters so the fields are not too symmetric.
+        for m in (F.norm, G.norm):
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+                m.bias.copy_(0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+        with torch.no_grad():
+            F.proj.weight.mul_(gain)
+            G.fc2.weight.mul_(gain)
+    for p in list(F.parameters()) + list(G.parameters()):
+        p.requires_grad_(False)
+    shape = (n_tokens, d_model) if batch is None else (batch, n_tokens, d_model)
+    x0 = torch.randn(*shape, generator=g, dtype=dtype)
+    return F, G, x0
 
 
 class LinearField(torch.nn.Module):
@@ -59,7 +103,7 @@ class LinearField(torch.nn.Module):
         return x @ e.T
 
 
-class ClosedFormFlow(sn.flows.SubflowMethod):
+class ClosedFormFlow(SubflowMethod):
     """Sub-flow method that calls the field's exact closed-form ``flow`` (for
     :class:`LinearField`); the scheme's stepping and clocks are the library's."""
 
@@ -87,22 +131,16 @@ class Problem:
                 a, b = self._matrix
                 cache[t1] = self.x0 @ torch.as_tensor(expm((t1 - self.t0) * (a + b))).T
             else:
-                cache[t1] = sn.reference_solution(
+                from .analysis import reference_solution
+
+                cache[t1] = reference_solution(
                     self.diffusion, self.convection, self.x0,
                     torch.tensor([self.t0, t1], dtype=torch.float64))[-1]
         return cache[t1]
 
 
-def random_pair(dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Random dense matrices of spectral norm 1 (non-commuting)."""
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((dim, dim))
-    b = rng.standard_normal((dim, dim))
-    return a / np.linalg.norm(a, 2), b / np.linalg.norm(b, 2)
-
-
 def matrix_problem(dim: int = 6, seed: int = 0) -> Problem:
-    a, b = random_pair(dim, seed)
+    a, b = random_matrices(dim, seed)
     x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
     p = Problem(f"matrix{dim}-seed{seed}", LinearField(a), LinearField(b), x0)
     p._matrix = (a, b)
@@ -110,12 +148,12 @@ def matrix_problem(dim: int = 6, seed: int = 0) -> Problem:
 
 
 def particle_problem(seed: int = 0) -> Problem:
-    F, G, x0 = sn.particle_system(seed=seed)
+    F, G, x0 = particle_system(seed=seed)
     return Problem(f"particles-seed{seed}", F, G, x0)
 
 
 def time_dependent_linear(dim: int = 5, seed: int = 3, t0: float = 0.3) -> Problem:
-    a, b = random_pair(dim, seed)
+    a, b = random_matrices(dim, seed)
     # A scale of 2 keeps the time-dependent part of the error well above the reference floor.
     D = LinearField(2 * a, amp=0.5, freq=1.0)
     C = LinearField(2 * b, amp=0.5, freq=3.0, phase=math.pi / 2)   # 1 + 0.5 cos 3t
@@ -140,7 +178,7 @@ class Modulated(torch.nn.Module):
 
 
 def time_dependent_particle(seed: int = 0, t0: float = 0.2) -> Problem:
-    F, G, x0 = sn.particle_system(seed=seed)
+    F, G, x0 = particle_system(seed=seed)
     b = torch.randn(x0.shape[-1], generator=torch.Generator().manual_seed(seed + 7),
                     dtype=torch.float64)
     D = Modulated(F, amp=0.5, freq=2.0)
@@ -179,6 +217,4 @@ def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.nda
 
 def slope(step_sizes, errors, floor: float = 1e-12) -> float:
     """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing)."""
-    from splitnet.check import fit_slope
-
     return fit_slope(step_sizes, errors, floor)[0]

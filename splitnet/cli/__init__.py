@@ -1,0 +1,79 @@
+"""The command line: ``splitnet COMMAND ...`` (also ``python -m splitnet``).
+
+One module per command (``cmd_<name>.py``), each with ``HELP`` (one line), ``configure(parser)``
+and ``run(args) -> int``. Parsers use only the standard library and :mod:`splitnet.config`, so
+``--help`` starts without importing torch; the work imports what it needs.
+
+Errors: bad input is one line on stderr, ``splitnet COMMAND: error: ...``, and exit status 2;
+a verdict that fails (``schemes --check``, ``order --strict``) exits 1; Ctrl-C exits 130 with
+one line. Output to a closed pipe (``| head``) does not turn into a traceback, and the exit
+status stays the command's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from ._args import OneLineParser, set_stdout_guard
+
+COMMANDS = {
+    "order": "measure the order of schemes on a random particle system",
+    "schemes": "the registry (name, order, stages, symmetric) or --check a stage list",
+    "describe": "parameters, field evaluations and FLOPs per token of a model",
+    "train": "train a SplitTransformer language model",
+    "trajectories": "plot token embeddings as particles",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("splitnet")
+    except PackageNotFoundError:   # run from a source tree that is not installed
+        from .. import __version__
+
+        return __version__
+
+
+def build_parser(command: str | None = None) -> OneLineParser:
+    """The top-level parser, or ``command``'s own parser."""
+    if command is not None:
+        mod = importlib.import_module(f"splitnet.cli.cmd_{command}")
+        p = OneLineParser(prog=f"splitnet {command}", description=mod.HELP)
+        mod.configure(p)
+        return p
+    p = OneLineParser(prog="splitnet", description="Transformer layers as ODE splitting "
+                      "integrators. Run 'splitnet COMMAND --help' for a command's options.")
+    p.add_argument("--version", action="version", version=f"splitnet {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_ in COMMANDS.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        build_parser().parse_args(argv or ["--help"])   # --help, --version, or a usage error
+        return 2
+    command = argv[0]
+    set_stdout_guard()
+    try:
+        args = build_parser(command).parse_args(argv[1:])
+        mod = importlib.import_module(f"splitnet.cli.cmd_{command}")
+        return int(mod.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"\nsplitnet {command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError) as e:   # bad input: one clear line, no traceback
+        print(f"splitnet {command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, OSError) and e.filename and str(e.filename) not in msg:
+        msg = f"{msg}: {e.filename}"
+    return msg

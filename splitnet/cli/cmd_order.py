@@ -1,0 +1,104 @@
+"""``splitnet order``: measured error slopes of schemes on the built-in particle system."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ._args import csv, csv_floats, positive_int
+
+HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
+        "(float64): the fitted local (or global) error slope against theory")
+DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
+
+
+def configure(p) -> None:
+    p.add_argument("--schemes", type=csv, default=csv(DEFAULT_SCHEMES),
+                   help=f"comma-separated scheme names or s/f patterns (default: "
+                        f"{DEFAULT_SCHEMES})")
+    p.add_argument("--method", type=csv, default=["exact"],
+                   help="sub-flow method(s): exact, euler, midpoint, rk4; comma-separated "
+                        "(default: exact)")
+    p.add_argument("--kind", choices=["local", "global"], default="local",
+                   help="local: one step, slope = order + 1; global: error at T = 1, slope = "
+                        "order (default: local)")
+    p.add_argument("--step-sizes", type=csv_floats, default=None,
+                   help="comma-separated h (default: 0.2,0.1,0.05,0.025 local; "
+                        "0.5,0.25,0.125,0.0625 global)")
+    p.add_argument("--tokens", type=positive_int, default=6, help="particles (default 6)")
+    p.add_argument("--d-model", type=positive_int, default=8,
+                   help="particle dimension, a multiple of 2 (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random system (default 0)")
+    p.add_argument("--out", default="order.png", help="PNG to write (default order.png)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with status 1 if any measured slope is off theory by more than 0.3")
+
+
+def _validate(args):
+    """Everything that can be wrong, before any work (nothing is written on bad input)."""
+    from ..flows import get_method, n_steps_for
+    from ..schemes import resolve
+    from ..validate import check_step_size
+
+    if args.d_model % 2:
+        raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
+                         f"{args.d_model}")
+    schemes = [resolve(s) for s in args.schemes]
+    for m in args.method:
+        get_method(m)
+    hs = args.step_sizes or ([0.2, 0.1, 0.05, 0.025] if args.kind == "local"
+                             else [0.5, 0.25, 0.125, 0.0625])
+    for h in hs:
+        check_step_size(h)
+        if args.kind == "global":
+            n_steps_for((0.0, 1.0), h)
+    if len(set(hs)) < 2:
+        raise ValueError("--step-sizes needs at least two distinct values")
+    _check_writable(args.out)
+    return schemes, hs
+
+
+def _check_writable(path) -> None:
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--out {p} is a directory; give a file name such as {p / 'order.png'}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"--out {p}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {p}: cannot write to {parent} (permission denied)")
+
+
+def run(args) -> int:
+    import torch
+    from tqdm.auto import tqdm
+
+    from .. import analysis, plots
+    from ..problems import particle_system
+
+    schemes, hs = _validate(args)
+    F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
+                               dtype=torch.float64)
+    slope = "local slope" if args.kind == "local" else "global slope"
+    print(f"Random attention + feed-forward particle system: {args.tokens} particles in "
+          f"R^{args.d_model}, float64, seed {args.seed}; {args.kind} error; h = {hs}")
+    print(f"order p: the classical order (with these sub-flows); {slope} = "
+          f"{'p + 1' if args.kind == 'local' else 'p'}: fitted log-log slope of the error")
+    t0 = time.perf_counter()
+    combos = [(s, m) for s in schemes for m in args.method]
+    results = [analysis.convergence_study(s, F, G, x0, hs, kind=args.kind, method=m)
+               for s, m in tqdm(combos, desc="convergence studies", unit="study",
+                                file=sys.stderr)]
+    print(f"\n{'scheme':<16}{'method':<10}{'order':>6}{slope:>14}{'expected':>10}  verdict")
+    bad = 0
+    for s, r in zip((s for s, _ in combos), results):
+        bad += not r.ok
+        print(f"{r.scheme:<16}{r.method:<10}{s.effective_order(r.method):>6}{r.order:14.2f}"
+              f"{r.expected_order:10d}  {'ok' if r.ok else 'MISMATCH'}")
+    plots.plot_convergence(results, args.out, title=f"{args.kind} error on the random particle "
+                                                     f"system")
+    print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")
+    return 1 if (bad and args.strict) else 0

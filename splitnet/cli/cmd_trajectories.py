@@ -1,0 +1,165 @@
+"""``splitnet trajectories``: tokens of a short text as particles moving through a network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._args import csv, nonempty, nonnegative_int, positive_int
+
+HELP = "plot token embeddings as particles"
+DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
+
+
+def configure(p) -> None:
+    p.description = (
+        "Plot every token of a short text as a particle moving through the network: PCA of all "
+        "states (one line per token, a dot per stage, a circle per layer), with the dotted path "
+        "of the ODE the layers approximate. Without --checkpoint a freshly initialised model.")
+    p.add_argument("--checkpoint", metavar="DIR", type=nonempty,
+                   help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds Python objects (an old format); only for "
+                        "files from a trusted source")
+    p.add_argument("--text", default=DEFAULT_TEXT, type=nonempty,
+                   help=f"input text; short (12-24 characters) reads best "
+                        f"(default {DEFAULT_TEXT!r})")
+    p.add_argument("--out", default="trajectories.png", help="PNG to write "
+                   "(default trajectories.png)")
+    p.add_argument("--scheme", default=None, type=nonempty,
+                   help="scheme name or s/f pattern; fresh model: its scheme (default "
+                        "lie-trotter); checkpoint: re-run its shared fields with it")
+    p.add_argument("--3d", dest="three_d", action="store_true", help="3-D PCA plot")
+    p.add_argument("--gif", metavar="PATH", help="also write an animated GIF")
+    p.add_argument("--diagnostics", metavar="PNG",
+                   help="also write the clustering diagnostics (cosines, effective rank)")
+    p.add_argument("--compare", metavar="SCHEMES", type=csv,
+                   help="also write small multiples for these comma-separated schemes on "
+                        "the same input to <out>_compare.png (shared fields)")
+    p.add_argument("--per-layer", action="store_true",
+                   help="record layer outputs only, not every stage")
+    p.add_argument("--no-ode", action="store_true", help="do not integrate the ODE path")
+    p.add_argument("--restart", action="store_true",
+                   help="restart the ODE path from the network at every layer (local "
+                        "comparison) instead of one path from the embedding")
+    p.add_argument("--from-layer", type=nonnegative_int, default=0, metavar="K",
+                   help="plot from the output of layer K on (PCA fitted on those states); "
+                        "default 0 = from the embedding")
+    p.add_argument("--points-per-layer", type=positive_int, default=16,
+                   help="ODE path points per layer (default 16)")
+    g = p.add_argument_group("fresh model (no --checkpoint)")
+    g.add_argument("--d-model", type=positive_int, default=64, help="width (default 64)")
+    g.add_argument("--n-heads", type=positive_int, default=4, help="attention heads (default 4)")
+    g.add_argument("--n-layers", type=positive_int, default=6, help="layers (default 6)")
+    g.add_argument("--step-size", type=float, default=1.0, help="h (default 1.0)")
+    g.add_argument("--weights", choices=["shared", "per-stage"], default="shared",
+                   help="sub-layer weights (default shared)")
+    g.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
+
+
+def compare_path(out: str) -> Path:
+    p = Path(out)
+    return p.with_name(p.stem + "_compare" + (p.suffix or ".png"))
+
+
+def _outputs(args) -> list:
+    outs = [args.out, args.gif, args.diagnostics]
+    if args.compare:
+        outs.append(compare_path(args.out))
+    return [o for o in outs if o]
+
+
+def _model(args):
+    """The model to draw, every input checked first (nothing written on bad input)."""
+    from .. import trajectories as tr
+    from ..checkpoint import load_model
+    from ..config import SplitConfig
+    from ..schemes import resolve
+    from .cmd_order import _check_writable
+
+    scheme = resolve(args.scheme) if args.scheme else None
+    compare = [resolve(s) for s in args.compare or []]
+    for o in _outputs(args):
+        _check_writable(o)
+    if args.checkpoint:
+        model = load_model(args.checkpoint, trust=args.trust_checkpoint)
+        if scheme is not None:
+            model = tr.with_scheme(model, scheme)
+        if compare and model.weights != "shared":
+            raise ValueError(f"--compare re-runs the fields under other schemes; the model has "
+                             f"weights={model.weights!r}, whose stages have their own sub-layers")
+        return model, f"checkpoint {args.checkpoint}", compare
+    SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
+                n_layers=args.n_layers, step_size=args.step_size, weights=args.weights)
+    model = tr.fresh_model(scheme or "lie-trotter", d_model=args.d_model, n_heads=args.n_heads,
+                           n_layers=args.n_layers, step_size=args.step_size,
+                           weights=args.weights, seed=args.seed)
+    return model, f"fresh initialisation (seed {args.seed})", compare
+
+
+def _print_table(traj, cl, origin, model, text) -> None:
+    print(f"model: {origin}; scheme {traj.scheme} ({traj.weights}, {traj.method}), "
+          f"h = {traj.step_size:g}, {traj.n_layers} layers, d_model {model.d_model}")
+    print(f"text: {text!r} ({traj.n_tokens} tokens), {traj.n_points} states per token")
+    print(f"{'layer':>5} {'t':>7} {'mean cos':>9} {'eff. rank':>9}"
+          + ("" if traj.path is None else f" {'ODE gap':>9} {'rel. gap':>9}"))
+    gaps = rel = None
+    if traj.path is not None:
+        gaps, rel = traj.gap(), traj.gap(relative=True)
+    for k in range(len(cl.times)):
+        line = f"{k:>5} {cl.times[k]:7.3g} {cl.mean_cosine[k]:9.3f} {cl.effective_rank[k]:9.2f}"
+        if gaps is not None:
+            line += f" {gaps[k]:9.3g} {rel[k]:9.3g}"
+        print(line)
+
+
+def _compare(args, model, compare, idx, collect) -> dict:
+    from .. import trajectories as tr
+
+    trajs = {}
+    for s in compare:
+        # Shared weights: the very same fields under every scheme (a fresh model per scheme
+        # would not do: the initial scale of the output projections depends on the number of
+        # stages). A fresh per-stage model: each scheme its own sub-layers, seeded alike.
+        m = tr.with_scheme(model, s) if model.weights == "shared" else tr.fresh_model(
+            s, d_model=args.d_model, n_heads=args.n_heads, n_layers=args.n_layers,
+            step_size=args.step_size, weights=args.weights, seed=args.seed)
+        trajs[s.name] = collect(m, idx)
+    return trajs
+
+
+def run(args) -> int:
+    from .. import plots
+    from .. import trajectories as tr
+
+    model, origin, compare = _model(args)
+    idx = tr.encode(args.text)
+
+    def collect(m, ids):
+        return tr.collect(m, ids, per_stage=not args.per_layer, continuous=not args.no_ode,
+                          points_per_layer=args.points_per_layer, restart=args.restart)
+
+    if args.from_layer >= model.n_layers:
+        raise ValueError(f"--from-layer {args.from_layer}: the model has {model.n_layers} "
+                         f"layers (use 0..{model.n_layers - 1})")
+    if len(idx) > model.max_len:
+        raise ValueError(f"the text has {len(idx)} bytes but the model's context is "
+                         f"{model.max_len}: shorten the text")
+    traj = collect(model, idx)
+    trajs = _compare(args, model, compare, idx, collect) if compare else {}
+    _print_table(traj, tr.clustering(traj), origin, model, args.text)
+    written = {"png": plots.save_trajectory_plot(
+        traj.since(args.from_layer) if args.from_layer else traj, args.out,
+        dim=3 if args.three_d else 2, text=args.text)}
+    if args.diagnostics:
+        plots.plot_clustering(traj, args.diagnostics)
+        written["diagnostics"] = args.diagnostics
+    if trajs:
+        same = "same fields" if model.weights == "shared" else "own per-stage sub-layers"
+        plots.plot_scheme_comparison(trajs, compare_path(args.out),
+                                     suptitle=f"same input {args.text!r}, {same}")
+        written["compare"] = compare_path(args.out)
+    if args.gif:
+        written["gif"] = plots.animate(traj, args.gif)
+    for k, v in written.items():
+        print(f"{k}: {v}")
+    return 0

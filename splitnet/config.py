@@ -1,0 +1,346 @@
+"""Configuration: every option named once, validated once.
+
+* :class:`SplitConfig` -- everything that defines a :class:`~splitnet.models.SplitTransformer`
+  (``sn.models.SplitConfig``). Checkpoints store it as a plain dict (:meth:`SplitConfig.to_dict`).
+* :class:`TrainConfig` -- a training run: its model, data, optimisation and run options
+  (``splitnet.train.TrainConfig``).
+
+Both are frozen dataclasses that check themselves in ``__post_init__`` (a bad value is a
+``ValueError`` / ``TypeError`` naming the option). Each field carries its help text and how it
+behaves on ``--resume`` in its metadata; the command line (:mod:`splitnet.cli.train`) and the
+checkpoint derive from the fields, so nothing is spelled out twice. Pure Python: no torch, so
+``splitnet train --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from . import schemes as _schemes
+from .stages import CONVECTION, DIFFUSION
+
+WEIGHTS = ("shared", "per-stage")
+GATES = ("sigmoid", "tanh")
+GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh")
+METHODS = ("euler", "midpoint", "rk4", "exact")   # sub-flow methods (splitnet.flows)
+DEVICES = ("auto", "cpu", "cuda")
+# How an option behaves on --resume: "fixed" options define the run (a different explicit value
+# is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
+# every option not given is restored from the checkpoint.
+# "session" options belong to one invocation and are never stored.
+FIXED, FREE, SESSION = "fixed", "free", "session"
+
+
+def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: str | None = None,
+           choices=None, parse=None):
+    """A dataclass field with its help text and command-line/resume behaviour in metadata."""
+    meta = {"help": help, "resume": resume, "cli": cli, "metavar": metavar, "choices": choices,
+            "parse": parse}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("mutable defaults are not allowed in configs")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def _int(name: str, v, lo: int = 1, none: bool = False):
+    if v is None and none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _real(name: str, v, lo: float | None = None, hi: float | None = None, lo_open=False,
+          hi_open=False, none: bool = False):
+    if v is None and none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    v = float(v)
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+    if hi is not None and (v > hi or (hi_open and v == hi)):
+        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v:g}")
+    return v
+
+
+def _choice(name: str, v, options, none: bool = False):
+    if v is None and none:
+        return None
+    if v not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, options))}; got {v!r}")
+    return v
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``"0,1,3"`` -> ``(0, 1, 3)``; a clear error for anything else."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"expected comma-separated integers, got {text!r}")
+    try:
+        return tuple(int(x) for x in items)
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _scheme_spec(scheme):
+    """What a config stores for a scheme: a registry name or pattern as given (validated), or the
+    plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling)."""
+    if isinstance(scheme, _schemes.SplittingScheme):
+        try:
+            if _schemes.get(scheme.name) == scheme:
+                return scheme.name
+        except ValueError:
+            pass
+        return scheme.to_dict()
+    if isinstance(scheme, dict):
+        return _schemes.resolve(scheme).to_dict()
+    if not isinstance(scheme, str):
+        raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
+                        f"{type(scheme).__name__}")
+    s = _schemes.resolve(scheme)          # raises ValueError naming the problem
+    return scheme.strip() if ":" not in scheme else s.to_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Everything that defines a SplitTransformer; see its docstring for the meaning."""
+
+    vocab_size: int = option(256, "vocabulary size (256: bytes)", cli=False)
+    d_model: int = option(128, "model width")
+    n_heads: int = option(4, "attention heads")
+    n_layers: int = option(4, "layers = steps of the scheme")
+    scheme: Any = option("lie-trotter", "scheme name (lie-trotter, strang, yoshida4, ...), s/f "
+                         "sublayer pattern such as ssfsff, or a stage string c:0.5,d:1,c:0.5")
+    causal: bool = option(True, "mask the future in attention", cli=False)
+    weights: str = option("shared", "one sub-layer per field per layer (shared) or one per "
+                          "stage (per-stage)", choices=WEIGHTS)
+    step_size: float = option(1.0, "h: each layer integrates [k h, (k+1) h]")
+    d_ff: int | None = option(None, "feed-forward width (default 4 d_model)")
+    max_len: int = option(1024, "longest sequence (learned positions)", cli=False)
+    dropout: float = option(0.0, "dropout probability")
+    gate: str | None = option(None, "SDU self-dependency gates (Highway Transformer)",
+                              choices=GATES)
+    gate_layers: tuple[int, ...] | None = option(
+        None, "0-based layers that get gates, e.g. 0,1 (default: all, with --gate)",
+        metavar="K,K,...", parse=int_list)
+    gate_fields: str = option("both", "which fields get the gates", choices=GATE_FIELDS)
+    method: str = option("euler", "sub-flow method of every stage (euler = residual "
+                         "sub-layers)", choices=METHODS)
+    activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
+                             choices=ACTIVATIONS)
+    norm_eps: float = option(1e-5, "LayerNorm epsilon")
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            set_(self, name, _int(name, getattr(self, name)))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by "
+                             f"n_heads={self.n_heads}")
+        set_(self, "scheme", _scheme_spec(self.scheme))
+        _choice("weights", self.weights, WEIGHTS)
+        if isinstance(self.step_size, bool) or not isinstance(self.step_size, numbers.Real):
+            raise TypeError(f"step_size must be a real number, got {self.step_size!r}")
+        set_(self, "step_size", _real("step_size", self.step_size, lo=0.0, lo_open=True))
+        set_(self, "d_ff", 4 * self.d_model if self.d_ff is None else _int("d_ff", self.d_ff))
+        set_(self, "dropout", _real("dropout", self.dropout, lo=0.0, hi=1.0, hi_open=True))
+        _choice("gate", self.gate, GATES, none=True)
+        _choice("gate_fields", self.gate_fields, GATE_FIELDS)
+        _choice("method", self.method, METHODS)
+        _choice("activation", self.activation, ACTIVATIONS)
+        set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
+        set_(self, "causal", bool(self.causal))
+        self._check_gates()
+
+    def _check_gates(self) -> None:
+        gl = self.gate_layers
+        if gl is None:
+            return
+        if isinstance(gl, str):
+            gl = int_list(gl)
+        if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in gl):
+            raise ValueError(f"gate_layers must be layer indices (ints), got {gl!r}")
+        gl = tuple(sorted(set(int(i) for i in gl)))
+        if gl and self.gate is None:
+            raise ValueError("gate_layers given without gate='sigmoid' or 'tanh'")
+        bad = [i for i in gl if not 0 <= i < self.n_layers]
+        if bad:
+            raise ValueError(f"gate_layers {bad} outside 0..{self.n_layers - 1}")
+        object.__setattr__(self, "gate_layers", gl)
+
+    # -- derived ---------------------------------------------------------------------------
+    def resolved_scheme(self):
+        """The :class:`~splitnet.schemes.SplittingScheme` this config names."""
+        return _schemes.resolve(self.scheme)
+
+    @property
+    def gated_layers(self) -> tuple[int, ...]:
+        """Layers that carry SDU gates (all of them when ``gate`` is set without a list)."""
+        if self.gate is None:
+            return ()
+        return tuple(range(self.n_layers)) if self.gate_layers is None else self.gate_layers
+
+    # -- plain data ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain data (str, numbers, lists, dicts): safe in a ``weights_only`` checkpoint and in
+        JSON."""
+        d = dataclasses.asdict(self)
+        if d["gate_layers"] is not None:
+            d["gate_layers"] = list(d["gate_layers"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SplitConfig:
+        """The config of :meth:`to_dict`; unknown keys are an error naming them."""
+        return _from_dict(cls, d)
+
+    def replace(self, **changes) -> SplitConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _from_dict(cls, d):
+    if not isinstance(d, dict):
+        raise TypeError(f"a {cls.__name__} is read from a dict, got {type(d).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} option(s) {unknown}")
+    return cls(**d)
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def _default_model() -> SplitConfig:
+    return SplitConfig()
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run of a byte-level language model (``splitnet train``; ``train(cfg)``).
+
+    ``model`` is the network (its ``vocab_size`` must be 256 and its ``max_len`` is set to
+    ``context``). Options marked ``free`` may change on ``--resume``; the rest define the run.
+    """
+
+    model: SplitConfig = dataclasses.field(default_factory=_default_model,
+                                           metadata={"cli": False})
+    # data
+    text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
+                              ".tar.gz/.zip archive (default: the Python standard library's "
+                              ".py files)", metavar="PATH")
+    val_fraction: float = option(0.05, "validation share")
+    context: int = option(128, "sequence length in bytes")
+    # optimisation
+    steps: int = option(600, "total optimiser steps (on --resume: may be raised)", resume=FREE)
+    batch_size: int = option(16, "global sequences per optimiser step")
+    grad_accum: int = option(1, "micro-batches per step")
+    lr: float = option(2e-3, "peak learning rate")
+    min_lr_ratio: float = option(0.1, "cosine floor as a fraction of --lr, in [0, 1]")
+    warmup: int = option(50, "linear warmup steps")
+    weight_decay: float = option(0.1, "AdamW weight decay on matrices")
+    beta1: float = option(0.9, "AdamW beta1")
+    beta2: float = option(0.99, "AdamW beta2")
+    clip: float = option(1.0, "gradient-norm clip, 0 = off")
+    seed: int = option(0, "seed of weights and batches")
+    eval_windows: int = option(256, "fixed validation windows per evaluation")
+    # run (free on --resume)
+    eval_every: int = option(100, "validation every N steps", resume=FREE)
+    ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
+    device: str = option("auto", "auto = cuda when available", resume=FREE, choices=DEVICES)
+    compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
+    amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
+    threads: int | None = option(None, "CPU threads (default: torch's)", resume=FREE)
+    peak_tflops: float | None = option(None, "accelerator peak for MFU (default: dense bf16 "
+                                       "of known GPUs)", resume=FREE)
+    progress: bool = option(True, "progress bar (--no-progress: none)", resume=FREE)
+    plot: bool = option(True, "write loss.png (--no-plot: do not)", resume=FREE)
+    # this invocation only (never stored)
+    out: str = option("runs/train", "output directory", resume=SESSION, metavar="DIR")
+    resume: bool = option(False, "continue from OUT/checkpoint.pt (every option not given is "
+                          "restored from it)", resume=SESSION)
+    overwrite: bool = option(False, "start afresh even if OUT holds a run (the old run is moved "
+                             "to OUT/previous/ first)", resume=SESSION)
+    stop_at: int | None = option(None, "save and exit after STEP steps, keeping the --steps "
+                                 "schedule (time-sliced jobs; continue with --resume)",
+                                 resume=SESSION, metavar="STEP")
+    allow_data_change: bool = option(False, "on --resume: go on although the corpus changed "
+                                     "since the checkpoint", resume=SESSION)
+    trust_checkpoint: bool = option(False, "load a checkpoint that holds Python objects (an "
+                                    "old format); only for files from a trusted source",
+                                    resume=SESSION)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if isinstance(self.model, dict):
+            set_(self, "model", SplitConfig.from_dict(self.model))
+        if not isinstance(self.model, SplitConfig):
+            raise TypeError(f"model must be a SplitConfig, got {type(self.model).__name__}")
+        set_(self, "val_fraction", _real("val_fraction", self.val_fraction, 0.0, 1.0, True, True))
+        for name in ("context", "steps", "batch_size", "grad_accum", "eval_windows",
+                     "eval_every", "ckpt_every"):
+            set_(self, name, _int(name, getattr(self, name)))
+        set_(self, "warmup", _int("warmup", self.warmup, lo=0))
+        set_(self, "seed", _int("seed", self.seed, lo=0))
+        set_(self, "lr", _real("lr", self.lr, lo=0.0, lo_open=True))
+        set_(self, "min_lr_ratio", _real("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0))
+        set_(self, "weight_decay", _real("weight_decay", self.weight_decay, lo=0.0))
+        for b in ("beta1", "beta2"):
+            set_(self, b, _real(b, getattr(self, b), 0.0, 1.0, hi_open=True))
+        set_(self, "clip", _real("clip", self.clip, lo=0.0))
+        _choice("device", self.device, DEVICES)
+        set_(self, "threads", _int("threads", self.threads, none=True))
+        set_(self, "stop_at", _int("stop_at", self.stop_at, none=True))
+        if self.resume and self.overwrite:
+            raise ValueError("--resume and --overwrite contradict each other: choose one")
+        set_(self, "out", str(self.out))
+        set_(self, "peak_tflops", _real("peak_tflops", self.peak_tflops, lo=0.0, lo_open=True,
+                                        none=True))
+        if self.text is not None:
+            if not str(self.text).strip():
+                raise ValueError("text is empty: give a file, a directory, a glob or an archive")
+            set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
+        if self.model.vocab_size != 256:
+            raise ValueError(f"a byte-level model needs vocab_size 256, got "
+                             f"{self.model.vocab_size}")
+        if self.model.max_len != self.context:
+            set_(self, "model", self.model.replace(max_len=self.context))
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum "
+                             f"{self.grad_accum}")
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["model"] = self.model.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        return _from_dict(cls, d)
+
+    def replace(self, **changes) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def cli_fields(cls) -> list[dataclasses.Field]:
+    """The fields of ``cls`` that the command line exposes."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
+
+
+__all__ = ["ACTIVATIONS", "FIXED", "FREE", "SESSION", "GATES", "GATE_FIELDS", "METHODS", "SplitConfig",
+           "TrainConfig", "WEIGHTS", "cli_fields", "int_list", "option"]
