@@ -29,86 +29,14 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import splitnet as sn
 from splitnet.cost import describe
 from splitnet.models import SplitTransformer
+from splitnet.reference import RefGPT
 
 # Dense bf16 peak (no sparsity) of cards we may see, FLOP/s.
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
-
-
-# ---------------------------------------------------------------------------------------------
-# The reference: nanoGPT (Karpathy) model.py, trimmed to the same pieces as SplitTransformer.
-
-class RefAttention(nn.Module):
-    def __init__(self, d, n_heads):
-        super().__init__()
-        self.n_head = n_heads
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-        self.resid_dropout = nn.Dropout(0.0)
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0,
-                                           is_causal=True)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class RefMLP(nn.Module):
-    def __init__(self, d, d_ff):
-        super().__init__()
-        self.c_fc = nn.Linear(d, d_ff)
-        self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(d_ff, d)
-        self.dropout = nn.Dropout(0.0)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class RefBlock(nn.Module):
-    def __init__(self, d, n_heads, d_ff):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = RefAttention(d, n_heads)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = RefMLP(d, d_ff)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        x = x + self.mlp(self.ln_2(x))
-        return x
-
-
-class RefGPT(nn.Module):
-    def __init__(self, vocab_size, d, n_heads, n_layers, max_len, d_ff=None):
-        super().__init__()
-        d_ff = 4 * d if d_ff is None else d_ff
-        self.wte = nn.Embedding(vocab_size, d)
-        self.wpe = nn.Embedding(max_len, d)
-        self.drop = nn.Dropout(0.0)
-        self.h = nn.ModuleList([RefBlock(d, n_heads, d_ff) for _ in range(n_layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab_size, bias=False)
-        self.wte.weight = self.lm_head.weight
-        for p in self.parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, 0.0, 0.02)
-
-    def forward(self, idx):
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))
-        for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,10 +134,10 @@ def main(argv=None) -> int:
     targets = torch.randint(0, args.vocab_size, (args.batch, args.seq_len), generator=g).to(device)
     from tqdm.auto import tqdm
 
-    info = dict(device=str(device), dtype=args.dtype, compile=args.compile,
-                torch=torch.__version__, threads=torch.get_num_threads(),
-                d_model=args.d_model, n_heads=args.n_heads, n_layers=args.n_layers,
-                seq_len=args.seq_len, batch=args.batch, vocab_size=args.vocab_size)
+    info = {"device": str(device), "dtype": args.dtype, "compile": args.compile,
+                "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "d_model": args.d_model, "n_heads": args.n_heads, "n_layers": args.n_layers,
+                "seq_len": args.seq_len, "batch": args.batch, "vocab_size": args.vocab_size}
     print("bench_layers: " + ", ".join(f"{k}={v}" for k, v in info.items()))
 
     # -- part 1: overhead against the reference -----------------------------------------
@@ -257,10 +185,10 @@ def main(argv=None) -> int:
         c = describe(s, weights=w, d_model=args.d_model, n_heads=args.n_heads,
                      n_layers=args.n_layers, vocab_size=args.vocab_size, seq_len=args.seq_len)
         rate = c.flops_train * ntok / sec
-        rows.append(dict(scheme=c.scheme, weights=w, ms=sec * 1e3, params=c.params,
-                         evals=c.evals, train_gflop_tok=c.flops_train / 1e9,
-                         tokens_s=ntok / sec, tflops=rate / 1e12,
-                         mfu=None if peak is None else rate / peak))
+        rows.append({"scheme": c.scheme, "weights": w, "ms": sec * 1e3, "params": c.params,
+                         "evals": c.evals, "train_gflop_tok": c.flops_train / 1e9,
+                         "tokens_s": ntok / sec, "tflops": rate / 1e12,
+                         "mfu": None if peak is None else rate / peak})
         del m, step
     if rows:
         print(f"\nper scheme, fwd+bwd median of {args.scheme_reps} ({ntok} tokens a call):")

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
         ap.error("--runs must be >= 1")
     extra = [a for a in args.extra if a != "--"]
     exe = shutil.which("splitnet")
-    base = [exe] if exe else [sys.executable, "-m", "splitnet.cli"]
+    base = [exe] if exe else [sys.executable, "-m", "splitnet"]
     times = []
     with tempfile.TemporaryDirectory() as d:
         cmd = [*base, "order", "--strict", "--out", os.path.join(d, "order.png"), *extra]

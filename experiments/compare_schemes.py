@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from splitnet import train as T
+from splitnet import checkpoint as ck
+from splitnet.config import SplitConfig, TrainConfig
+from splitnet.plots import plot_seed_curves
+from splitnet.train import train
 
 SCALES = {
     # d_model 64, 4 layers, context 64, 16 x 64 tokens per step, 400 steps = 410k bytes/run
@@ -78,117 +78,101 @@ def sandwich_pattern(n: int, k: int) -> str:
     return "s" * k + "sf" * (n - k) + "f" * k
 
 
-def model_options(name: str, sc: dict) -> dict:
-    """The model flags of ``name`` at scale ``sc`` (d_ff of the gated model solved for
-    parameter parity)."""
-    base = {"d_model": sc["d_model"], "n_heads": sc["n_heads"], "n_layers": sc["n_layers"],
-                "d_ff": sc["d_ff"], "scheme": "lie-trotter", "weights": "shared", "step_size": 1.0,
-                "gate": None, "gate_layers": None}
-    if name == "transformer":
-        return base
-    if name == "macaron":
-        return {**base, "scheme": "strang", "weights": "per-stage"}
-    if name == "strang-shared":
-        return {**base, "scheme": "strang"}
-    if name == "yoshida4-shared":
-        return {**base, "scheme": "yoshida4"}
-    if name == "sandwich":
-        n = sc["n_layers"]
-        return {**base, "scheme": sandwich_pattern(n, sc["sandwich_k"]), "weights": "per-stage",
-                "n_layers": 1, "step_size": float(n)}
-    if name == "interleaved":   # (sf)^n built exactly like the sandwich: the Transformer again
-        n = sc["n_layers"]
-        return {**base, "scheme": "sf" * n, "weights": "per-stage", "n_layers": 1,
-                "step_size": float(n)}
+def model_options(name: str, sc: dict) -> SplitConfig:
+    """The model ``name`` at scale ``sc`` (the gated model's d_ff solved for parameter
+    parity)."""
+    base = SplitConfig(d_model=sc["d_model"], n_heads=sc["n_heads"], n_layers=sc["n_layers"],
+                       d_ff=sc["d_ff"], max_len=sc["context"])
+    n = sc["n_layers"]
+    variants = {
+        "transformer": {},
+        "macaron": {"scheme": "strang", "weights": "per-stage"},
+        "strang-shared": {"scheme": "strang"},
+        "yoshida4-shared": {"scheme": "yoshida4"},
+        "sandwich": {"scheme": sandwich_pattern(n, sc["sandwich_k"]), "weights": "per-stage",
+                     "n_layers": 1, "step_size": float(n)},
+        # (sf)^n built exactly like the sandwich: the Transformer again
+        "interleaved": {"scheme": "sf" * n, "weights": "per-stage", "n_layers": 1,
+                        "step_size": float(n)},
+    }
+    if name in variants:
+        return base.replace(**variants[name])
     if name == "sdu-gates":
-        g = {**base, "gate": "sigmoid", "gate_layers": [0, 1]}
-        target = n_params(base, sc)
-        best = min(range(8, sc["d_ff"] + 1, 1 if sc["d_ff"] < 2048 else 8),
-                   key=lambda f: abs(n_params({**g, "d_ff": f}, sc) - target))
-        return {**g, "d_ff": best}
+        g = base.replace(gate="sigmoid", gate_layers=(0, 1))
+        # parameters are affine in d_ff: solve n(d_ff) = n(transformer) from two widths
+        a, b = n_params(g.replace(d_ff=64)), n_params(g.replace(d_ff=128))
+        d_ff = round(64 + (n_params(base) - a) * 64 / (b - a))
+        return g.replace(d_ff=d_ff)
     raise ValueError(f"unknown model {name!r}; available: {', '.join(ORDER)}")
 
 
-def layer_diagram(opts: dict) -> str:
+def layer_diagram(opts: SplitConfig) -> str:
     """Sub-layers of one layer with their step c*h (``f.5`` = x + 0.5 f(x))."""
-    from splitnet.schemes import resolve
     out = []
-    for st in resolve(opts["scheme"]).stages:
-        c = st.coeff * opts["step_size"]
+    for st in opts.resolved_scheme().stages:
+        c = st.coeff * opts.step_size
         tag = "s" if st.field == "diffusion" else "f"
         out.append(tag if abs(c - 1) < 1e-12 else f"{tag}{c:.3g}".replace("0.", "."))
     return " ".join(out)
 
 
-def n_params(opts: dict, sc: dict) -> int:
-    cfg = {**T.DEFAULTS, **opts, "context": sc["context"]}
-    return T.build_model(cfg).n_params()
+def n_params(cfg: SplitConfig) -> int:
+    """Parameters of the model, counted on the meta device (no memory, no time)."""
+    import torch
+
+    from splitnet.models import SplitTransformer
+
+    with torch.device("meta"):
+        return SplitTransformer.from_config(cfg).n_params()
 
 
-def cli_args(opts: dict, sc: dict, seed: int, out: Path, device: str, compile_: bool,
-             resume: bool, threads: int | None = None) -> list[str]:
-    a = ["--out", str(out), "--seed", str(seed), "--device", device,
-         "--steps", str(sc["steps"]), "--eval-every", str(sc["eval_every"]),
-         "--ckpt-every", str(sc["eval_every"]), "--no-progress"]
-    if resume:
-        a.append("--resume")
-    else:
-        a += ["--overwrite",
-              "--scheme", str(opts["scheme"]), "--weights", opts["weights"],
-              "--d-model", str(opts["d_model"]), "--n-heads", str(opts["n_heads"]),
-              "--n-layers", str(opts["n_layers"]), "--d-ff", str(opts["d_ff"]),
-              "--step-size", str(opts["step_size"]), "--context", str(sc["context"]),
-              "--batch-size", str(sc["batch_size"]), "--lr", str(sc["lr"]),
-              "--warmup", str(sc["warmup"]), "--eval-windows", str(sc["eval_windows"])]
-        if opts["gate"]:
-            a += ["--gate", opts["gate"], "--gate-layers",
-                  ",".join(str(i) for i in opts["gate_layers"])]
-    if compile_:
-        a.append("--compile")
-    if threads:
-        a += ["--threads", str(threads)]
-    return a
+def train_config(opts: SplitConfig, sc: dict, seed: int, out: Path, device: str,
+                 compile_: bool, resume: bool, threads: int | None = None) -> TrainConfig:
+    return TrainConfig(model=opts, context=sc["context"], steps=sc["steps"],
+                       batch_size=sc["batch_size"], lr=sc["lr"], warmup=sc["warmup"],
+                       eval_windows=sc["eval_windows"], eval_every=sc["eval_every"],
+                       ckpt_every=sc["eval_every"], seed=seed, device=device,
+                       compile=compile_, threads=threads, progress=False, out=str(out),
+                       resume=resume, overwrite=not resume)
+
+
+def _done_step(out: Path, want: TrainConfig) -> int | None:
+    """The step of a resumable checkpoint of the same configuration in ``out``, else None."""
+    try:
+        state = ck.load(out)
+        stored = TrainConfig.from_dict({**state["train_config"], "out": str(out)})
+    except (ValueError, KeyError, TypeError):      # none, unreadable or another layout
+        return None
+    same = stored.replace(device=want.device, compile=want.compile, threads=want.threads,
+                          progress=False) == want.replace(resume=False, overwrite=False)
+    return state["step"] if same else None
 
 
 def run_one(name, sc, seed, runs: Path, device, compile_, threads=None) -> dict:
     """Train (or resume, or skip) one run; return its record from metrics.jsonl."""
-    import torch
-
     out = runs / name / f"seed{seed}"
-    ck = out / T.CKPT
     opts = model_options(name, sc)
-    done_step = None
-    if ck.exists():
-        try:
-            c = torch.load(ck, map_location="cpu", weights_only=False)
-            rc = c["run_config"]
-            # A checkpoint from another configuration (e.g. an older --steps) is not resumed.
-            same = (rc["steps"] == sc["steps"] and rc["context"] == sc["context"]
-                    and rc["batch_size"] == sc["batch_size"] and rc["d_ff"] == opts["d_ff"]
-                    and rc["lr"] == sc["lr"])
-            done_step = c["step"] if same else None
-        except (OSError, RuntimeError, EOFError, KeyError, ValueError):  # unreadable: start again
-            done_step = None
+    want = train_config(opts, sc, seed, out, device, compile_, False, threads)
+    done_step = _done_step(out, want)
     wall = None
     if done_step != sc["steps"]:
-        argv = cli_args(opts, sc, seed, out, device, compile_, resume=done_step is not None,
-                        threads=threads)
         t0 = time.perf_counter()
-        summary = T.train(T.build_parser().parse_args(argv))
+        summary = train(want.replace(resume=done_step is not None,
+                                     overwrite=done_step is None))
         wall = time.perf_counter() - t0
         if summary.get("signal"):
             raise KeyboardInterrupt
         (out / "wall.json").write_text(json.dumps({"wall_s": wall, "resumed": done_step}))
-    recs = T.read_metrics(out / T.METRICS)
+    recs = ck.read_metrics(out / ck.METRICS)
     if (out / "wall.json").exists():
         wall = json.loads((out / "wall.json").read_text())["wall_s"]
     val = [(r["step"], r["val_bpb"]) for r in recs if "val_bpb" in r]
     train_curve = [(r["step"], r["bpb"]) for r in recs]
     ms_step = float(np.median([r["tokens"] / r["step"] / r["tok_per_s"] * 1e3 for r in recs]))
-    return {"name": name, "seed": seed, "n_params": n_params(opts, sc), "options": opts,
-            "val_curve": val, "train_curve": train_curve, "final_val_bpb": val[-1][1],
-            "steps": recs[-1]["step"], "tokens": recs[-1]["tokens"], "wall_s": wall,
-            "median_ms_per_step": ms_step}
+    return {"name": name, "seed": seed, "n_params": n_params(opts),
+            "options": opts.to_dict(), "val_curve": val, "train_curve": train_curve,
+            "final_val_bpb": val[-1][1], "steps": recs[-1]["step"], "tokens": recs[-1]["tokens"],
+            "wall_s": wall, "median_ms_per_step": ms_step}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,46 +224,18 @@ def verdict(results, a: str, b: str, at=None, tie: bool = False) -> tuple[str, d
 
 
 def plot(results, path: Path, sc: dict) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    colors = dict(zip(ORDER, ["black", "tab:red", "tab:orange", "tab:purple", "tab:green",
-                              "tab:blue", "tab:gray"]))
+    """Validation curves per model (mean ± std over seeds), via splitnet.plots."""
+    curves = {}
     tok_per_step = sc["batch_size"] * sc["context"]
     for name in ORDER:
         rs = [r for r in results if r["name"] == name]
-        if not rs:
-            continue
-        steps = sorted({int(s) for r in rs for s, _ in r["val_curve"]})
-        common = [s for s in steps if all(s in dict(r["val_curve"]) for r in rs)]
-        vals = np.array([[dict(r["val_curve"])[s] for s in common] for r in rs])
-        x = np.array(common) * tok_per_step / 1e3
-        m = vals.mean(0)
-        lab = f"{LABELS[name]} (n={len(rs)})"
-        for ax in axes:
-            ax.plot(x, m, "o-", ms=3, color=colors[name], label=lab)
-            if len(rs) > 1:
-                s = vals.std(0, ddof=1)
-                ax.fill_between(x, m - s, m + s, color=colors[name], alpha=0.15)
-    axes[0].set_title("validation bits per byte (mean ± std over seeds)", fontsize=10)
-    axes[1].set_title("same, last half of training (zoom)", fontsize=10)
-    for ax in axes:
-        ax.set_xlabel("training tokens (thousands)")
-        ax.set_ylabel("validation bpb")
-        ax.grid(alpha=0.3)
-    # zoom: the second half of the curves
-    allv = [v for r in results for s, v in r["val_curve"] if s >= sc["steps"] / 2]
-    if allv:
-        axes[1].set_xlim(sc["steps"] / 2 * tok_per_step / 1e3 * 0.97,
-                         sc["steps"] * tok_per_step / 1e3 * 1.02)
-        axes[1].set_ylim(min(allv) - 0.03, max(allv) + 0.03)
-    axes[0].legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        if rs:
+            curves[f"{LABELS[name]} (n={len(rs)})"] = [
+                [(s * tok_per_step / 1e3, v) for s, v in r["val_curve"]] for r in rs]
+    plot_seed_curves(curves, path, xlabel="training tokens (thousands)",
+                     ylabel="validation bpb",
+                     title="validation bits per byte (mean ± std over seeds)",
+                     zoom_from=sc["steps"] / 2 * tok_per_step / 1e3)
 
 
 def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
@@ -304,9 +260,9 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
     for name in shown:
         rs = sorted((r for r in results if r["name"] == name), key=lambda r: r["seed"])
         opts = model_options(name, sc)
-        pat = f"`{layer_diagram(opts)}` (x{opts['n_layers']}"
-        pat += f", h={opts['step_size']:g})" if opts["n_layers"] != sc["n_layers"] else ")"
-        np_ = n_params(opts, sc)
+        pat = f"`{layer_diagram(opts)}` (x{opts.n_layers}"
+        pat += f", h={opts.step_size:g})" if opts.n_layers != sc["n_layers"] else ")"
+        np_ = n_params(opts)
         dp = f"{100 * (np_ - p0) / p0:+.2f}%" if p0 else "?"
         if rs:
             m, s = _mean_std([r["final_val_bpb"] for r in rs])
@@ -402,12 +358,12 @@ def main(argv=None) -> int:
     for m in models:
         if m not in ORDER:
             p.error(f"unknown model {m!r}; available: {', '.join(ORDER)}")
-    p0 = n_params(model_options("transformer", sc), sc)
-    for m in ORDER:
+    p0 = n_params(model_options("transformer", sc))
+    for m in models:
         o = model_options(m, sc)
-        n = n_params(o, sc)
-        print(f"{m:<16} params {n:>10,} ({100 * (n - p0) / p0:+.2f}%)  scheme {o['scheme']} "
-              f"weights {o['weights']} d_ff {o['d_ff']} layers {o['n_layers']} h {o['step_size']}",
+        n = n_params(o)
+        print(f"{m:<16} params {n:>10,} ({100 * (n - p0) / p0:+.2f}%)  scheme {o.scheme} "
+              f"weights {o.weights} d_ff {o.d_ff} layers {o.n_layers} h {o.step_size}",
               flush=True)
         if abs(n - p0) / p0 > 0.02:
             raise SystemExit(f"{m}: parameter count off by more than 2%")

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 import splitnet as sn
-from splitnet.gap import discretization_gap, plot_gaps
+from splitnet.gap import discretization_gap
+from splitnet.plots import plot_gaps
 
 SCHEMES = ["lie-trotter", "strang", "yoshida4"]
 # The gaps are >= 1e-3 of the state's displacement; the exact flow to rtol 1e-10 is 7 digits
@@ -53,9 +54,9 @@ def main(argv=None) -> int:
         r = discretization_gap(model(s, w, args.n_layers), idx, **TOL)
         results.append(r)
         print(r.table())
-        summary[f"{s}/{w}"] = dict(local_rel_median=float(np.median(r.local_rel)),
-                                   cumulative_rel_last=float(r.cumulative_rel[-1]),
-                                   update_median=float(np.median(r.update)))
+        summary[f"{s}/{w}"] = {"local_rel_median": float(np.median(r.local_rel)),
+                                   "cumulative_rel_last": float(r.cumulative_rel[-1]),
+                                   "update_median": float(np.median(r.update))}
     os.makedirs(args.out_dir, exist_ok=True)
     plot_gaps(results, os.path.join(args.out_dir, "gap_depth.png"),
               title=f"SplitTransformer at initialisation (d=64, {args.n_layers} layers, h=1, "
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from splitnet._io import atomic_savefig
+    from splitnet.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
     for i, s in enumerate(SCHEMES):
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    atomic_savefig(fig, os.path.join(args.out_dir, "gap_step.png"))
+    save_figure(fig, os.path.join(args.out_dir, "gap_step.png"))
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -27,9 +27,9 @@ import torch
 from tqdm.auto import tqdm
 
 import splitnet as sn
-from splitnet._io import atomic_savefig
-from splitnet.analysis import _readable_log_ticks, plot_convergence, plot_work_precision
 from splitnet.check import fit_slope
+from splitnet.plots import plot_convergence, plot_work_precision, readable_log_ticks, save_figure
+from splitnet.problems import ClosedFormFlow, WrongClock, local_errors, time_dependent_linear
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"
@@ -39,7 +39,7 @@ FIG = ROOT / "docs" / "figures"
 def _save(fig, name: str) -> None:
     """Lay out, write atomically under docs/figures, close."""
     fig.tight_layout()
-    atomic_savefig(fig, FIG / name)
+    save_figure(fig, FIG / name)
 
 
 METHODS = ["exact", "euler", "midpoint", "rk4"]
@@ -136,7 +136,7 @@ def merged(system) -> dict[str, str]:
                       label=f"{r.scheme}: theory order {r.expected_order}")
             h = r.step_sizes
             ax.loglog(h, r.errors[-1] * (h / h[-1]) ** r.expected_order, ":", color=f"C{i}")
-        _readable_log_ticks(ax.xaxis)
+        readable_log_ticks(ax.xaxis)
         ax.set_xlabel("step size h")
         ax.set_ylabel(f"{k} error")
         ax.set_title(f"triple jump with midpoint sub-steps, {k} error")
@@ -187,7 +187,7 @@ def lie_bracket(system) -> dict[str, str]:
     axes[1].set_ylabel("‖err − (h²/2)[X,Y]‖ / ‖(h²/2)[X,Y]‖")
     axes[1].legend(fontsize=8, loc="lower right")
     for ax in axes:
-        _readable_log_ticks(ax.xaxis)
+        readable_log_ticks(ax.xaxis)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("Lie–Trotter local error against the Lie bracket prediction")
     _save(fig, "order_lie_bracket.png")
@@ -221,9 +221,6 @@ def matrices() -> dict[str, str]:
 
 def clocks() -> dict[str, str]:
     """Time-dependent linear fields with closed-form sub-flows: own clocks vs wrong clocks."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from problems import ClosedFormFlow, WrongClock, local_errors, time_dependent_linear
-
     p = time_dependent_linear()
     rows = [("| scheme | own clocks | frozen (all stages at t) | shared (overall progress) | "
             "theory |"), "|---|---|---|---|---|"]
@@ -263,8 +260,8 @@ def sandwich(system) -> dict[str, str]:
     n = np.array(ns, dtype=float)
     ax.loglog(n, out["k = 0 (interleaved)", "exact"][0] * n[0] / n, "k:", lw=1,
               label="slope −1")
-    _readable_log_ticks(ax.xaxis)
-    _readable_log_ticks(ax.yaxis)
+    readable_log_ticks(ax.xaxis)
+    readable_log_ticks(ax.yaxis)
     ax.set_xlabel("depth n (sublayers of each kind), each 1/n of T = 1")
     ax.set_ylabel("‖network(x0) − coupled flow(x0, T)‖")
     ax.set_title("Sandwich s^k (sf)^(n−k) f^k: error against depth")

@@ -22,13 +22,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 import splitnet.trajectories as tr
-from splitnet.models import from_config
+from splitnet import plots
+from splitnet.checkpoint import load_model
+from splitnet.cli.cmd_trajectories import DEFAULT_TEXT
+from splitnet.models import SplitTransformer
 
-TEXT = tr.DEFAULT_TEXT
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = DEFAULT_TEXT
 SCHEMES = ("lie-trotter", "strang", "yoshida4")
 
 
@@ -55,9 +56,7 @@ def local_gap(model, text) -> np.ndarray:
 
 
 def with_step_size(model, h):
-    cfg = model.config()
-    cfg["step_size"] = h
-    m = from_config(cfg)
+    m = SplitTransformer.from_config(model.config.replace(step_size=h))
     m.load_state_dict(model.state_dict())
     return m.eval()
 
@@ -70,12 +69,12 @@ def figures(model, tag: str, out: Path, text: str, gif: bool) -> dict:
     print(f"one-layer relative gap ({tag}):", np.round(local_gap(model, text), 4))
     for s, t in trajs.items():
         print(f"  {s:<12} final rel. ODE gap {t.gap(relative=True)[-1]:.3g}")
-    tr.save_trajectory_plot(main, out / f"traj_{tag}.png", text=text)
-    tr.plot_scheme_comparison(trajs, out / f"traj_{tag}_compare.png",
+    plots.save_trajectory_plot(main, out / f"traj_{tag}.png", text=text)
+    plots.plot_scheme_comparison(trajs, out / f"traj_{tag}_compare.png",
                               suptitle=f"{tag}: the same fields run by three schemes, "
                                        f"input {text!r}")
     if gif:
-        g = tr.animate(main, out / f"traj_{tag}.gif")
+        g = plots.animate(main, out / f"traj_{tag}.gif")
         print(f"gif {g}: {g.stat().st_size / 1e6:.2f} MB")
     return trajs
 
@@ -102,29 +101,29 @@ def main(argv=None) -> int:
           for h in (0.25, 1.0, 4.0)}
     for k, t in hs.items():
         print(f"random, lie-trotter, {k}: final rel. ODE gap {t.gap(relative=True)[-1]:.3g}")
-    tr.plot_scheme_comparison(hs, out / "traj_random_step_sizes.png", joint=False,
+    plots.plot_scheme_comparison(hs, out / "traj_random_step_sizes.png", joint=False,
                               suptitle="random fields, Lie\u2013Trotter, step size h "
                                        "(each panel its own PCA): dotted = ODE path")
 
     ck = Path(args.checkpoint)
     if (ck / "checkpoint.pt").is_file() or ck.is_file():
-        trained = tr.load_checkpoint(ck)
+        trained = load_model(ck)
         trajs = figures(trained, "trained", out, args.text, gif=True)
         tt = trajs["lie-trotter"] if trained.scheme.name == "lie-trotter" else \
             tr.collect(trained, args.text, continuous=True)
-        tr.save_trajectory_plot(tt, out / "traj_trained_3d.png", dim=3, text=args.text)
+        plots.save_trajectory_plot(tt, out / "traj_trained_3d.png", dim=3, text=args.text)
         # Local view: the ODE restarted from the network's input at every layer; then the
         # same without layer 1, whose jump dominates the picture.
         loc = tr.collect(trained, args.text, continuous=True, restart=True)
-        tr.save_trajectory_plot(loc, out / "traj_trained_local.png", text=args.text)
-        tr.save_trajectory_plot(loc.since(1), out / "traj_trained_late.png", text=args.text)
+        plots.save_trajectory_plot(loc, out / "traj_trained_local.png", text=args.text)
+        plots.save_trajectory_plot(loc.since(1), out / "traj_trained_late.png", text=args.text)
         norms = tt.states.norm(dim=-1).mean(dim=-1)
         print("trained: mean token norm per point:", np.round(norms.numpy(), 2))
-        tr.plot_clustering({"trained": tt, "random init": rt},
+        plots.plot_clustering({"trained": tt, "random init": rt},
                            out / "traj_trained_clustering.png")
     else:
         print(f"no checkpoint at {ck}: trained figures skipped; clustering of the random model")
-        tr.plot_clustering({"random init": rt}, out / "traj_random_clustering.png")
+        plots.plot_clustering({"random init": rt}, out / "traj_random_clustering.png")
     return 0
 
 

@@ -17,9 +17,9 @@ import importlib
 __version__ = "0.2.0"
 
 _SUBMODULES = (
-    "analysis", "check", "checkpoint", "config", "cost", "data", "fields", "flows", "gap",
-    "layers", "models", "plots", "problems", "schemes", "stages", "train", "trajectories",
-    "validate",
+    "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
+    "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
+    "trajectories", "validate",
 )
 # name -> module that defines it
 _NAMES = {
@@ -30,7 +30,14 @@ _NAMES = {
     "particle_system": "problems",
 }
 
-__all__ = sorted((*_SUBMODULES, *_NAMES, "__version__"))
+__all__ = [  # noqa: RUF022 - grouped: submodules, then names
+    "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
+    "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
+    "trajectories", "validate",
+    "ConvergenceResult", "SplitConfig", "SplitLayer", "SplitTransformer", "SplittingScheme",
+    "Stage", "check_order", "convergence_study", "lie_bracket", "particle_system",
+    "reference_solution", "work_precision", "__version__",
+]
 
 
 def __getattr__(name: str):

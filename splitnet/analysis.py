@@ -23,11 +23,18 @@ import torch
 
 from .check import fit_slope
 from .flows import default_tolerances, get_method, n_steps_for
-from .gap import GapResult, discretization_gap  # the network against its ODE
+from .gap import GapResult, discretization_gap  # the network against its ODE, served here
 from .schemes import resolve
 from .stages import CONVECTION, DIFFUSION
-from .validate import (CheckedField, CountingField, check_callable, check_state, check_step_size,
-                       check_time, small_problem_threads)
+from .validate import (
+    CheckedField,
+    CountingField,
+    check_callable,
+    check_state,
+    check_step_size,
+    check_time,
+    small_problem_threads,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Reference
@@ -39,7 +46,8 @@ def _check_times(times, like: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"times must be a floating tensor, got dtype {times.dtype} "
                         f"(use e.g. torch.tensor([0.0, h]))")
     if times.dim() != 1 or times.numel() < 2:
-        raise ValueError(f"times must be 1-D with at least 2 entries, got shape {tuple(times.shape)}")
+        raise ValueError(f"times must be 1-D with at least 2 entries, got shape "
+                         f"{tuple(times.shape)}")
     d = torch.diff(times)
     if not ((d > 0).all() or (d < 0).all()):
         raise ValueError("times must be strictly increasing (or strictly decreasing)")
@@ -241,7 +249,7 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
     ``exact`` is excluded (its cost is the adaptive solver's, not the scheme's)."""
     points = []
     combos = [(resolve(s), m) for s in schemes for m in methods]
-    for sch, m in combos:
+    for _, m in combos:
         if get_method(m).order is None:
             raise ValueError("work_precision compares fixed sub-step methods; 'exact' has no "
                              "fixed cost")
@@ -257,3 +265,7 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
             ev = int(r.evaluations[DIFFUSION][i] + r.evaluations[CONVECTION][i])
             points.append(WorkPrecisionPoint(sch.name, m, float(h), ev, float(r.errors[i])))
     return points
+
+
+__all__ = ["ConvergenceResult", "GapResult", "WorkPrecisionPoint", "convergence_study",
+           "discretization_gap", "lie_bracket", "reference_solution", "work_precision"]

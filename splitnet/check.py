@@ -115,7 +115,8 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     :func:`splitnet.check_order` is the front door (it also takes names and schemes)."""
     stages = as_stages(stages)
     a, b = random_matrices(dim, seed)
-    hs = np.asarray(step_sizes if step_sizes is not None else [2.0 ** (-k / 2) for k in range(2, 17)])
+    hs = np.asarray(step_sizes if step_sizes is not None
+                    else [2.0 ** (-k / 2) for k in range(2, 17)])
     errs = np.array([np.linalg.norm(matrix_step(stages, a, b, h) - expm(h * (a + b)), 2)
                      for h in hs])
     slope, used = fit_slope(hs, errs, floor)

@@ -72,7 +72,7 @@ def load(path, trust: bool = False) -> dict:
                              f"splitnet format, or crafted): loading it could run code; "
                              f"{_TRUST_HINT}") from None
         ck = _load_trusted(f)
-    except Exception as e:  # noqa: BLE001 - torn, truncated or foreign files of any kind
+    except Exception as e:
         raise ValueError(f"{f} is not a readable checkpoint ({_first_line(e)})") from None
     if not isinstance(ck, dict) or "model" not in ck or "model_config" not in ck:
         raise ValueError(f"{f} is not a splitnet checkpoint (no model and model_config in it)")
@@ -82,7 +82,7 @@ def load(path, trust: bool = False) -> dict:
 def _load_trusted(f: Path) -> dict:
     try:
         return torch.load(f, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ValueError(f"{f} is not a readable checkpoint ({_first_line(e)})") from None
 
 
@@ -289,6 +289,22 @@ def move_aside(folder) -> Path | None:
     return prev
 
 
-__all__ = ["CKPT", "LOCK", "METRICS", "PLOT", "RunLock", "RunLocked", "VERSION",
-           "checkpoint_file", "load", "load_model", "move_aside", "read_metrics",
-           "remove_torn_saves", "rng_state", "save", "set_rng_state", "truncate_metrics"]
+__all__ = [
+    "CKPT",
+    "LOCK",
+    "METRICS",
+    "PLOT",
+    "VERSION",
+    "RunLock",
+    "RunLocked",
+    "checkpoint_file",
+    "load",
+    "load_model",
+    "move_aside",
+    "read_metrics",
+    "remove_torn_saves",
+    "rng_state",
+    "save",
+    "set_rng_state",
+    "truncate_metrics",
+]

@@ -174,7 +174,7 @@ class SplitConfig:
             gl = int_list(gl)
         if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in gl):
             raise ValueError(f"gate_layers must be layer indices (ints), got {gl!r}")
-        gl = tuple(sorted(set(int(i) for i in gl)))
+        gl = tuple(sorted({int(i) for i in gl}))
         if gl and self.gate is None:
             raise ValueError("gate_layers given without gate='sigmoid' or 'tanh'")
         bad = [i for i in gl if not 0 <= i < self.n_layers]
@@ -342,5 +342,18 @@ def cli_fields(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
-__all__ = ["ACTIVATIONS", "FIXED", "FREE", "SESSION", "GATES", "GATE_FIELDS", "METHODS", "SplitConfig",
-           "TrainConfig", "WEIGHTS", "cli_fields", "int_list", "option"]
+__all__ = [
+    "ACTIVATIONS",
+    "FIXED",
+    "FREE",
+    "GATES",
+    "GATE_FIELDS",
+    "METHODS",
+    "SESSION",
+    "WEIGHTS",
+    "SplitConfig",
+    "TrainConfig",
+    "cli_fields",
+    "int_list",
+    "option",
+]

@@ -7,9 +7,9 @@ Default corpus: the ``.py`` files of the running Python's standard library (foun
 ``sysconfig``), read in sorted order of their path relative to the library root. A file belongs
 to the validation split when ``sha256(relative path) mod 1000 < 1000 * val_fraction``: the rule
 depends only on the relative path, so the same file lands on the same side on every machine
-(the files themselves differ between Python versions). A user corpus (``--text``) is one file, split by
-position (the last ``val_fraction`` of the bytes is validation), or many files (a directory, a
-glob, an archive), split by file with the same rule as the standard library.
+(the files themselves differ between Python versions). A user corpus (``--text``) is one
+file, split by position (the last ``val_fraction`` of the bytes is validation), or many files
+(a directory, a glob, an archive), split by file with the same rule as the standard library.
 
 Batches: the training windows of step ``s`` are drawn by a generator seeded with ``(seed, s)``,
 so the whole batch sequence is a pure function of the step counter. Resuming at step ``s`` needs

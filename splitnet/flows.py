@@ -24,9 +24,16 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .stages import CONVECTION, DIFFUSION, Stage, clocks as stage_clocks
-from .validate import (CheckedField, check_callable, check_state, check_step_size, check_time,
-                       small_problem_threads)
+from .stages import CONVECTION, DIFFUSION, Stage
+from .stages import clocks as stage_clocks
+from .validate import (
+    CheckedField,
+    check_callable,
+    check_state,
+    check_step_size,
+    check_time,
+    small_problem_threads,
+)
 
 Field = Callable[[float, torch.Tensor], torch.Tensor]
 
@@ -196,8 +203,8 @@ def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
         raise ValueError(f"t_span must have T > t0, got {t_span!r}")
     n = round((t1 - t0) / h)
     if n < 1 or abs(n * h - (t1 - t0)) > 1e-9 * max(1.0, abs(t1 - t0)):
-        raise ValueError(f"(T - t0) / h = {(t1 - t0) / h:.12g} is not an integer; choose a step size "
-                         f"that divides the interval")
+        raise ValueError(f"(T - t0) / h = {(t1 - t0) / h:.12g} is not an integer; choose a step "
+                         f"size that divides the interval")
     return t0, h, n
 
 

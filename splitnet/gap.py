@@ -26,10 +26,10 @@ Yoshida's triple jump, enter with their sign.)
   embedding through layers 0..k (the global error); ``cumulative_rel[k]`` divides it by
   ``||y_{k+1} - x_0||``, how far the ODE has moved the tokens.
 
-The layer's ODE is :meth:`~splitnet.layers.SplitLayer.ode_field` (one definition, shared with the
-trajectories' ODE path and re-discretisation). ``Phi_k`` is the core's ``exact`` sub-flow method (torchdiffeq dopri5 at rtol 1e-13, atol 1e-15
-in float64). The model is copied to ``dtype`` (float64 by default) in eval mode (no dropout);
-the caller's model is not modified.
+The layer's ODE is :meth:`~splitnet.layers.SplitLayer.ode_field` (one definition, shared with
+the trajectories' ODE path and re-discretisation). ``Phi_k`` is the core's ``exact`` sub-flow
+method (torchdiffeq dopri5 at rtol 1e-13, atol 1e-15 in float64). The model is copied to
+``dtype`` (float64 by default) in eval mode (no dropout); the caller's model is not modified.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class SplitTransformer(nn.Module):
             cfg = SplitConfig.from_dict(cfg)
         if not isinstance(cfg, SplitConfig):
             raise TypeError(f"from_config needs a SplitConfig, got {type(cfg).__name__}")
-        return cls(**{k: v for k, v in cfg.to_dict().items()})
+        return cls(**cfg.to_dict())
 
     @property
     def config(self) -> SplitConfig:
@@ -182,4 +182,4 @@ class SplitTransformer(nn.Module):
         return torch.tensor(times, dtype=torch.float64)
 
 
-__all__ = ["SplitConfig", "SplitTransformer", "WEIGHTS"]
+__all__ = ["WEIGHTS", "SplitConfig", "SplitTransformer"]

@@ -2,7 +2,7 @@
 
 * convergence and work–precision plots (:func:`plot_convergence`, :func:`plot_work_precision`),
 * the network against its ODE (:func:`plot_gaps`),
-* training curves (:func:`plot_metrics`),
+* training curves (:func:`plot_metrics`, :func:`plot_seed_curves`),
 * tokens as particles (:func:`plot_trajectories`, :func:`plot_scheme_comparison`,
   :func:`plot_clustering`, :func:`animate`).
 
@@ -240,6 +240,43 @@ def plot_metrics(records, path, title: str = ""):
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
     ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_seed_curves(curves: Mapping[str, list], path, xlabel: str, ylabel: str,
+                     title: str = "", zoom_from: float | None = None):
+    """Mean ± standard deviation over seeds, one line per entry of ``curves`` (label -> one
+    list of ``(x, y)`` points per seed; the mean is taken at the x every seed has). With
+    ``zoom_from`` a second panel shows ``x >= zoom_from`` close up. Writes ``path``."""
+    import matplotlib.pyplot as plt
+
+    panels = 2 if zoom_from is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.6), squeeze=False)
+    axes, zoom_y = axes[0], []
+    for i, (label, runs) in enumerate(curves.items()):
+        xs = sorted(set.intersection(*(set(dict(r)) for r in runs)))
+        ys = np.array([[dict(r)[x] for x in xs] for r in runs])
+        m, st = ys.mean(0), series_style(i)
+        for ax in axes:
+            ax.plot(xs, m, color=st["color"], ls=st["ls"], marker=st["marker"], ms=3,
+                    label=label)
+            if len(runs) > 1:
+                s = ys.std(0, ddof=1)
+                ax.fill_between(xs, m - s, m + s, color=st["color"], alpha=0.15)
+        if zoom_from is not None:
+            zoom_y += [v for x, v in zip(xs, m) if x >= zoom_from]
+    for ax in axes:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_title(title, fontsize=10)
+    if zoom_from is not None and zoom_y:
+        xmax = max(x for runs in curves.values() for r in runs for x, _ in r)
+        axes[1].set_xlim(zoom_from * 0.97, xmax * 1.02)
+        axes[1].set_ylim(min(zoom_y) - 0.03, max(zoom_y) + 0.03)
+        axes[1].set_title("the second half, close up", fontsize=10)
+    axes[0].legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)
 

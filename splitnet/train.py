@@ -692,7 +692,7 @@ def _open_files(run: _Run) -> None:
         ck.truncate_metrics(run.out / ck.METRICS, run.step)
     else:
         (run.out / ck.METRICS).unlink(missing_ok=True)
-    run.metrics = open(run.out / ck.METRICS, "a")  # noqa: SIM115 - closed in _session
+    run.metrics = open(run.out / ck.METRICS, "a")
 
 
 def _session(run: _Run, t_start: float) -> dict:

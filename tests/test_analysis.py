@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from splitnet.problems import ClosedFormFlow, local_errors, matrix_problem, slope
 
 import splitnet as sn
+from splitnet.problems import ClosedFormFlow, local_errors, matrix_problem, slope
 from splitnet.stages import CONVECTION, DIFFUSION
 
 LOCAL_H = [0.2, 0.1, 0.05, 0.025]

@@ -1,9 +1,10 @@
 """``torch.compile(fullgraph=True)`` traces every scheme's network without a graph break.
 
-The default run checks the trace (dynamo, ``backend="eager"``: a graph break raises under
-``fullgraph=True``) for four schemes (the rest, up to 45 stages a layer, under ``-m slow``); the
-slow run also compiles every registry scheme and a pattern with inductor, runs forward and backward and compares with eager (about 30-60 s per scheme on 2 CPU
-cores, hence ``-m slow``).
+The default run checks the trace (dynamo with a recording backend: a graph break raises under
+``fullgraph=True``, and the one graph must hold every stage) for four schemes (the rest, up to
+45 stages a layer, under ``-m slow``); the slow run also compiles every registry scheme and a
+pattern with inductor, runs forward and backward and compares with eager (about 30-60 s per
+scheme on 2 CPU cores, hence ``-m slow``).
 """
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 import splitnet as sn
 from splitnet.models import SplitTransformer
+from splitnet.reference import RefGPT
 
 SCHEMES = sn.schemes.available() + ["sssfsfff"]
 QUICK = ["lie-trotter", "strang", "yoshida4", "sssfsfff"]
@@ -26,13 +28,31 @@ def _idx():
     return torch.randint(0, 17, (2, 6), generator=torch.Generator().manual_seed(0))
 
 
+def _recording_backend():
+    """A dynamo backend that keeps every graph it is given and runs it as traced."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return backend, graphs
+
+
 @pytest.mark.parametrize("scheme", [
     s if s in QUICK else pytest.param(s, marks=pytest.mark.slow) for s in SCHEMES])
 def test_fullgraph_trace_every_scheme(scheme):
+    """One graph holds the whole network: every stage's attention call is in it (a graph break
+    would raise under fullgraph=True, a stage left out of the trace would lower the count)."""
     torch._dynamo.reset()
     m = _model(scheme, "per-stage" if scheme in ("strang", "yoshida4") else "shared")
-    cm = torch.compile(m, fullgraph=True, backend="eager")
+    backend, graphs = _recording_backend()
+    cm = torch.compile(m, fullgraph=True, backend=backend)
     out, states = cm(_idx(), return_states=True)
+    assert len(graphs) == 1
+    sdpa = [n for n in graphs[0].graph.nodes
+            if n.op == "call_function" and "scaled_dot_product_attention" in str(n.target)]
+    assert len(sdpa) == m.n_layers * m.scheme.n_stages("diffusion")
     ref, ref_states = m(_idx(), return_states=True)
     assert torch.allclose(out, ref, atol=1e-6)
     assert torch.allclose(states, ref_states, atol=1e-6)
@@ -56,15 +76,18 @@ def test_inductor_forward_backward_every_scheme(scheme, weights):
         assert torch.allclose(a, p.grad, atol=1e-5)
 
 
-def _bench():
-    import importlib.util
+def _bench(*argv):
+    """Run benchmarks/bench_layers.py as a user does."""
     import pathlib
+    import subprocess
+    import sys
 
     path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_layers.py"
-    spec = importlib.util.spec_from_file_location("bench_layers", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    r = subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True,
+                       timeout=600, check=False, env={**__import__("os").environ,
+                                                      "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
 
 
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "8", "--batch",
@@ -76,8 +99,7 @@ def test_bench_layers_runs_and_reference_matches_size(dtype, tmp_path):
     import json
 
     out = tmp_path / "b.json"
-    assert _bench().main(TINY + ["--dtype", dtype, "--schemes", "strang", "--json",
-                                 str(out)]) == 0
+    _bench(*TINY, "--dtype", dtype, "--schemes", "strang", "--json", str(out))
     r = json.loads(out.read_text())
     assert r["dtype"] == dtype and r["ratio"] > 0 and len(r["ours_all_ms"]) == 1
     assert [(s["scheme"], s["weights"]) for s in r["schemes"]] == [("strang", "shared"),
@@ -87,17 +109,15 @@ def test_bench_layers_runs_and_reference_matches_size(dtype, tmp_path):
 
 @pytest.mark.slow
 def test_bench_layers_compiled_bf16(tmp_path):
-    torch._dynamo.reset()
-    assert _bench().main(TINY + ["--dtype", "bfloat16", "--compile", "--schemes", "none"]) == 0
+    _bench(*TINY, "--dtype", "bfloat16", "--compile", "--schemes", "none")
 
 
 def test_reference_gpt_equals_lie_trotter_with_copied_weights():
     # The benchmark's reference is the same function as our model, so the timing compares like
     # with like: copy our weights into it and compare logits in float64.
-    b = _bench()
     torch.manual_seed(0)
     ours = SplitTransformer(17, 16, 2, 2, max_len=8).double()
-    ref = b.RefGPT(17, 16, 2, 2, 8).double()
+    ref = RefGPT(17, 16, 2, 2, 8).double()
     with torch.no_grad():
         ref.wte.weight.copy_(ours.tok_emb.weight), ref.wpe.weight.copy_(ours.pos_emb.weight)
         ref.ln_f.load_state_dict(ours.norm.state_dict())

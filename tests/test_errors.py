@@ -199,7 +199,7 @@ CASES = [
 def _message(fn) -> tuple[type, str]:
     try:
         fn()
-    except Exception as e:  # noqa: BLE001 - any exception is reported in the table
+    except Exception as e:
         return type(e), str(e)
     return type(None), "(nothing raised)"
 

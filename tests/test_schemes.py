@@ -129,7 +129,12 @@ def test_immutability():
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.stages[0].coeff = 2.0
     assert isinstance(s.stages, tuple)
-    assert sn.schemes.get("strang").stages[1].coeff == 1.0   # registry hands out fresh objects
+    # The registry hands out a fresh object each time: even a scheme changed behind the
+    # immutability guard leaves the next get() untouched.
+    object.__setattr__(s, "_stage_tuple", (sn.Stage("diffusion", 1.0),
+                                           sn.Stage("convection", 1.0)))
+    assert sn.schemes.get("strang") is not s
+    assert sn.schemes.get("strang").stages[1].coeff == 1.0
 
 
 def test_equality_and_hash():

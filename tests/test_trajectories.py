@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -104,8 +103,10 @@ def test_path_shape_and_start():
 def test_ode_path_meets_layers_for_small_h_and_leaves_them_for_large_h():
     """Lie–Trotter + Euler is a first-order integrator of dx/dt = D + C: its distance to the
     ODE at the layer points is O(h) relative to the distance travelled."""
-    small = tr.collect(small_model(step_size=0.01), TEXT, continuous=True, points_per_layer=2, **TOL)
-    large = tr.collect(small_model(step_size=2.0), TEXT, continuous=True, points_per_layer=2, **TOL)
+    small = tr.collect(small_model(step_size=0.01), TEXT, continuous=True, points_per_layer=2,
+                       **TOL)
+    large = tr.collect(small_model(step_size=2.0), TEXT, continuous=True, points_per_layer=2,
+                       **TOL)
     g_small = small.gap(relative=True)[-1]
     g_large = large.gap(relative=True)[-1]
     assert g_small < 2e-3

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import os
 import sys
+from pathlib import Path
 
 from ..config import FIXED, FREE, cli_fields
 
@@ -147,6 +148,18 @@ def given_options(args, cls, skip=()) -> dict:
 def fixed_options(cls) -> list[str]:
     """Names of the options of ``cls`` that define a run (fixed on --resume)."""
     return [f.name for f in cli_fields(cls) if f.metadata.get("resume", FIXED) == FIXED]
+
+
+def check_writable(path) -> None:
+    """An output file we can create: not a directory, its folder exists and is writable."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--out {p} is a directory; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"--out {p}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {p}: cannot write to {parent} (permission denied)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ._args import csv, csv_floats, positive_int
+from ._args import check_writable, csv, csv_floats, positive_int
 
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
         "(float64): the fitted local (or global) error slope against theory")
@@ -54,22 +54,8 @@ def _validate(args):
             n_steps_for((0.0, 1.0), h)
     if len(set(hs)) < 2:
         raise ValueError("--step-sizes needs at least two distinct values")
-    _check_writable(args.out)
+    check_writable(args.out)
     return schemes, hs
-
-
-def _check_writable(path) -> None:
-    import os
-    from pathlib import Path
-
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"--out {p} is a directory; give a file name such as {p / 'order.png'}")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"--out {p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"--out {p}: cannot write to {parent} (permission denied)")
 
 
 def run(args) -> int:

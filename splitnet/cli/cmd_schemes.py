@@ -20,7 +20,6 @@ def configure(p) -> None:
 
 def _check(args) -> int:
     from ..schemes import check_order
-
     from ..stages import parse
 
     spec = args.check.strip()
@@ -48,7 +47,7 @@ def run(args) -> int:
         diag = s.diagram()
         if len(diag) > 70:
             diag = diag[:67] + "..."
-        print(f"{name:<14}{s.order:>6}{len(s.stages):>8}{str(s.is_symmetric):>11}  {diag}")
+        print(f"{name:<14}{s.order:>6}{len(s.stages):>8}{s.is_symmetric!s:>11}  {diag}")
     print("\ns = diffusion (attention), f = convection (feed-forward); first stage applied first; "
           "stages are not merged (scheme.merged() merges them).")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._args import csv, nonempty, nonnegative_int, positive_int
+from ._args import check_writable, csv, nonempty, nonnegative_int, positive_int
 
 HELP = "plot token embeddings as particles"
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
@@ -74,12 +74,11 @@ def _model(args):
     from ..checkpoint import load_model
     from ..config import SplitConfig
     from ..schemes import resolve
-    from .cmd_order import _check_writable
 
     scheme = resolve(args.scheme) if args.scheme else None
     compare = [resolve(s) for s in args.compare or []]
     for o in _outputs(args):
-        _check_writable(o)
+        check_writable(o)
     if args.checkpoint:
         model = load_model(args.checkpoint, trust=args.trust_checkpoint)
         if scheme is not None:

@@ -1,0 +1,202 @@
+"""The shape of the package: no import cycle, short functions, one room per concern.
+
+Read with ``ast`` from the source files (imports inside functions count), so these tests fail
+on a change that breaks the layering, before anything runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "splitnet"
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted name -> file of every module of the package (``splitnet.cli`` for a package)."""
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path, mods: dict) -> set[str]:
+    """The package modules ``module`` imports, at any depth of its code."""
+    deps = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node, is_package)
+            # `from . import x` / `from .pkg import mod` name modules; `from .m import f` names m
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target
+                     for a in node.names]
+        else:
+            continue
+        for n in names:
+            while n and n not in mods:      # splitnet.cli.cmd_train.x -> splitnet.cli.cmd_train
+                n = n.rpartition(".")[0]
+            if n and n != module and n != "splitnet":
+                deps.add(n)
+    return deps
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, mods) for m, p in mods.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles, state = [], {}
+
+    def visit(u, stack):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                cycles.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v, stack)
+        stack.pop()
+        state[u] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The check itself can fail: a made-up graph with a circle through three modules."""
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(g) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_function_level_and_relative_imports():
+    g = import_graph()
+    assert "splitnet.flows" in g["splitnet.schemes"]          # inside SplittingScheme.step
+    assert "splitnet.train" in g["splitnet.cli.cmd_train"]    # `from .. import train`
+    assert "splitnet.stages" in g["splitnet.flows"]
+
+
+def test_no_import_cycle():
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import cycles: " + " | ".join(" -> ".join(c) for c in cycles)
+
+
+def test_machinery_never_imports_the_schemes():
+    """flows, layers and check work on stage tuples; schemes call them, never the reverse."""
+    g = import_graph()
+    for m in ("splitnet.flows", "splitnet.layers", "splitnet.check", "splitnet.stages",
+              "splitnet.validate"):
+        assert "splitnet.schemes" not in g[m], m
+
+
+def test_no_function_longer_than_80_lines():
+    long = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PKG.parent)}:{node.name} ({n} lines)")
+    assert not long, long
+
+
+def test_plotting_lives_in_plots_only():
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        if path.name == "plots.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if any(n.startswith("matplotlib") for n in names):
+                offenders.append(str(path.relative_to(PKG.parent)))
+    assert not offenders, offenders
+
+
+def test_no_private_names_across_modules():
+    """``from .x import _name`` reaches into another module's privates."""
+    bad = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                bad += [f"{path.name}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and a.name != "__version__"]
+    assert not bad, bad
+
+
+def test_trajectories_module_is_one_concern():
+    assert len((PKG / "trajectories.py").read_text().splitlines()) < 450
+
+
+def test_front_door_lists_what_it_serves():
+    import splitnet as sn
+
+    assert sorted(dir(sn)) == sorted(sn.__all__)
+    for name in sn.__all__:
+        assert getattr(sn, name) is not None, name
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["--version"]])
+def test_command_line_starts_without_torch(argv):
+    """--help and --version import neither torch nor numpy (they answer in well under a
+    second)."""
+    code = ("import sys; from splitnet.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert "HEAVY []" in r.stdout, r.stdout[-500:] + r.stderr[-500:]
+
+
+DOC = PKG.parent / "docs" / "architecture.md"
+START, END = "<!-- BEGIN IMPORT MAP -->", "<!-- END IMPORT MAP -->"
+
+
+def render_import_map() -> str:
+    rows = ["| module | imports (splitnet modules) |", "|---|---|"]
+    for m, deps in sorted(import_graph().items()):
+        short = sorted(d.removeprefix("splitnet.") for d in deps)
+        rows.append(f"| `{m.removeprefix('splitnet.') or 'splitnet'}` | "
+                    f"{', '.join(short) or '—'} |")
+    return "\n".join(rows)
+
+
+def with_current_map(text: str) -> str:
+    a, b = text.index(START) + len(START), text.index(END)
+    return text[:a] + "\n" + render_import_map() + "\n" + text[b:]
+
+
+def test_architecture_import_map_is_current():
+    """docs/architecture.md's import map is generated from the graph these tests check."""
+    text = DOC.read_text()
+    assert with_current_map(text) == text, "run: python3 tests/test_structure.py"
+
+
+if __name__ == "__main__":
+    DOC.write_text(with_current_map(DOC.read_text()))
+    print(f"wrote the import map of {DOC}", file=sys.stderr)
