@@ -35,6 +35,23 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write(path, lambda f: f.write(text), mode="w")
 
 
+def probe_writable(folder) -> None:
+    """Raise ``PermissionError`` unless a file can be created in ``folder`` (an existing
+    directory). It tries for real (a temporary file, removed at once): ``os.access`` says yes to
+    root on read-only file systems."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".splitnet-probe-")
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def nearest_existing(path) -> Path:
+    """``path`` or its closest ancestor that exists."""
+    p = Path(path).absolute()
+    while not p.exists():
+        p = p.parent
+    return p
+
+
 def remove_stale_temporaries(folder, name: str) -> int:
     """Delete ``.NAME.*.tmp`` files that a kill during :func:`atomic_write` left in ``folder``
     (the real file was never replaced by them). Returns how many were removed."""

@@ -40,7 +40,7 @@ _TRUST_HINT = ("if you trust where it came from, pass --trust-checkpoint (Python
 def checkpoint_file(path) -> Path:
     """``DIR/checkpoint.pt`` for a run directory, or the file itself."""
     p = Path(path)
-    return p / CKPT if p.is_dir() else p
+    return p if p.is_file() or (p.suffix == ".pt" and not p.is_dir()) else p / CKPT
 
 
 def save(obj: dict, path) -> Path:
@@ -59,8 +59,8 @@ def load(path, trust: bool = False) -> dict:
     file, a file that needs code to load (unless ``trust``), a dict without a model."""
     f = checkpoint_file(path)
     if not f.is_file():
-        raise ValueError(f"no checkpoint at {f} (expected DIR/{CKPT} as written by "
-                         f"'splitnet train --out DIR')")
+        raise ValueError(f"no checkpoint at {f} (a run directory of 'splitnet train --out DIR' "
+                         f"holds one)")
     try:
         ck = torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

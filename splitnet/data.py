@@ -95,26 +95,33 @@ def is_text(data: bytes) -> bool:
 class Corpus:
     """Token arrays of the two splits (uint8 numpy) and where they came from.
 
-    ``files``: (train, val) text files; ``skipped``: files left out as binary (not UTF-8 or with
-    NUL bytes); ``digest``: sha256 over every file's relative path and bytes, in order, so a
-    moved corpus keeps its fingerprint and a changed one does not."""
+    ``files``: (train, val) text files ((0, 0): one file split by position); ``skipped``: files
+    left out as binary (not UTF-8 or with NUL bytes); ``digest``: sha256 over every file's
+    relative path and bytes, in order, so a moved corpus keeps its fingerprint and a changed one
+    does not."""
 
     train: np.ndarray
     val: np.ndarray
     source: str
-    files: tuple[int, int] = (1, 0)
+    files: tuple[int, int] = (0, 0)
     skipped: int = 0
     digest: str = ""
 
+    @property
+    def n_files(self) -> int:
+        """Files in the corpus (one file split by position counts once)."""
+        return 1 if self.files == (0, 0) else sum(self.files)
+
     def describe(self) -> str:
         skip = f", {self.skipped} binary files skipped" if self.skipped else ""
-        return (f"{self.source}: {sum(self.files):,} files ({self.files[0]:,} train / "
-                f"{self.files[1]:,} val), {len(self.train):,} train / {len(self.val):,} val "
+        split = ("1 file split by position" if self.files == (0, 0) else
+                 f"{sum(self.files):,} files ({self.files[0]:,} train / {self.files[1]:,} val)")
+        return (f"{self.source}: {split}, {len(self.train):,} train / {len(self.val):,} val "
                 f"bytes{skip}")
 
     def fingerprint(self) -> dict:
         """What a checkpoint records to notice a changed corpus on resume."""
-        return {"source": self.source, "files": sum(self.files),
+        return {"source": self.source, "files": self.n_files,
                 "bytes": int(len(self.train) + len(self.val)), "sha256": self.digest}
 
 
@@ -157,7 +164,7 @@ def load_file(path, val_fraction: float = 0.05) -> Corpus:
     arr = np.frombuffer(data, dtype=np.uint8)
     n_val = max(1, int(len(arr) * val_fraction))
     digest = hashlib.sha256(b"\0" + hashlib.sha256(data).digest()).hexdigest()
-    return Corpus(arr[:-n_val], arr[-n_val:], str(path), (1, 1), 0, digest)
+    return Corpus(arr[:-n_val], arr[-n_val:], str(path), (0, 0), 0, digest)
 
 
 def _walk(items, source: str, val_fraction: float) -> Corpus:

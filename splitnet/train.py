@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ck
 from . import data as D
+from ._io import nearest_existing, probe_writable
 from .config import FIXED, FREE, SplitConfig, TrainConfig
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
@@ -587,11 +588,13 @@ def _prepare(cfg: TrainConfig, explicit, env: _Env):
     """Validated configuration and the checkpoint to resume from (read-only: nothing is
     written yet)."""
     out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
-    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: cannot write to {probe} (permission denied)")
+    probe = nearest_existing(out)
+    if not probe.is_dir():
+        raise ValueError(f"--out {out}: {probe} exists and is not a directory")
+    try:
+        probe_writable(probe)
+    except OSError as e:
+        raise ValueError(f"--out {out}: cannot write to {probe} ({e.strerror})") from None
     state = None
     if cfg.resume:
         state = ck.load(out, trust=cfg.trust_checkpoint)
@@ -629,8 +632,8 @@ def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
 
 def _plan(cfg: TrainConfig, explicit, env: _Env, log):
     cfg, state = _prepare(cfg, explicit, env)
-    corpus = _corpus(cfg, state, log)
     _check_memory(cfg, env.device, env.world, log)
+    corpus = _corpus(cfg, state, log)
     return cfg, state, corpus
 
 

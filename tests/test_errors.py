@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -64,6 +65,17 @@ def _bad_shape(t, x):
 
 def _nan_field(t, x):
     return x * float("nan")
+
+
+def _model():
+    torch.manual_seed(0)
+    return sn.models.SplitTransformer(256, 8, 2, 1, max_len=8)
+
+
+def _train_config(**kw):
+    from splitnet.train import TrainConfig
+
+    return TrainConfig(**kw)
 
 
 def _mutate():
@@ -159,6 +171,13 @@ CASES = [
      TypeError, r"diffusion field must be callable f\(t, x\), got float"),
     ("wrong number of per-stage fields", lambda: _step(convection=[_fields()[1]]),
      ValueError, r"1 convection fields given for the 2 convection stages of 'strang'"),
+    ("time given as a string", lambda: _step(t="0"),
+     TypeError, r"t must be a real number, got '0'"),
+    ("time NaN", lambda: _step(t=float("nan")),
+     ValueError, r"t must be finite, got nan"),
+    ("attention on a 1-D state", lambda: sn.fields.Attention(8, 2)(0.0, torch.zeros(8)),
+     ValueError, r"Attention needs states of shape \(\.\.\., n_tokens, d_model\), got shape "
+                 r"\(8,\)"),
     # --- reference and analysis -----------------------------------------------------------
     ("integer times", lambda: _reference(times=torch.tensor([0, 1])),
      TypeError, r"times must be a floating tensor, got dtype torch.int64"),
@@ -193,6 +212,42 @@ CASES = [
      ValueError, r"FeedForward expects states of width d_model=8, got shape \(4, 7\)"),
     ("Lie bracket of a non-callable", lambda: sn.lie_bracket(None, _fields()[1], _fields()[2]),
      TypeError, r"F must be a callable field"),
+    # --- models and configs -----------------------------------------------------------------
+    ("token id outside the vocabulary", lambda: _model()(torch.tensor([[3, 300]])),
+     ValueError, r"token ids must lie in \[0, 256\), got \[3, 300\]"),
+    ("empty token sequence", lambda: _model()(torch.zeros(1, 0, dtype=torch.long)),
+     ValueError, r"idx is an empty sequence"),
+    ("token ids as a numpy array", lambda: _model()(np.array([[1, 2]])),
+     TypeError, r"idx must be a torch.Tensor of int64 token ids, got ndarray"),
+    ("token ids as floats", lambda: _model()(torch.tensor([[1.0, 2.0]])),
+     TypeError, r"idx must be a tensor of dtype torch.int64 \(token ids\), got torch.float32"),
+    ("d_model not divisible by the heads", lambda: sn.models.SplitConfig(d_model=30, n_heads=4),
+     ValueError, r"d_model=30 is not divisible by n_heads=4"),
+    ("gate layers without a gate", lambda: sn.models.SplitConfig(gate_layers=(0,)),
+     ValueError, r"gate_layers given without gate"),
+    ("gate layer beyond the model", lambda: sn.models.SplitConfig(gate="tanh", gate_layers=(9,)),
+     ValueError, r"gate_layers \[9\] outside 0..3"),
+    ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
+     ValueError, r"empty scheme name; available"),
+    ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
+     ValueError, r"min_lr_ratio must be >= 0, got -1"),
+    ("cosine floor above 1 (rate above its peak)", lambda: _train_config(min_lr_ratio=2),
+     ValueError, r"min_lr_ratio must be <= 1, got 2"),
+    ("negative warmup", lambda: _train_config(warmup=-5),
+     ValueError, r"warmup must be an int >= 0, got -5"),
+    ("clip NaN", lambda: _train_config(clip=float("nan")),
+     ValueError, r"clip must be a finite number, got nan"),
+    ("zero threads", lambda: _train_config(threads=0),
+     ValueError, r"threads must be an int >= 1, got 0"),
+    ("stop at step 0", lambda: _train_config(stop_at=0),
+     ValueError, r"stop_at must be an int >= 1, got 0"),
+    ("negative accelerator peak", lambda: _train_config(peak_tflops=-1.0),
+     ValueError, r"peak_tflops must be > 0, got -1"),
+    ("resume and overwrite together", lambda: _train_config(resume=True, overwrite=True),
+     ValueError, r"--resume and --overwrite contradict each other"),
+    ("a non-byte vocabulary for training",
+     lambda: _train_config(model=sn.models.SplitConfig(vocab_size=100)),
+     ValueError, r"a byte-level model needs vocab_size 256, got 100"),
 ]
 
 
@@ -212,6 +267,174 @@ def test_bad_input_raises_a_clear_error(what, fn, exc, pattern):
     assert re.search(pattern, str(info.value)), str(info.value)
 
 
+# --------------------------------------------------------------------------------------------
+# The command line: one line on stderr, exit status 2, nothing written, never a traceback.
+# {tmp} is a scratch folder (see _scratch): text.txt, file (a plain file), garbage/ and evil/
+# (checkpoints), old/ (a checkpoint of the pickled 0.1 format).
+
+UNWRITABLE = "/sys/splitnet-test"       # a read-only file system: even root cannot write there
+TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+        "--batch-size", "4", "--no-progress", "--no-plot"]
+
+CLI_CASES = [
+    # (what is wrong, argv, exit status, regex of the one stderr line)
+    ("unknown command", ["frobnicate"], 2, r"invalid choice: 'frobnicate'"),
+    ("order: empty scheme list", ["order", "--schemes", ""], 2,
+     r"expected a comma-separated list, got ''"),
+    ("order: empty method list", ["order", "--method", ","], 2,
+     r"expected a comma-separated list, got ','"),
+    ("order: zero particles", ["order", "--tokens", "0"], 2,
+     r"--tokens: expected a positive integer, got '0'"),
+    ("order: zero width", ["order", "--d-model", "0"], 2,
+     r"--d-model: expected a positive integer, got '0'"),
+    ("order: a step size that is not a number", ["order", "--step-sizes", "0.1,x"], 2,
+     r"expected a number, got 'x'"),
+    ("order: --out in a folder it cannot write", ["order", "--out", f"{UNWRITABLE}/o.png"], 2,
+     r"--out /sys/splitnet-test/o.png: directory /sys/splitnet-test does not exist"),
+    ("order: --out is a folder", ["order", "--out", "{tmp}"], 2, r"--out \{tmp\} is a directory"),
+    ("schemes: --check with nothing", ["schemes", "--check", ""], 2,
+     r"expected a non-empty value, got ''"),
+    ("schemes: a stage without a coefficient", ["schemes", "--check", "c:0.5,d:1,c:"], 2,
+     r"stage 3 'c:' has no coefficient after ':'"),
+    ("schemes: a stage list without --order", ["schemes", "--check", "c:0.5,d:1,c:0.5"], 2,
+     r"--check with a stage list needs --order P"),
+    ("schemes: an unknown field", ["schemes", "--check", "q:1,c:1", "--order", "1"], 2,
+     r"unknown field 'q'"),
+    ("describe: empty scheme", ["describe", "--scheme", ""], 2,
+     r"expected a comma-separated list, got ''"),
+    ("describe: unknown scheme", ["describe", "--scheme", "nope", "--d-model", "8",
+                                  "--n-heads", "2"], 2, r"unknown scheme 'nope'"),
+    ("train: cosine floor below 0", ["train", *TINY, "--min-lr-ratio", "-1"], 2,
+     r"min_lr_ratio must be >= 0, got -1"),
+    ("train: cosine floor above 1", ["train", *TINY, "--min-lr-ratio", "2"], 2,
+     r"min_lr_ratio must be <= 1, got 2"),
+    ("train: negative warmup", ["train", *TINY, "--warmup", "-5"], 2,
+     r"warmup must be an int >= 0, got -5"),
+    ("train: clip NaN", ["train", *TINY, "--clip", "nan"], 2,
+     r"--clip: expected a finite number, got 'nan'"),
+    ("train: zero threads", ["train", *TINY, "--threads", "0"], 2,
+     r"threads must be an int >= 1, got 0"),
+    ("train: stop at step 0", ["train", *TINY, "--stop-at", "0"], 2,
+     r"stop_at must be an int >= 1, got 0"),
+    ("train: negative accelerator peak", ["train", *TINY, "--peak-tflops", "-1"], 2,
+     r"peak_tflops must be > 0, got -1"),
+    ("train: gate layers that are not numbers", ["train", *TINY, "--gate-layers", "x"], 2,
+     r"--gate-layers: expected comma-separated integers, got 'x'"),
+    ("train: empty scheme", ["train", *TINY, "--scheme", ""], 2,
+     r"--scheme: expected a non-empty value, got ''"),
+    ("train: a context that cannot fit in memory",
+     ["train", "--context", "100000", "--out", "{tmp}/run-ctx"], 2,
+     r"this run needs about \d+(\.\d)? GiB per process .* lower --context"),
+    ("train: --out is a file", ["train", *TINY, "--text", "{tmp}/text.txt", "--out",
+                                "{tmp}/file"], 2,
+     r"--out \{tmp\}/file: \{tmp\}/file exists and is not a directory"),
+    ("train: --out on a read-only file system",
+     ["train", *TINY, "--text", "{tmp}/text.txt", "--out", f"{UNWRITABLE}/run"], 2,
+     r"--out /sys/splitnet-test/run: cannot write to /sys"),
+    ("train: corpus not found", ["train", *TINY, "--text", "{tmp}/missing.txt", "--out",
+                                 "{tmp}/run-m"], 2, r"text not found: \{tmp\}/missing.txt"),
+    ("train: --resume without a checkpoint", ["train", "--resume", "--out", "{tmp}/none"], 2,
+     r"no checkpoint at \{tmp\}/none/checkpoint.pt"),
+    ("train: --resume of a garbage file", ["train", "--resume", "--out", "{tmp}/garbage"], 2,
+     r"\{tmp\}/garbage/checkpoint.pt is not a readable checkpoint"),
+    ("train: --resume of a checkpoint that would run code",
+     ["train", "--resume", "--out", "{tmp}/evil"], 2,
+     r"holds Python objects beyond tensors and plain data .* loading it could run code; "
+     r"if you trust where it came from, pass --trust-checkpoint"),
+    ("train: --resume of a 0.1 checkpoint (pickled objects)",
+     ["train", "--resume", "--out", "{tmp}/old"], 2, r"pass --trust-checkpoint"),
+    ("train: --resume and --overwrite", ["train", "--resume", "--overwrite", "--out",
+                                         "{tmp}/x"], 2,
+     r"--resume and --overwrite contradict each other"),
+    ("trajectories: garbage checkpoint", ["trajectories", "--checkpoint", "{tmp}/garbage",
+                                          "--out", "{tmp}/t.png"], 2,
+     r"is not a readable checkpoint"),
+    ("trajectories: a checkpoint that would run code",
+     ["trajectories", "--checkpoint", "{tmp}/evil", "--out", "{tmp}/t.png"], 2,
+     r"loading it could run code"),
+    ("trajectories: empty scheme", ["trajectories", "--scheme", "", "--out", "{tmp}/t.png"], 2,
+     r"--scheme: expected a non-empty value, got ''"),
+    ("trajectories: empty comparison list", ["trajectories", "--compare", "",
+                                             "--out", "{tmp}/t.png"], 2,
+     r"--compare: expected a comma-separated list, got ''"),
+    ("trajectories: an unknown scheme to compare (nothing drawn first)",
+     ["trajectories", "--compare", "lie-trotter,xyz", "--out", "{tmp}/t.png"], 2,
+     r"unknown scheme 'xyz'"),
+    ("trajectories: --out on a read-only file system",
+     ["trajectories", "--out", f"{UNWRITABLE}/t.png"], 2, r"directory /sys/splitnet-test "
+                                                          r"does not exist"),
+    ("trajectories: empty text", ["trajectories", "--text", "", "--out", "{tmp}/t.png"], 2,
+     r"--text: expected a non-empty value, got ''"),
+    ("trajectories: --from-layer beyond the model",
+     ["trajectories", "--from-layer", "9", "--n-layers", "2", "--d-model", "16", "--n-heads",
+      "2", "--no-ode", "--out", "{tmp}/t.png"], 2, r"--from-layer 9: the model has 2 layers"),
+]
+
+
+def _scratch() -> Path:
+    """The scratch folder of the command-line cases (made once per process)."""
+    global _SCRATCH
+    if _SCRATCH is None:
+        import os
+        import tempfile
+
+        from splitnet import checkpoint as ck
+
+        root = Path(tempfile.mkdtemp(prefix="splitnet-errors-"))
+        (root / "text.txt").write_text("def f(x):\n    return x\n" * 200)
+        (root / "file").write_text("not a folder")
+        for d in ("garbage", "evil", "old"):
+            (root / d).mkdir()
+        (root / "garbage" / ck.CKPT).write_bytes(b"not a checkpoint")
+
+        class Evil:
+            def __reduce__(self):
+                return (os.system, (f"touch {root}/PWNED",))
+
+        torch.save({"version": 2, "model": {}, "model_config": Evil()}, root / "evil" / ck.CKPT)
+        torch.save({"version": 1, "model": {}, "model_config": {}, "step": 0,
+                    "rng": {"numpy": ("MT19937", np.zeros(624, dtype=np.uint32), 0, 0, 0.0)}},
+                   root / "old" / ck.CKPT)
+        _SCRATCH = root
+    return _SCRATCH
+
+
+_SCRATCH = None
+
+
+def run_cli(argv) -> tuple[int, str, str]:
+    """``splitnet ARGV`` in this process: (exit status, stdout, stderr), {tmp} filled in and
+    taken out of the messages again."""
+    import contextlib
+    import io
+
+    from splitnet.cli import main
+
+    tmp = str(_scratch())
+    argv = [a.replace("{tmp}", tmp) for a in argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:        # argparse's own exits (usage errors, --help)
+            rc = e.code
+    d = torch.get_default_dtype()
+    torch.set_default_dtype(d)
+    return rc, out.getvalue().replace(tmp, "{tmp}"), err.getvalue().replace(tmp, "{tmp}")
+
+
+@pytest.mark.parametrize("what,argv,code,pattern", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_command_line_bad_input(what, argv, code, pattern):
+    before = sorted(p.name for p in _scratch().iterdir())
+    rc, _, err = run_cli(argv)
+    assert rc == code, (rc, err)
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("splitnet"), err
+    assert re.search(pattern, err), err
+    assert sorted(p.name for p in _scratch().iterdir()) == before      # nothing written
+    assert not (_scratch() / "PWNED").exists()                        # nothing executed
+
+
 def render() -> str:
     lines = [
         "# Bad input and the errors it raises",
@@ -227,9 +450,19 @@ def render() -> str:
         typ, msg = _message(fn)
         msg = msg.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {i} | {what} | `{typ.__name__}` | {msg} |")
-    lines.append("")
-    lines.append("The command line turns these into `splitnet <command>: error: <message>` on "
-                 "stderr and exit status 2 (see `tests/test_cli_order.py`).")
+    lines += ["", "## On the command line", "",
+              ("Every command turns bad input into one line on stderr, "
+               "`splitnet <command>: error: <message>`, and exit status 2, before doing any work "
+               "or writing anything (a failed verdict, `schemes --check` or `order --strict`, "
+               "exits 1; Ctrl-C exits 130). Each row is a test (`CLI_CASES`); `{tmp}` is a "
+               "scratch folder, `/sys/...` a read-only file system."), "",
+              "| # | bad input | command | exit | message |", "|---|---|---|---|---|"]
+    for i, (what, argv, _code, _pat) in enumerate(CLI_CASES, 1):
+        rc, _, err = run_cli(argv)
+        cmd = " ".join(a if a and " " not in a else repr(a) for a in argv)
+        msg = re.sub(r"has [\d.]+ GiB free", "has N GiB free",   # depends on the machine
+                     err.strip()).replace("|", "\\|")
+        lines.append(f"| {i} | {what} | `splitnet {cmd}` | {rc} | {msg} |")
     lines.append("")
     lines.append("Two deliberate exceptions to 'step_size must be positive': `scheme.step` "
                  "accepts a negative step (the backward step, so that `step(h)` then "

@@ -150,16 +150,21 @@ def fixed_options(cls) -> list[str]:
     return [f.name for f in cli_fields(cls) if f.metadata.get("resume", FIXED) == FIXED]
 
 
-def check_writable(path) -> None:
-    """An output file we can create: not a directory, its folder exists and is writable."""
+def check_writable(path, flag: str = "--out") -> None:
+    """An output file we can create: not a directory, its folder exists and is writable (tried
+    for real, see :func:`splitnet._io.probe_writable`)."""
+    from .._io import probe_writable
+
     p = Path(path)
     if p.is_dir():
-        raise ValueError(f"--out {p} is a directory; give a file name")
+        raise ValueError(f"{flag} {p} is a directory; give a file name")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise ValueError(f"--out {p}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"--out {p}: cannot write to {parent} (permission denied)")
+        raise ValueError(f"{flag} {p}: directory {parent} does not exist")
+    try:
+        probe_writable(parent)
+    except OSError as e:
+        raise ValueError(f"{flag} {p}: cannot write to {parent} ({e.strerror})") from None
 
 
 # ---------------------------------------------------------------------------------------------

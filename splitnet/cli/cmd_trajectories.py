@@ -61,11 +61,12 @@ def compare_path(out: str) -> Path:
     return p.with_name(p.stem + "_compare" + (p.suffix or ".png"))
 
 
-def _outputs(args) -> list:
-    outs = [args.out, args.gif, args.diagnostics]
+def _outputs(args) -> list[tuple[str, str]]:
+    """(flag, path) of every file the command will write."""
+    outs = [("--out", args.out), ("--gif", args.gif), ("--diagnostics", args.diagnostics)]
     if args.compare:
-        outs.append(compare_path(args.out))
-    return [o for o in outs if o]
+        outs.append(("--compare", compare_path(args.out)))
+    return [(flag, o) for flag, o in outs if o]
 
 
 def _model(args):
@@ -77,8 +78,8 @@ def _model(args):
 
     scheme = resolve(args.scheme) if args.scheme else None
     compare = [resolve(s) for s in args.compare or []]
-    for o in _outputs(args):
-        check_writable(o)
+    for flag, o in _outputs(args):
+        check_writable(o, flag)
     if args.checkpoint:
         model = load_model(args.checkpoint, trust=args.trust_checkpoint)
         if scheme is not None:

@@ -1,0 +1,352 @@
+"""Nothing lost, nothing silent, nothing executed: the run lock, --overwrite, resume after a
+move and after a corpus change, options restored on resume, checkpoints that cannot run code,
+signals inside a long step, a closed pipe, and arbitrary input to the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from splitnet import checkpoint as ck
+from splitnet.cli import main
+
+TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+        "--batch-size", "4", "--warmup", "2", "--eval-windows", "8", "--threads", "1",
+        "--no-progress", "--no-plot"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    p = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    p.write_text("".join(f"def f{i}(x):\n    return x * {i % 7}\n" for i in range(300)))
+    return p
+
+
+def _spawn(*argv, cwd=None):
+    return subprocess.Popen([sys.executable, "-m", "splitnet", "train", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=cwd)
+
+
+def _wait_for_lines(path: Path, n: int, proc, timeout: float = 120) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"trainer exited: {proc.stderr.read().decode()[-1500:]}")
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError("trainer too slow")
+
+
+def _train(*argv) -> int:
+    return main(["train", *argv])
+
+
+# ------------------------------------------------------------------------------ the run lock
+
+def test_a_second_trainer_on_the_same_out_is_refused_naming_the_first(text, tmp_path):
+    out = tmp_path / "x"
+    first = _spawn("--text", str(text), "--out", str(out), *TINY, "--steps", "100000",
+                   "--ckpt-every", "1000", "--eval-every", "1000")
+    try:
+        _wait_for_lines(out / ck.METRICS, 2, first)
+        second = subprocess.run([sys.executable, "-m", "splitnet", "train", "--text", str(text),
+                                 "--out", str(out), *TINY, "--steps", "5", "--overwrite"],
+                                capture_output=True, text=True, env=ENV, timeout=120,
+                                check=False)
+        assert second.returncode == 2, second.stderr
+        err = second.stderr.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err
+        assert f"in use by another splitnet train (pid {first.pid} on host" in err, err
+        assert first.poll() is None                       # the first one goes on, untouched
+        steps = [json.loads(x)["step"] for x in (out / ck.METRICS).read_text().splitlines()]
+        assert steps == list(range(1, len(steps) + 1))   # one writer: no step twice
+    finally:
+        first.kill()
+        first.wait()
+    # The killed trainer's lock file stays behind; the kernel dropped its lock: taken over.
+    assert json.loads((out / ck.LOCK).read_text())["pid"] == first.pid
+    assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "2",
+                  "--overwrite") == 0
+
+
+def test_the_lock_is_released_and_holds_the_holder():
+    import tempfile
+
+    d = Path(tempfile.mkdtemp())
+    with ck.RunLock(d):
+        info = json.loads((d / ck.LOCK).read_text())
+        assert info["pid"] == os.getpid() and info["host"]
+        with pytest.raises(ck.RunLocked, match=f"pid {os.getpid()}"):
+            # a second lock on the same folder (another open file description) is refused
+            ck.RunLock(d).acquire()
+    with ck.RunLock(d):                                  # released: taken again
+        pass
+
+
+# ------------------------------------------------------------------------------ --overwrite
+
+def test_overwrite_leaves_nothing_resume_could_pick_up(text, tmp_path):
+    """The issue's scenario: a finished Lie–Trotter run, then --overwrite with Strang killed
+    (-9) before its first checkpoint; --resume must not continue the old run."""
+    out = tmp_path / "w"
+    assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "4") == 0
+    new = _spawn("--text", str(text), "--out", str(out), *TINY, "--overwrite", "--scheme",
+                 "strang", "--steps", "100000", "--ckpt-every", "1000", "--eval-every", "1000")
+    try:
+        t0 = time.time()
+        while not (out / "previous" / ck.CKPT).exists() and time.time() - t0 < 120:
+            time.sleep(0.05)
+        _wait_for_lines(out / ck.METRICS, 2, new)        # the new run's own lines
+    finally:
+        new.kill()
+        new.wait()
+    assert not (out / ck.CKPT).exists()
+    assert ck.load(out / "previous")["model_config"]["scheme"] == "lie-trotter"   # kept aside
+    assert _train("--out", str(out), "--resume", "--no-progress") == 2
+
+
+# ------------------------------------------------------------------------------ resume
+
+def test_resume_from_another_directory_with_a_relative_corpus(text, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "c.txt").write_text(text.read_text())
+    monkeypatch.chdir(work)
+    assert _train("--text", "c.txt", "--out", "run", *TINY, "--steps", "6",
+                  "--stop-at", "3") == 0
+    monkeypatch.chdir(tmp_path)                          # elsewhere: the path was resolved
+    assert _train("--out", str(work / "run"), "--resume", "--no-progress") == 0
+    assert ck.load(work / "run")["step"] == 6
+    # the same file named relative to the new directory is the same corpus
+    assert _train("--out", str(work / "run"), "--resume", "--steps", "7", "--text",
+                  "work/c.txt", "--no-progress") == 0
+
+
+def test_a_changed_corpus_stops_resume_unless_allowed(text, tmp_path, capsys):
+    c = tmp_path / "c.txt"
+    c.write_text(text.read_text())
+    out = tmp_path / "r"
+    assert _train("--text", str(c), "--out", str(out), *TINY, "--steps", "4",
+                  "--stop-at", "2") == 0
+    c.write_text(text.read_text().replace("return", "yield"))
+    capsys.readouterr()
+    assert _train("--out", str(out), "--resume", "--no-progress") == 2
+    err = capsys.readouterr().err
+    assert "the corpus changed since the checkpoint was written" in err
+    assert "--allow-data-change" in err
+    assert _train("--out", str(out), "--resume", "--allow-data-change", "--no-progress") == 0
+    assert "going on (--allow-data-change)" in capsys.readouterr().err
+
+
+def test_resume_restores_every_run_option(text, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "9",
+                  "--eval-every", "3", "--ckpt-every", "3", "--stop-at", "3") == 0
+    assert _train("--out", str(out), "--resume") == 0          # no flags at all
+    recs = ck.read_metrics(out / ck.METRICS)
+    assert [r["step"] for r in recs if "val_bpb" in r] == [3, 6, 9]
+    assert "it/s" not in capsys.readouterr().err               # --no-progress restored
+    assert not (out / ck.PLOT).exists()                        # --no-plot restored
+    cfg = ck.load(out)["train_config"]
+    assert (cfg["eval_every"], cfg["ckpt_every"], cfg["progress"]) == (3, 3, False)
+    # a free option may change on resume; a fixed one may not
+    assert _train("--out", str(out), "--resume", "--steps", "10", "--eval-every", "5") == 0
+    assert ck.load(out)["train_config"]["eval_every"] == 5
+    assert _train("--out", str(out), "--resume", "--lr", "0.5") == 2
+    assert "lr: checkpoint 0.002, given 0.5" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+def _evil_checkpoint(folder: Path, marker: Path) -> None:
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"version": 2, "model": {}, "model_config": Evil(), "step": 1,
+                "train_config": {}}, folder / ck.CKPT)
+
+
+# every command that reads a checkpoint, and how it is pointed at one
+READERS = {
+    "train": ["--resume", "--out", "{dir}"],
+    "trajectories": ["--checkpoint", "{dir}", "--out", "{tmp}/t.png"],
+}
+
+
+def _commands_reading_checkpoints() -> list[str]:
+    import importlib
+
+    from splitnet.cli import COMMANDS
+
+    out = []
+    for name in COMMANDS:
+        mod = importlib.import_module(f"splitnet.cli.cmd_{name}")
+        src = Path(mod.__file__).read_text()
+        if "load_model" in src or "train" == name:
+            out.append(name)
+    return out
+
+
+def test_every_command_that_reads_checkpoints_is_covered():
+    assert set(_commands_reading_checkpoints()) <= set(READERS), (
+        "add the new command to READERS: it reads checkpoints")
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_a_malicious_checkpoint_runs_nothing(command, tmp_path, capsys):
+    marker = tmp_path / "PWNED"
+    _evil_checkpoint(tmp_path / "run", marker)
+    argv = [a.replace("{dir}", str(tmp_path / "run")).replace("{tmp}", str(tmp_path))
+            for a in READERS[command]]
+    assert main([command, *argv]) == 2
+    err = capsys.readouterr().err
+    assert "loading it could run code" in err and err.count("\n") == 1
+    assert not marker.exists()
+    with pytest.raises(ValueError, match="could run code"):
+        ck.load(tmp_path / "run")
+    assert not marker.exists()
+
+
+def test_a_trusted_old_checkpoint_loads(text, tmp_path):
+    """A 0.1-format checkpoint (pickled RNG tuples, the config as a dict with a tuple) is
+    refused by default and loads with --trust-checkpoint; the next save is safe."""
+    out = tmp_path / "old"
+    assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "4",
+                  "--stop-at", "2") == 0
+    state = ck.load(out)
+    import random
+
+    import numpy as np
+
+    state["version"] = 1
+    state["rng"] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                    "torch": state["rng"]["torch"]}
+    torch.save(state, out / ck.CKPT)
+    assert _train("--out", str(out), "--resume", "--no-progress") == 2
+    assert _train("--out", str(out), "--resume", "--trust-checkpoint", "--no-progress") == 0
+    assert ck.load(out)["step"] == 4                       # rewritten in the safe format
+
+
+# ------------------------------------------------------------------------------ signals
+
+SLOW_STEP = """
+import sys, time
+import splitnet.train as T
+real = T._loss
+calls = {"n": 0}
+def slow(model, x, y):
+    calls["n"] += 1
+    if calls["n"] == 3:
+        print("SLOW", file=sys.stderr, flush=True)
+        for _ in range(600):          # a long step: 60 s of Python work
+            time.sleep(0.1)
+    return real(model, x, y)
+T._loss = slow
+from splitnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_inside_a_long_step_is_honoured_within_seconds(text, tmp_path):
+    out = tmp_path / "s"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_STEP, "train", "--text", str(text),
+                             "--out", str(out), *TINY, "--steps", "50", "--ckpt-every", "100",
+                             "--eval-every", "100"], stderr=subprocess.PIPE, env=ENV, text=True)
+    try:
+        for line in proc.stderr:
+            if "SLOW" in line:
+                break
+        t0 = time.time()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+        took = time.time() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 128 + signal.SIGTERM
+    assert took < 5, took
+    assert ck.load(out)["step"] == 2                       # the abandoned step made no update
+    assert [r["step"] for r in ck.read_metrics(out / ck.METRICS)] == [1, 2]
+
+
+# ------------------------------------------------------------------------------ pipes
+
+def test_a_verdict_survives_a_closed_pipe():
+    """`splitnet schemes --check ... | head -1`: the reader is gone before anything is written;
+    the exit status is still the verdict's (1: the stages are not second order)."""
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.run([sys.executable, "-m", "splitnet", "schemes", "--check", "d:1,c:1",
+                           "--order", "2"], stdout=w, stderr=subprocess.PIPE, text=True,
+                          timeout=120, check=False)
+    os.close(w)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------ any input
+
+NUMERIC = ["--lr", "--min-lr-ratio", "--warmup", "--clip", "--threads", "--stop-at",
+           "--peak-tflops", "--dropout", "--step-size", "--d-ff", "--val-fraction",
+           "--weight-decay", "--beta1", "--beta2", "--eval-every", "--batch-size"]
+text_inputs = st.one_of(st.text(max_size=12), st.sampled_from(
+    ["", ",", "nan", "inf", "-1", "0", "1e308", "s", "sf", "c:1,d:1", "c:", "d:0.5,c:1",
+     "0,1", "x", " ", "--", "\x00", "lie-trotter"]))
+numbers = st.one_of(st.integers(-10**6, 10**6).map(str),
+                    st.floats(allow_nan=True, allow_infinity=True).map(repr), text_inputs)
+
+
+SMALL_TEXT = Path(__import__("tempfile").mkdtemp()) / "small.txt"
+SMALL_TEXT.write_text("x = 1\n" * 500)
+
+
+def _no_traceback_and_nothing_written(argv, out: Path):
+    from test_errors import run_cli
+
+    rc, _, err = run_cli(argv)
+    assert rc in (0, 1, 2), (rc, argv, err)
+    assert "Traceback" not in err, (argv, err)
+    if rc == 2:
+        assert err.count("\n") == 1, (argv, err)
+        assert not out.exists() or not any(out.iterdir()), argv
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=text_inputs)
+def test_any_stage_string(value):
+    _no_traceback_and_nothing_written(["schemes", "--check", value, "--order", "2"],
+                                      Path("/nonexistent"))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(flag=st.sampled_from(["--scheme", "--gate-layers"] + NUMERIC), value=numbers)
+def test_any_training_option(flag, value, tmp_path_factory):
+    out = tmp_path_factory.mktemp("prop") / "out"
+    argv = ["train", "--dry-run", *TINY, "--text", str(SMALL_TEXT), "--out", str(out), flag,
+            value]
+    if flag == "--gate-layers":
+        argv += ["--gate", "sigmoid"]
+    _no_traceback_and_nothing_written(argv, out)
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(text, tmp_path, capsys):
+    out = tmp_path / "d"
+    assert _train("--dry-run", "--text", str(text), "--out", str(out), *TINY) == 0
+    printed = capsys.readouterr().out
+    assert '"context": 16' in printed and "memory estimate" in printed
+    assert not out.exists()
