@@ -74,7 +74,7 @@ def cell(r) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def orders(system) -> dict[str, str]:
-    """Local and global orders: every registry scheme x method; one figure per method."""
+    """Local and global slopes: every registry scheme x method; one figure per method."""
     F, G, x0 = system
     res = {}
     combos = [(n, m, k) for k in ("local", "global") for m in METHODS for n in REGISTRY]
@@ -96,7 +96,7 @@ def orders(system) -> dict[str, str]:
                              title=f"{k} error, {m} sub-flows, particle system "
                                    f"(dotted: theory slope)")
     # Euler constants: C = median(error / h^2) of the local error.
-    rows = ["| scheme | local order | C = error / h^2 | C / C(lie-trotter) | sub-layer calls |",
+    rows = ["| scheme | local slope | C = error / h^2 | C / C(lie-trotter) | sub-layer calls |",
             "|---|---|---|---|---|"]
     c_lt = np.median(res["lie-trotter", "euler", "local"].errors / np.asarray(LOCAL_H) ** 2)
     for n in REGISTRY:
@@ -133,7 +133,7 @@ def merged(system) -> dict[str, str]:
     for ax, k in zip(axes, ("local", "global")):
         for i, r in enumerate([r for r in results if r.kind == k]):
             ax.loglog(r.step_sizes, r.errors, "o-", color=f"C{i}",
-                      label=f"{r.scheme}: theory order {r.expected_order}")
+                      label=f"{r.scheme}: theory slope {r.expected_order}")
             h = r.step_sizes
             ax.loglog(h, r.errors[-1] * (h / h[-1]) ** r.expected_order, ":", color=f"C{i}")
         readable_log_ticks(ax.xaxis)

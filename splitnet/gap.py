@@ -72,7 +72,7 @@ class GapResult:
         return "\n".join(lines)
 
 
-def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress: bool = False,
+def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress: bool = True,
                        **options) -> GapResult:
     """Per-layer distance between ``model`` (a SplitTransformer) and the ODE of its own fields,
     from the embedding of ``idx`` (B, T). ``options`` go to the ``exact`` method
@@ -93,7 +93,7 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
     if progress:
         from tqdm.auto import tqdm
 
-        it = tqdm(it, desc=f"gap {m.scheme.name}", unit="layer")
+        it = tqdm(it, desc=f"gap {m.scheme.name}", unit="layer", leave=False)
     with torch.no_grad():
         x0 = m.embed(idx.to(next(m.parameters()).device))
         x = y = x0
