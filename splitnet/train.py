@@ -38,7 +38,7 @@ import signal
 import statistics
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -645,6 +645,17 @@ def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfi
     return cfg, corpus
 
 
+@contextmanager
+def _setup_phase(signals: _Signals):
+    """Set-up work (reading the corpus, building and compiling the model): a signal stops it at
+    once as a KeyboardInterrupt (the command line prints one line, exit 130)."""
+    try:
+        with signals.interruptible():
+            yield
+    except _Interrupted:
+        raise KeyboardInterrupt from None
+
+
 def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     """Run (or resume) training; returns a summary dict (steady-state speed included).
 
@@ -658,7 +669,8 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if env.is_main else \
         (lambda msg: None)
     with _Signals() as signals:
-        cfg, state, corpus = _plan(cfg, explicit, env, log)
+        with _setup_phase(signals):          # a signal before the first step: stop, write nothing
+            cfg, state, corpus = _plan(cfg, explicit, env, log)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         if env.distributed:
@@ -670,7 +682,8 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
         try:
             lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
             with lock:
-                run = _setup(cfg, state, corpus, env, signals, log)
+                with _setup_phase(signals):
+                    run = _setup(cfg, state, corpus, env, signals, log)
                 return _session(run, t_start)
         finally:
             if env.distributed:

@@ -350,3 +350,39 @@ def test_dry_run_prints_the_plan_and_writes_nothing(text, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert '"context": 16' in printed and "memory estimate" in printed
     assert not out.exists()
+
+
+SLOW_SETUP = """
+import sys, time
+import splitnet.data as D
+real = D.load_corpus
+def slow(*a, **k):
+    print("LOADING", file=sys.stderr, flush=True)
+    for _ in range(600):
+        time.sleep(0.1)
+    return real(*a, **k)
+D.load_corpus = slow
+from splitnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_starting_stops_at_once_with_one_line(text, tmp_path):
+    out = tmp_path / "c"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SETUP, "train", "--text", str(text),
+                             "--out", str(out), *TINY, "--steps", "5"],
+                            stderr=subprocess.PIPE, env=ENV, text=True)
+    try:
+        for line in proc.stderr:
+            if "LOADING" in line:
+                break
+        t0 = time.time()
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 130 and time.time() - t0 < 5
+    assert "Traceback" not in err and err.strip() == "splitnet train: interrupted"
+    assert not out.exists()
