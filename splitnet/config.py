@@ -337,6 +337,21 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+class MissingDependency(ImportError, ValueError):
+    """An optional dependency is not installed: an ImportError for Python callers, and a
+    ValueError so the command line prints it as one line (exit status 2)."""
+
+
+def require(*modules: str, extra: str, feature: str) -> None:
+    """Raise :class:`MissingDependency` naming the pip extra unless ``modules`` import."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingDependency(f"{feature} needs {' and '.join(missing)}, which is not "
+                                f"installed: pip install 'splitnet[{extra}]'")
+
+
 def cli_fields(cls) -> list[dataclasses.Field]:
     """The fields of ``cls`` that the command line exposes."""
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
@@ -351,9 +366,11 @@ __all__ = [
     "METHODS",
     "SESSION",
     "WEIGHTS",
+    "MissingDependency",
     "SplitConfig",
     "TrainConfig",
     "cli_fields",
     "int_list",
     "option",
+    "require",
 ]
