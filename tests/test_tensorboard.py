@@ -104,3 +104,14 @@ def test_without_tensorboard_one_line_and_nothing_written(text, tmp_path, monkey
 
     with pytest.raises(MissingDependency):
         tracking.TensorBoardLog(tmp_path / "tb", 0)
+
+
+def test_overwrite_starts_the_events_afresh(text, tmp_path, tracking):
+    out = tmp_path / "run"
+    common = ["--text", str(text), "--out", str(out), *TINY, "--tensorboard"]
+    assert main(["train", *common, "--steps", "3", "--seed", "1"]) == 0
+    assert main(["train", *common, "--steps", "2", "--overwrite"]) == 0
+    loss = tracking.read_scalars(out / "tensorboard")["train/loss"]
+    assert [s for s, _ in loss] == [1, 2]
+    expected = _by_step(ck.read_metrics(out / ck.METRICS), "loss")
+    assert [v for _, v in loss] == pytest.approx([v for _, v in expected], rel=1e-6)
