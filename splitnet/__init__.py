@@ -18,7 +18,7 @@ __version__ = "0.2.0"
 
 _SUBMODULES = (
     "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
+    "interop", "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
     "trajectories", "validate",
 )
 # name -> module that defines it
@@ -32,7 +32,7 @@ _NAMES = {
 
 __all__ = [  # noqa: RUF022 - grouped: submodules, then names
     "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
+    "interop", "layers", "models", "plots", "problems", "reference", "schemes", "stages", "train",
     "trajectories", "validate",
     "ConvergenceResult", "SplitConfig", "SplitLayer", "SplitTransformer", "SplittingScheme",
     "Stage", "check_order", "convergence_study", "lie_bracket", "particle_system",

@@ -38,10 +38,11 @@ FIXED, FREE, SESSION = "fixed", "free", "session"
 
 
 def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: str | None = None,
-           choices=None, parse=None):
-    """A dataclass field with its help text and command-line/resume behaviour in metadata."""
+           choices=None, parse=None, const=None):
+    """A dataclass field with its help text and command-line/resume behaviour in metadata
+    (``const``: the value of the flag given bare, without a value)."""
     meta = {"help": help, "resume": resume, "cli": cli, "metavar": metavar, "choices": choices,
-            "parse": parse}
+            "parse": parse, "const": const}
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not allowed in configs")
     return dataclasses.field(default=default, metadata=meta)
@@ -270,6 +271,10 @@ class TrainConfig:
                                        "of known GPUs)", resume=FREE)
     progress: bool = option(True, "progress bar (--no-progress: none)", resume=FREE)
     plot: bool = option(True, "write loss.png (--no-plot: do not)", resume=FREE)
+    tensorboard: str | bool | None = option(
+        None, "write TensorBoard events (loss, bpb, lr, throughput, MFU) to DIR; bare "
+        "--tensorboard: OUT/tensorboard; off: none (needs pip install 'splitnet[tensorboard]')",
+        resume=FREE, metavar="DIR", const=True)
     # this invocation only (never stored)
     out: str = option("runs/train", "output directory", resume=SESSION, metavar="DIR")
     resume: bool = option(False, "continue from OUT/checkpoint.pt (every option not given is "
@@ -315,6 +320,7 @@ class TrainConfig:
             if not str(self.text).strip():
                 raise ValueError("text is empty: give a file, a directory, a glob or an archive")
             set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
+        self._check_tensorboard()
         if self.model.vocab_size != 256:
             raise ValueError(f"a byte-level model needs vocab_size 256, got "
                              f"{self.model.vocab_size}")
@@ -323,6 +329,22 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum "
                              f"{self.grad_accum}")
+
+    def _check_tensorboard(self) -> None:
+        tb = self.tensorboard
+        if tb is None or isinstance(tb, bool):
+            object.__setattr__(self, "tensorboard", tb or None)
+        elif not isinstance(tb, str) or not tb.strip():
+            raise ValueError(f"tensorboard must be a directory, True (OUT/tensorboard) or None, "
+                             f"got {tb!r}")
+        else:
+            object.__setattr__(self, "tensorboard", None if tb.strip().lower() == "off" else
+                               os.path.abspath(os.path.expanduser(tb)))
+
+    def tensorboard_dir(self) -> str | None:
+        """Where TensorBoard events go: None (off), OUT/tensorboard (True) or the directory."""
+        return os.path.join(self.out, "tensorboard") if self.tensorboard is True else \
+            self.tensorboard
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -335,6 +357,21 @@ class TrainConfig:
 
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+class MissingDependency(ImportError, ValueError):
+    """An optional dependency is not installed: an ImportError for Python callers, and a
+    ValueError so the command line prints it as one line (exit status 2)."""
+
+
+def require(*modules: str, extra: str, feature: str) -> None:
+    """Raise :class:`MissingDependency` naming the pip extra unless ``modules`` import."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingDependency(f"{feature} needs {' and '.join(missing)}, which is not "
+                                f"installed: pip install 'splitnet[{extra}]'")
 
 
 def cli_fields(cls) -> list[dataclasses.Field]:
@@ -351,9 +388,11 @@ __all__ = [
     "METHODS",
     "SESSION",
     "WEIGHTS",
+    "MissingDependency",
     "SplitConfig",
     "TrainConfig",
     "cli_fields",
     "int_list",
     "option",
+    "require",
 ]

@@ -315,6 +315,7 @@ class _Run:
     last_val: float | None = None
     metrics: object = None
     bar: object = None
+    tb: object = None             # tracking.TensorBoardLog with --tensorboard
 
 
 def _loss(model, x, y):
@@ -502,6 +503,8 @@ def _log(run: _Run, rec: dict) -> None:
         return
     run.metrics.write(json.dumps(rec) + "\n")
     run.metrics.flush()
+    if run.tb is not None:
+        run.tb.write(rec)
     post = {"loss": f"{rec['loss']:.3f}", "bpb": f"{rec['bpb']:.3f}",
             "tok/s": f"{_steady(run)['tok_per_s']:.0f}"}
     if run.last_val is not None:
@@ -614,6 +617,10 @@ def _prepare(cfg: TrainConfig, explicit, env: _Env):
     if cfg.batch_size % (env.world * cfg.grad_accum):
         raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
                          f"{env.world} x --grad-accum {cfg.grad_accum}")
+    if cfg.tensorboard_dir() is not None and env.is_main:
+        from .tracking import check
+
+        check(cfg.tensorboard_dir())
     return cfg, state
 
 
@@ -709,6 +716,11 @@ def _open_files(run: _Run) -> None:
     else:
         (run.out / ck.METRICS).unlink(missing_ok=True)
     run.metrics = open(run.out / ck.METRICS, "a")
+    if run.cfg.tensorboard_dir() is not None:
+        from .tracking import TensorBoardLog
+
+        run.tb = TensorBoardLog(run.cfg.tensorboard_dir(), run.step)
+        run.log(f"TensorBoard events: {run.tb.log_dir} (tensorboard --logdir {run.tb.log_dir})")
 
 
 def _session(run: _Run, t_start: float) -> dict:
@@ -731,6 +743,8 @@ def _session(run: _Run, t_start: float) -> dict:
         run.bar.close()
         if run.metrics is not None:
             run.metrics.close()
+        if run.tb is not None:
+            run.tb.close()
     return _summary(run, sig, t_loop - t_start)
 
 

@@ -83,6 +83,21 @@ def token_label(token_id: int) -> str:
     return ch
 
 
+def token_labels(ids, tokenizer=None) -> tuple[str, ...]:
+    """Printable labels of token ids: bytes (:func:`token_label`) without a tokenizer; with one
+    (e.g. a ``transformers`` tokenizer: ``decode``, ``convert_ids_to_tokens``) each token decoded
+    on its own (its token string when that is part of a character), spaces made visible."""
+    if tokenizer is None:
+        return tuple(token_label(i) for i in ids)
+    out = []
+    for i in map(int, ids):
+        s = tokenizer.decode([i])
+        if not s or "\ufffd" in s:
+            s = str(tokenizer.convert_ids_to_tokens(i))
+        out.append("".join(_VISIBLE.get(c, c) for c in s))
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # Collection
 
@@ -101,7 +116,7 @@ class Trajectories:
     stage : (n_points,) int -- stage index inside that layer, -1 for the embedding.
     fields : names per point: ``"embedding"``, ``"diffusion"`` or ``"convection"``.
     layer_end : (n_points,) bool -- the point is the embedding or the output of a whole layer.
-    tokens : token ids (T,); labels : printable characters (T,).
+    tokens : token ids (T,); labels : printable token labels (T,).
     path, path_times : the ODE path ``(n_path, T, D)`` at ``path_times`` (``continuous=True``),
         else None; ``path_restart`` says whether each layer's piece restarts from the network.
     """
@@ -183,8 +198,10 @@ class Trajectories:
         return g
 
 
-def _as_sequence(model: SplitTransformer, idx) -> torch.Tensor:
-    if isinstance(idx, str):
+def _as_sequence(model: SplitTransformer, idx, tokenizer=None) -> torch.Tensor:
+    if isinstance(idx, str) and tokenizer is not None:
+        idx = torch.tensor(tokenizer.encode(idx), dtype=torch.long)
+    elif isinstance(idx, str):
         if model.vocab_size < 256:
             raise ValueError(f"text needs the byte vocabulary (256); the model has "
                              f"vocab_size {model.vocab_size}: pass token ids instead")
@@ -238,13 +255,17 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
 @torch.no_grad()
 def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bool = False,
             points_per_layer: int = 16, restart: bool = False, solver: str = "dopri5",
-            rtol: float | None = None, atol: float | None = None) -> Trajectories:
+            rtol: float | None = None, atol: float | None = None,
+            tokenizer=None) -> Trajectories:
     """Every token's state after every layer (and every stage) of one sequence.
 
     Parameters
     ----------
-    model : SplitTransformer (run in eval mode here; its mode is restored).
-    idx : token ids of ONE sequence, shape (T,) or (1, T), or a str (encoded as UTF-8 bytes).
+    model : SplitTransformer (run in eval mode here; its mode is restored), e.g. one imported
+        by :func:`splitnet.interop.from_hf`.
+    idx : token ids of ONE sequence, shape (T,) or (1, T), or a str (encoded by ``tokenizer``,
+        else as UTF-8 bytes).
+    tokenizer : encodes a str and labels the tokens (:func:`token_labels`); default: bytes.
     per_stage : record the state after every stage, not only after every layer.
     continuous : also integrate the model's own ODE (module docstring) with torchdiffeq, at
         ``points_per_layer`` points per layer, from the embedding (``restart=False``) or from the
@@ -263,7 +284,7 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
             or points_per_layer < 1:
         raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
-    idx = _as_sequence(model, idx)
+    idx = _as_sequence(model, idx, tokenizer)
     dev = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -295,7 +316,7 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     sch_name = sch.name
     return Trajectories(
         states=states.cpu(), times=times, layer=layer, stage=stage, fields=fields,
-        layer_end=layer_end, tokens=ids, labels=tuple(token_label(i) for i in ids),
+        layer_end=layer_end, tokens=ids, labels=token_labels(ids, tokenizer),
         step_size=model.step_size, n_layers=L, scheme=sch_name, weights=model.weights,
         method=model.layers[0].method.name, path=path, path_times=path_times,
         path_restart=restart)

@@ -129,3 +129,99 @@ def test_val_windows_fixed():
     assert torch.equal(a, b) and len(a) == 20 and int(a.max()) <= len(c.val) - 16
     n = sum(x.shape[0] for x, _ in D.val_batches(c, a, 6, 16))
     assert n == 20
+
+
+# ------------------------------------------------------------------ directories, globs, archives
+
+BINARY = {"img/logo.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)),
+          "data/blob.py": b"x = 1\n\0\0\0",                  # NUL bytes: binary, whatever the name
+          "notes/latin1.txt": "caf\xe9 cr\xe8me\n".encode("latin-1")}   # not UTF-8
+
+
+def _mixed_tree(tmp_path):
+    """30 text files (some non-ASCII), 3 binary ones, an empty one and a hidden folder."""
+    root = tmp_path / "corpus"
+    texts = {f"src/m{i:02d}.py": f"# module {i} ünï\ndef f{i}(x):\n    return x * {i}\n" * 5
+             for i in range(24)}
+    texts.update({f"docs/d{i}.txt": f"Doc {i}: naïve café ☃\n" * 8 for i in range(6)})
+    for rel, body in texts.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(body, encoding="utf-8")
+    for rel, b in BINARY.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b)
+    (root / "src" / "empty.py").write_bytes(b"")
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return root, {rel: body.encode("utf-8") for rel, body in texts.items()}
+
+
+def _expected(texts: dict, val_fraction: float):
+    rels = sorted(texts)
+    val = b"".join(texts[r] for r in rels if D.is_val_file(r, val_fraction))
+    train = b"".join(texts[r] for r in rels if not D.is_val_file(r, val_fraction))
+    return train, val
+
+
+def test_a_directory_takes_every_text_file_and_counts_the_binary_ones(tmp_path):
+    root, texts = _mixed_tree(tmp_path)
+    c = D.load_text(root, val_fraction=0.2)
+    train, val = _expected(texts, 0.2)
+    assert c.train.tobytes() == train and c.val.tobytes() == val
+    assert sum(c.files) == 30 and c.skipped == len(BINARY)     # empty and hidden files: neither
+    assert c.files[1] == sum(D.is_val_file(r, 0.2) for r in texts) > 0
+    assert "3 binary files skipped" in c.describe()
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_an_archive_of_the_same_files_is_the_same_corpus(tmp_path, kind):
+    import tarfile
+    import zipfile
+
+    root, texts = _mixed_tree(tmp_path)
+    members = sorted(set(texts) | set(BINARY) | {"src/empty.py"})
+    path = tmp_path / f"corpus.{kind}"
+    if kind == "zip":
+        with zipfile.ZipFile(path, "w") as z:
+            for rel in members:
+                z.write(root / rel, rel)
+    else:
+        with tarfile.open(path, "w:gz") as t:
+            for rel in members:
+                t.add(root / rel, rel)
+    c, d = D.load_text(path, val_fraction=0.2), D.load_text(root, val_fraction=0.2)
+    assert c.train.tobytes() == d.train.tobytes() and c.val.tobytes() == d.val.tobytes()
+    assert (c.files, c.skipped, c.digest) == (d.files, d.skipped, d.digest)
+    assert c.source.startswith("archive")
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(b"not an archive")
+    with pytest.raises(ValueError, match="not a readable"):
+        D.load_text(broken)
+
+
+def test_a_glob_takes_the_matching_files_split_by_file(tmp_path):
+    root, texts = _mixed_tree(tmp_path)
+    c = D.load_text(str(root / "**" / "*.py"), val_fraction=0.2)
+    py = {rel: b for rel, b in texts.items() if rel.endswith(".py")}
+    train, val = _expected(py, 0.2)                 # paths relative to the common folder: root
+    assert c.train.tobytes() == train and c.val.tobytes() == val
+    assert sum(c.files) == 24 and c.skipped == 1    # data/blob.py
+    with pytest.raises(ValueError, match="no file matches"):
+        D.load_text(str(root / "*.nothing"))
+
+
+def test_the_start_up_line_reports_files_bytes_and_skipped(tmp_path, capsys):
+    from splitnet.cli import main
+
+    root, texts = _mixed_tree(tmp_path)
+    assert main(["train", "--text", str(root), "--out", str(tmp_path / "run"), "--steps", "1",
+                 "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+                 "--batch-size", "2", "--warmup", "1", "--eval-windows", "2", "--threads", "1",
+                 "--val-fraction", "0.2", "--no-progress", "--no-plot"]) == 0
+    line = next(x for x in capsys.readouterr().err.splitlines()
+                if x.startswith("splitnet train: "))
+    train, val = _expected(texts, 0.2)
+    n_val = sum(D.is_val_file(r, 0.2) for r in texts)
+    assert f"30 files ({30 - n_val} train / {n_val} val)" in line
+    assert f"{len(train):,} train / {len(val):,} val bytes" in line
+    assert "3 binary files skipped" in line and str(root) in line

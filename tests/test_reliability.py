@@ -184,6 +184,7 @@ def _evil_checkpoint(folder: Path, marker: Path) -> None:
 READERS = {
     "train": ["--resume", "--out", "{dir}"],
     "trajectories": ["--checkpoint", "{dir}", "--out", "{tmp}/t.png"],
+    "export": ["--checkpoint", "{dir}", "--out", "{tmp}/hf"],
 }
 
 

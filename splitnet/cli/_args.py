@@ -133,6 +133,8 @@ def add_config_options(group, cls, defaults: dict | None = None, skip=()) -> Non
             kw["type"] = _type_of(f)
         if f.metadata.get("metavar"):
             kw["metavar"] = f.metadata["metavar"]
+        if f.metadata.get("const") is not None:     # the flag alone means this value
+            kw.update(nargs="?", const=f.metadata["const"])
         group.add_argument(flag, **kw)
 
 

@@ -17,6 +17,10 @@ def configure(p) -> None:
         "of the ODE the layers approximate. Without --checkpoint a freshly initialised model.")
     p.add_argument("--checkpoint", metavar="DIR", type=nonempty,
                    help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
+    p.add_argument("--hf", metavar="DIR", type=nonempty,
+                   help="a Hugging Face model directory (GPT-2, or one written by 'splitnet "
+                        "export'), imported exactly; tokens from its own tokenizer when it has "
+                        "one, else bytes (needs: pip install 'splitnet[hf]')")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="load a checkpoint that holds Python objects (an old format); only for "
                         "files from a trusted source")
@@ -78,22 +82,32 @@ def _model(args):
 
     scheme = resolve(args.scheme) if args.scheme else None
     compare = [resolve(s) for s in args.compare or []]
+    if args.checkpoint and args.hf:
+        raise ValueError("give --checkpoint or --hf, not both")
     for flag, o in _outputs(args):
         check_writable(o, flag)
-    if args.checkpoint:
-        model = load_model(args.checkpoint, trust=args.trust_checkpoint)
+    if args.checkpoint or args.hf:
+        tokenizer = None
+        if args.hf:
+            from ..interop import load_hf_for_analysis
+
+            imported = load_hf_for_analysis(args.hf)
+            model, tokenizer = imported.model, imported.tokenizer
+        else:
+            model = load_model(args.checkpoint, trust=args.trust_checkpoint)
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
             raise ValueError(f"--compare re-runs the fields under other schemes; the model has "
                              f"weights={model.weights!r}, whose stages have their own sub-layers")
-        return model, f"checkpoint {args.checkpoint}", compare
+        origin = f"Hugging Face {args.hf}" if args.hf else f"checkpoint {args.checkpoint}"
+        return model, origin, compare, tokenizer
     SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
                 n_layers=args.n_layers, step_size=args.step_size, weights=args.weights)
     model = tr.fresh_model(scheme or "lie-trotter", d_model=args.d_model, n_heads=args.n_heads,
                            n_layers=args.n_layers, step_size=args.step_size,
                            weights=args.weights, seed=args.seed)
-    return model, f"fresh initialisation (seed {args.seed})", compare
+    return model, f"fresh initialisation (seed {args.seed})", compare, None
 
 
 def _print_table(traj, cl, origin, model, text) -> None:
@@ -128,21 +142,25 @@ def _compare(args, model, compare, idx, collect) -> dict:
 
 
 def run(args) -> int:
+    import torch
+
     from .. import plots
     from .. import trajectories as tr
 
-    model, origin, compare = _model(args)
-    idx = tr.encode(args.text)
+    model, origin, compare, tokenizer = _model(args)
+    idx = tr.encode(args.text) if tokenizer is None else \
+        torch.tensor(tokenizer.encode(args.text), dtype=torch.long)
 
     def collect(m, ids):
         return tr.collect(m, ids, per_stage=not args.per_layer, continuous=not args.no_ode,
-                          points_per_layer=args.points_per_layer, restart=args.restart)
+                          points_per_layer=args.points_per_layer, restart=args.restart,
+                          tokenizer=tokenizer)
 
     if args.from_layer >= model.n_layers:
         raise ValueError(f"--from-layer {args.from_layer}: the model has {model.n_layers} "
                          f"layers (use 0..{model.n_layers - 1})")
     if len(idx) > model.max_len:
-        raise ValueError(f"the text has {len(idx)} bytes but the model's context is "
+        raise ValueError(f"the text has {len(idx)} tokens but the model's context is "
                          f"{model.max_len}: shorten the text")
     traj = collect(model, idx)
     trajs = _compare(args, model, compare, idx, collect) if compare else {}
