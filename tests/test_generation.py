@@ -322,6 +322,9 @@ def test_sample_greedy_matches_generate_and_empty_prompt_starts_at_newline(run_d
     rc, out, err = _sample(capsysbinary, "--checkpoint", str(run_dir), "--prompt", long,
                            "--max-new-tokens", "5")
     assert rc == 0 and len(out) == 5 and "no cache" in err
+    rc, out, err = _sample(capsysbinary, "--checkpoint", str(run_dir), "--prompt", long[:30],
+                           "--max-new-tokens", "10")
+    assert rc == 0 and len(out) == 10 and "cache for 3 tokens" in err
 
 
 @pytest.mark.parametrize("argv, match", [

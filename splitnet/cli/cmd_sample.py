@@ -121,11 +121,20 @@ def run(args) -> int:
             tokens.close()
             break
     dt = time.perf_counter() - t0
-    reason = cache_unsupported(model)
-    if reason is None and len(prompt) >= model.max_len:
-        reason = "the prompt fills the context: the window slides from the first token"
-    cache = "key/value cache" if reason is None else f"no cache: {reason}"
     print(f"\nsample: {n} tokens in {dt:.2f} s, {n / dt if dt > 0 else 0.0:.1f} tokens/s "
-          f"({len(prompt)}-byte prompt, context {model.max_len}, {cache}, {device})",
-          file=sys.stderr)
+          f"({len(prompt)}-byte prompt, context {model.max_len}, "
+          f"{_how(model, len(prompt), n, cache_unsupported(model))}, {device})", file=sys.stderr)
     return 0
+
+
+def _how(model, n_prompt: int, n: int, reason: str | None) -> str:
+    """Which tokens used the key/value cache: those predicted from at most max_len tokens."""
+    if reason is not None:
+        return f"no cache: {reason}"
+    cached = max(0, min(n, model.max_len - n_prompt + 1))
+    if cached == n:
+        return "key/value cache"
+    if cached == 0:
+        return "no cache: the prompt fills the context, the window slides from the first token"
+    return (f"key/value cache for {cached} tokens, then a sliding window (a full forward per "
+            f"token) for {n - cached}")
