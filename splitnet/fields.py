@@ -32,6 +32,14 @@ class Attention(nn.Module):
 
     Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
     ``causal=True`` masks the future.
+
+    ``forward(t, x, cache)`` with a key/value cache (generation, causal only): ``x`` (B, n, d)
+    holds the *new* tokens only; their keys and values are appended to ``cache`` and their
+    queries attend to every cached position and, causally, to each other -- the last n rows of
+    the attention over the whole sequence. ``cache`` is any object with ``length`` (positions
+    held) and ``append(k, v) -> (k_all, v_all)`` on (B, H, n, d_h) tensors
+    (:class:`splitnet.generation.KVCache`). Without a cache, ``forward`` is the training path,
+    unchanged.
     """
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
@@ -45,7 +53,9 @@ class Attention(nn.Module):
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
 
-    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, t, x: torch.Tensor, cache=None) -> torch.Tensor:
+        if cache is not None:
+            return self._forward_cached(x, cache)
         if x.dim() < 2:
             raise ValueError(f"Attention needs states of shape (..., n_tokens, d_model), got "
                              f"shape {tuple(x.shape)}")
@@ -63,6 +73,28 @@ class Attention(nn.Module):
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal)
         y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
         return self.resid_dropout(self.proj(y))
+
+    def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:
+        """New tokens ``x`` (B, n, d) at positions ``cache.length ..``: query i attends to every
+        cached key and to the new keys up to its own position."""
+        if not self.causal:
+            raise ValueError("a key/value cache needs causal attention: with causal=False the "
+                             "earlier tokens' outputs change when a token is added")
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"cached Attention expects new tokens of shape (batch, n, "
+                             f"{self.d_model}), got shape {tuple(x.shape)}")
+        b, n, d = x.shape
+        hd = d // self.n_heads
+        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        past = cache.length
+        k, v = cache.append(k, v)                               # (B, H, past + n, hd)
+        mask = None
+        if n > 1 and past > 0:   # new token i sees positions 0 .. past + i
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           is_causal=past == 0 and n > 1)
+        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(b, n, d)))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
@@ -108,12 +140,17 @@ class SDU(nn.Module):
 
 
 class Gated(nn.Module):
-    """A field plus a self-dependency gate: ``f(t, x) + SDU(x)`` (Highway Transformer)."""
+    """A field plus a self-dependency gate: ``f(t, x) + SDU(x)`` (Highway Transformer).
+
+    ``cache`` (generation) is handed to the wrapped field (an :class:`Attention`); the gate is
+    position-wise and needs none."""
 
     def __init__(self, field: nn.Module, d_model: int, gate: str = "sigmoid"):
         super().__init__()
         self.field = field
         self.sdu = SDU(d_model, gate)
 
-    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, t, x: torch.Tensor, cache=None) -> torch.Tensor:
+        if cache is not None:
+            return self.field(t, x, cache=cache) + self.sdu(x)
         return self.field(t, x) + self.sdu(x)

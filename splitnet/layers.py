@@ -52,6 +52,25 @@ class WeightedSum(nn.Module):
         return out
 
 
+class _EvaluationCaches:
+    """A field whose k-th evaluation within one sub-step reads and extends ``caches[k]``.
+
+    A sub-flow method calls its field ``evals`` times per sub-step, each time on a different
+    intermediate state (midpoint: ``x``, then ``x + dt/2 k1``), so each call has keys and values
+    of its own and its own cache."""
+
+    def __init__(self, f, caches):
+        self.f, self.caches, self.calls = f, caches, 0
+
+    def __call__(self, t, x):
+        if self.calls >= len(self.caches):
+            raise RuntimeError(f"the sub-flow method evaluated the field more than "
+                               f"{len(self.caches)} times in one sub-step (one cache each)")
+        cache = self.caches[self.calls]
+        self.calls += 1
+        return self.f(t, x, cache=cache)
+
+
 class SplitLayer(nn.Module):
     """``x -> phi^{X_s}_{c_s h} o ... o phi^{X_1}_{c_1 h}(x)`` with sub-flows advanced by
     ``method``.
@@ -123,6 +142,28 @@ class SplitLayer(nn.Module):
                 if states is not None:
                     states.append(x)
         return (x, states) if return_states else x
+
+    def forward_cached(self, x: torch.Tensor, t: float, caches) -> torch.Tensor:
+        """The step for new tokens ``x`` (B, n, D) of a causal network whose earlier tokens'
+        keys and values sit in ``caches`` (generation; the training path is :meth:`forward`).
+
+        ``caches``: one entry per stage -- ``None`` for a convection stage (position-wise, it
+        needs none), for a diffusion stage a sequence of ``method.evals`` key/value caches, one
+        per field evaluation of the sub-step. Each stage has its own even when its attention
+        module is shared: every stage sees a different state. The arithmetic is
+        :meth:`forward`'s, row by row."""
+        for f, (dt, clock), c in zip(self._fields, self._plan, caches):
+            if c is not None:
+                f = _EvaluationCaches(f, c)
+            if self._euler:
+                dx = f(t + clock, x)
+                x = x + dx if dt == 1.0 else x + dt * dx
+            else:
+                x = self.method(f, t + clock, x, dt)
+            if c is not None and f.calls != len(c):
+                raise RuntimeError(f"the sub-flow method evaluated the field {f.calls} times, "
+                                   f"not the {len(c)} its caches were made for")
+        return x
 
     def extra_repr(self) -> str:
         return (f"scheme={self.name!r} [{diagram(self.stages)}], h={self.step_size}, "

@@ -174,6 +174,25 @@ class SplitTransformer(nn.Module):
         logits = self.head(self.norm(x))
         return (logits, torch.stack(states)) if return_states else logits
 
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, *, generator: torch.Generator | None = None,
+                 use_cache: bool | None = None) -> torch.Tensor:
+        """``idx`` (B, T) int64 continued by ``max_new_tokens`` sampled tokens -> (B, T + N)
+        int64, in eval mode (restored after) without gradients.
+
+        ``temperature`` 0 is greedy; ``top_k`` keeps the k largest logits; ``generator`` (a
+        ``torch.Generator`` on the model's device) or torch's global RNG draws. The next token
+        after L tokens is predicted from the last ``min(L, max_len)`` of them (learned positions
+        end at ``max_len``). A key/value cache per attention evaluation (every stage, every
+        sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
+        ``L <= max_len``; ``method="exact"`` (adaptive evaluations) and non-causal models
+        generate without a cache, recomputing the window per token. ``use_cache``: ``None``
+        automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.generation`."""
+        from .generation import generate
+
+        return generate(self, idx, max_new_tokens, temperature, top_k, generator=generator,
+                        use_cache=use_cache)
+
     def state_times(self) -> torch.Tensor:
         """Time of each state returned by ``forward(..., return_states=True)``: 0 for the
         embedding, then ``k h + h * stage_times`` (mean of the two fields' clocks)."""

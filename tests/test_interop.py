@@ -159,10 +159,12 @@ def test_export_round_trip_through_auto_model(tf, name, tmp_path):
         # and into splitnet again
         assert (sn.interop.from_hf(tmp_path / "again")(idx) - ref).abs().max() \
             < 1e-10 * ref.abs().max()
-        # greedy generate() equals the plain greedy loop over splitnet's forward
+        # greedy generate() equals the plain greedy loop over splitnet's forward, and
+        # splitnet's own cached generation
         prompt = idx[:, :6]
         out = back.generate(prompt, max_new_tokens=10, do_sample=False)
         assert torch.equal(out, _greedy(m, prompt, 10))
+        assert torch.equal(out, m.generate(prompt, max_new_tokens=10, temperature=0))
 
 
 def test_the_stored_config_is_the_split_config_as_data(tf, tmp_path):

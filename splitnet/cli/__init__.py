@@ -23,6 +23,7 @@ COMMANDS = {
     "describe": "parameters, field evaluations and FLOPs per token of a model",
     "train": "train a SplitTransformer language model",
     "trajectories": "plot token embeddings as particles",
+    "sample": "generate text from a trained checkpoint",
     "export": "write a checkpoint as a Hugging Face model directory",
 }
 

@@ -1,0 +1,140 @@
+"""``splitnet sample``: continue a prompt with a trained byte-level model, streaming the bytes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..config import DEVICES
+from ._args import nonempty, nonnegative_int, positive_int
+
+HELP = "generate text from a trained checkpoint"
+START = b"\n"   # what an empty prompt starts from: a line break (the corpus is lines of text)
+
+
+def nonnegative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return v
+
+
+def configure(p) -> None:
+    p.description = (
+        "Continue --prompt with a model trained by 'splitnet train' and write the new bytes to "
+        "stdout as they are produced (raw bytes: the tokenizer is the identity on bytes, so a "
+        "UTF-8 character may take several tokens). The prompt itself is not echoed; an empty "
+        "prompt starts from a line break. A prompt longer than the model's context is allowed: "
+        "each token is predicted from the last context-many bytes. Tokens/s go to stderr at "
+        "the end. Attention keys and values are cached per stage and sub-step "
+        "(splitnet.generation), except for method 'exact'.")
+    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
+                   help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
+    p.add_argument("--prompt", default="", metavar="TEXT",
+                   help="text to continue (default: empty = start from a line break)")
+    p.add_argument("--max-new-tokens", type=nonnegative_int, default=256, metavar="N",
+                   help="bytes to generate (default 256)")
+    p.add_argument("--temperature", type=nonnegative_float, default=1.0, metavar="T",
+                   help="softmax temperature; 0 = greedy (default 1.0)")
+    p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
+                   help="sample from the K most likely bytes only (default: all)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
+                   help="seed of the sampling RNG (default 0): same seed, same text")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto = cuda when available (default auto)")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds Python objects (an old format); only for "
+                        "files from a trusted source")
+
+
+def prompt_bytes(prompt: str) -> bytes:
+    """The prompt's bytes (command-line bytes that are not UTF-8 come back as they were);
+    an empty prompt is :data:`START`."""
+    return prompt.encode("utf-8", "surrogateescape") or START
+
+
+def _device(name: str):
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+class _ByteWriter:
+    """Raw bytes to stdout, flushed each time; ``closed`` once the reader has gone."""
+
+    def __init__(self):
+        sys.stdout.flush()
+        self.buffer = getattr(sys.stdout, "buffer", None)
+        if self.buffer is None:      # a text-only stdout (an embedding host): decode as we go
+            import codecs
+
+            self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.closed = False
+
+    def write(self, b: bytes) -> None:
+        try:
+            if self.buffer is not None:
+                self.buffer.write(b)
+                self.buffer.flush()
+            else:
+                sys.stdout.write(self.decoder.decode(b))
+                sys.stdout.flush()
+        except BrokenPipeError:
+            import os
+
+            self.closed = True   # `| head -c N`: stop; keep exit-time flushes from failing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def run(args) -> int:
+    import time
+
+    import torch
+
+    from ..checkpoint import load_model
+    from ..generation import cache_unsupported, stream
+
+    device = _device(args.device)
+    model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
+    if model.vocab_size != 256:
+        raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
+                         f"{model.vocab_size}")
+    prompt = prompt_bytes(args.prompt)
+    idx = torch.tensor([list(prompt)], dtype=torch.long, device=device)
+    gen = torch.Generator(device).manual_seed(args.seed)
+    tokens = stream(model, idx, args.max_new_tokens, args.temperature, args.top_k,
+                    generator=gen)      # every argument checked here, before any output
+    out, n = _ByteWriter(), 0
+    t0 = time.perf_counter()
+    for tok in tokens:
+        out.write(bytes([int(tok)]))
+        n += 1
+        if out.closed:
+            tokens.close()
+            break
+    dt = time.perf_counter() - t0
+    print(f"\nsample: {n} tokens in {dt:.2f} s, {n / dt if dt > 0 else 0.0:.1f} tokens/s "
+          f"({len(prompt)}-byte prompt, context {model.max_len}, "
+          f"{_how(model, len(prompt), n, cache_unsupported(model))}, {device})", file=sys.stderr)
+    return 0
+
+
+def _how(model, n_prompt: int, n: int, reason: str | None) -> str:
+    """Which tokens used the key/value cache: those predicted from at most max_len tokens."""
+    if reason is not None:
+        return f"no cache: {reason}"
+    cached = max(0, min(n, model.max_len - n_prompt + 1))
+    if cached == n:
+        return "key/value cache"
+    if cached == 0:
+        return "no cache: the prompt fills the context, the window slides from the first token"
+    return (f"key/value cache for {cached} tokens, then a sliding window (a full forward per "
+            f"token) for {n - cached}")
