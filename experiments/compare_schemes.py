@@ -186,10 +186,11 @@ def _train(want: TrainConfig, out: Path, done_step) -> None:
 
 
 def steady_tokens_s(recs: list[dict]) -> float:
-    """Median tokens/s over the steps after the first tenth (at least two): the trainer's own
-    steady-state figure (compilation and warm-up left out)."""
+    """Tokens per step / the median step time over the steps after the first tenth (at least
+    two): the trainer's own steady-state figure (compilation and warm-up left out)."""
     skip = min(len(recs) - 1, max(2, len(recs) // 10))
-    return float(np.median([r["tok_per_s"] for r in recs[skip:]]))
+    return recs[0]["tokens"] / recs[0]["step"] / float(np.median([r["step_s"]
+                                                                  for r in recs[skip:]]))
 
 
 def run_one(name, sc, seed, runs: Path, device, compile_, threads=None) -> dict:

@@ -384,6 +384,12 @@ def _wrap(model, opt, cfg: TrainConfig, env: _Env):
     if cfg.param_dtype == "bfloat16":
         compute = accel.MasterWeights(model, torch.bfloat16, opt).copy
     scope = compile_scope(cfg, model)
+    if scope is not None:
+        # dynamo caches compiled code per code object (_loss, Attention.forward, ...), at most
+        # 8 variants each: after 8 differently shaped models in one process (a comparison
+        # harness) the next would run eagerly with only a warning. Nothing compiled is shared
+        # between runs, so each compiled run starts afresh.
+        torch._dynamo.reset()
     fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
     if scope == "regional":
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)

@@ -52,8 +52,9 @@ def test_gpu_deep_scale(cs, capsys):
 
 
 def test_steady_tokens_s_leaves_out_the_warm_up(cs):
-    recs = [{"tok_per_s": 1.0}] + [{"tok_per_s": 100.0 + i} for i in range(19)]
-    assert cs.steady_tokens_s(recs) == pytest.approx(109.5)      # median of steps 3..20
+    recs = [{"step": s, "tokens": 64 * s, "step_s": 60.0 if s == 1 else 1.0 + s / 100}
+            for s in range(1, 21)]
+    assert cs.steady_tokens_s(recs) == pytest.approx(64 / 1.115)    # median of steps 3..20
 
 
 def test_corpus_lines_name_the_fingerprint_and_warn_on_a_mix(cs):
