@@ -338,8 +338,9 @@ class TrainConfig:
         set_(self, "loss_chunk", _int("loss_chunk", self.loss_chunk))
         if self.compile_mode in CUDAGRAPH_MODES and self.grad_accum > 1:
             raise ValueError(f"compile_mode {self.compile_mode} captures CUDA graphs, whose "
-                             f"outputs (the gradients) are overwritten by the next replay: it "
-                             f"needs grad_accum 1, got {self.grad_accum}")
+                             f"outputs (the gradients) a second micro-batch's replay may "
+                             f"overwrite before they are accumulated: it needs grad_accum 1, "
+                             f"got {self.grad_accum}")
         set_(self, "threads", _int("threads", self.threads, none=True))
         set_(self, "stop_at", _int("stop_at", self.stop_at, none=True))
         if self.resume and self.overwrite:
