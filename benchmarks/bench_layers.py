@@ -1,42 +1,72 @@
 """Forward + backward time of SplitTransformer against a hand-written nanoGPT-style reference.
 
-Part 1 (the overhead check): ``SplitTransformer(scheme="lie-trotter", weights="shared")`` and a
-hand-written pre-LN GPT of the same size (same parameters, same SDPA call, same GELU) are timed
-alternately, ``--pairs`` times (the order alternates within each pair so neither always runs on
-a warm cache). Reported: median time of each, their ratio, and the median of per-pair ratios.
+Part 1 (the overhead check): ``SplitTransformer(scheme="lie-trotter", weights="shared")`` and the
+nanoGPT-style GPT of the same size (``splitnet.reference.RefGPT``: same parameters, same SDPA
+call, same GELU) are timed alternately, ``--pairs`` times (the order alternates within each pair
+so neither always runs on a warm cache), with the same speed levers applied to both. Reported:
+median time of each, their ratio, the median of per-pair ratios, tokens/s, MFU and compile
+seconds.
 
-Part 2 (per scheme): median fwd+bwd time of every scheme (``--schemes``), shared and per-stage,
+Part 2 (per scheme): median step time of every scheme (``--schemes``), shared and per-stage,
 with parameters, field evaluations per token and training FLOPs per token (splitnet.cost), the
-achieved FLOP rate, tokens/s and, when the peak is known (``--peak-tflops`` or a recognised
-CUDA card), MFU = achieved / peak.
+achieved FLOP rate, tokens/s, compile seconds and, when the peak is known (``--peak-tflops`` or a
+recognised CUDA card), MFU = achieved / peak. On a CUDA out-of-memory error the batch is halved
+(the row says which batch it ran).
+
+The levers (each a named option; the defaults are the plain step)::
+
+    --compile                    torch.compile (default scope: model+loss)
+    --compile-scope model        the model compiled, the loss eager (the float32 logits outside)
+                    model+loss   model and cross-entropy as one graph (fullgraph)
+                    regional     each distinct field module once (reference: each block), then
+                                 head + loss: compile time independent of the stage count
+    --compile-mode MODE          default | reduce-overhead | max-autotune (CUDA graphs) |
+                                 max-autotune-no-cudagraphs
+    --loss plain|chunked         chunked: linear + cross-entropy per chunk of --loss-chunk rows,
+                                 never the full float32 logits (splitnet.losses)
+    --sdpa BACKEND               auto | flash | efficient | cudnn | math
+    --optimizer none|fused|foreach|for-loop   an AdamW step inside the timed step
+    --precision params           parameters stored in --dtype (bf16 weights, no master copy)
+                autocast         float32 parameters, autocast to --dtype
+                master           --dtype copy for forward/backward, AdamW on float32 masters
+    --batch N                    the micro-batch size
 
     python3 benchmarks/bench_layers.py                       # CPU, float32, the docs numbers
-    python3 benchmarks/bench_layers.py --device cuda --dtype bfloat16 --compile \
-        --d-model 768 --n-heads 12 --n-layers 12 --seq-len 1024 --batch 16
+    python3 benchmarks/bench_layers.py --device cuda --dtype bfloat16 --compile \\
+        --d-model 768 --n-heads 12 --n-layers 12 --seq-len 1024 --batch 16 --vocab-size 50304
 
-bf16 runs with parameters in bf16 (``model.to(dtype)``), as nanoGPT does under autocast for its
-matmuls; the same ``--dtype`` applies to the reference.
+Compile seconds: the first call's time minus the median of the timed calls (tracing and code
+generation of forward and backward). Inductor's on-disk caches are off unless
+``--compile-cache``, and dynamo is reset before each model, so each figure is a cold compile.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 
 import torch
-import torch.nn.functional as F
 
 import splitnet as sn
+from splitnet import accel
+from splitnet.config import ADAMW_IMPLS, COMPILE_MODES, LOSSES, SDPA_BACKENDS
 from splitnet.cost import describe
+from splitnet.losses import LMLoss, plain_cross_entropy
 from splitnet.models import SplitTransformer
 from splitnet.reference import RefGPT
 
 # Dense bf16 peak (no sparsity) of cards we may see, FLOP/s.
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
+SCOPES = ("model", "model+loss", "regional")
+PRECISIONS = ("params", "autocast", "master")
+LEVERS = ("compile", "compile_scope", "compile_mode", "loss", "loss_chunk", "sdpa", "optimizer",
+          "precision")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,20 +74,6 @@ PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "
 def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def make_step(model, idx, targets):
-    vocab = None
-
-    def step():
-        nonlocal vocab
-        logits = model(idx)
-        vocab = logits.shape[-1]
-        loss = F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1))
-        loss.backward()
-        for p in model.parameters():
-            p.grad = None
-    return step
 
 
 def time_call(fn, device, reps: int) -> float:
@@ -70,17 +86,71 @@ def time_call(fn, device, reps: int) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def build(kind, args, device, dtype, scheme="lie-trotter", weights="shared"):
+def build(kind, args, device, scheme="lie-trotter", weights="shared"):
+    """The model with its stored parameter dtype: ``--dtype`` under ``--precision params``,
+    float32 (the master copy) otherwise."""
     torch.manual_seed(0)
     if kind == "ref":
         m = RefGPT(args.vocab_size, args.d_model, args.n_heads, args.n_layers, args.seq_len)
     else:
         m = SplitTransformer(args.vocab_size, args.d_model, args.n_heads, args.n_layers,
                              scheme=scheme, weights=weights, max_len=args.seq_len)
-    m = m.to(device=device, dtype=dtype).train()
-    if args.compile:
-        m = torch.compile(m, fullgraph=True)
-    return m
+    stored = getattr(torch, args.dtype) if args.precision == "params" else torch.float32
+    return m.to(device=device, dtype=stored).train()
+
+
+def _regions(model):
+    """What regional compilation compiles: our distinct field modules; the reference's blocks
+    (its natural repeated unit)."""
+    return accel.field_regions(model) if hasattr(model, "layers") else list(model.h)
+
+
+def _loss_fn(compute, args):
+    """(idx, targets) -> loss, compiled as ``--compile-scope`` says."""
+    mode = accel.compile_kwargs(args.compile_mode)
+    lm = LMLoss(compute, args.loss, args.loss_chunk)
+    if not args.compile:
+        return lm
+    if args.compile_scope == "model":
+        compiled = torch.compile(compute, fullgraph=True, **mode)
+        return lambda idx, y: plain_cross_entropy(compiled(idx), y)
+    if args.compile_scope == "regional":
+        accel.compile_regions(_regions(compute), args.compile_mode)
+        lm.head_fn = torch.compile(lm.head_loss, fullgraph=True, dynamic=False, **mode)
+        return lm
+    return torch.compile(lm, fullgraph=True, **mode)
+
+
+def make_step(model, args, idx, targets):
+    """One timed training step with the levers of ``args``: forward, loss, backward, and the
+    AdamW step when ``--optimizer`` is not none (else the gradients are dropped)."""
+    dtype = getattr(torch, args.dtype)
+    opt, compute = None, model
+    if args.optimizer != "none":
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.1,
+                                **accel.adamw_kwargs(args.optimizer, idx.device))
+    if args.precision == "master":
+        compute = accel.MasterWeights(model, dtype, opt).copy
+    fn = _loss_fn(compute, args)
+    amp = (torch.autocast(idx.device.type, dtype=dtype) if args.precision == "autocast"
+           else nullcontext())
+    params = list(compute.parameters())
+
+    def step():
+        if args.compile:
+            accel.mark_step(args.compile_mode)
+        with accel.sdpa_backend(args.sdpa):
+            with amp:
+                loss = fn(idx, targets)
+            loss.backward()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            for p in params:
+                p.grad = None
+    return step
 
 
 def peak_flops(args, device) -> float | None:
@@ -94,23 +164,38 @@ def peak_flops(args, device) -> float | None:
     return None
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float64"])
-    p.add_argument("--compile", action="store_true", help="torch.compile(fullgraph=True) both")
+    p.add_argument("--compile", action="store_true", help="torch.compile both (see the scope)")
+    p.add_argument("--compile-scope", default="model+loss", choices=SCOPES)
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
+    p.add_argument("--compile-cache", action="store_true",
+                   help="keep inductor's on-disk caches (faster start; compile seconds are then "
+                        "warm, not cold)")
+    p.add_argument("--loss", default="plain", choices=LOSSES)
+    p.add_argument("--loss-chunk", type=int, default=4096, help="rows per chunk (--loss chunked)")
+    p.add_argument("--sdpa", default="auto", choices=SDPA_BACKENDS)
+    p.add_argument("--optimizer", default="none", choices=("none", *ADAMW_IMPLS[1:]),
+                   help="AdamW step in the timed step, by implementation (default none)")
+    p.add_argument("--precision", default="params", choices=PRECISIONS)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--n-heads", type=int, default=4)
     p.add_argument("--n-layers", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab-size", type=int, default=256)
-    p.add_argument("--pairs", type=int, default=15, help="interleaved pairs (>= 9; default 15)")
+    p.add_argument("--pairs", type=int, default=15,
+                   help="interleaved pairs (>= 9 for a ratio worth quoting; default 15; 0: no "
+                        "comparison with the reference, the per-scheme rows only)")
     p.add_argument("--reps", type=int, default=3, help="fwd+bwd calls per timing (default 3)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
     p.add_argument("--schemes", default="all",
                    help="per-scheme rows: comma-separated names, 'all' (registry) or 'none'")
+    p.add_argument("--weights", default="shared,per-stage",
+                   help="weight layouts of the per-scheme rows (default shared,per-stage)")
     p.add_argument("--scheme-reps", type=int, default=5, help="timings per scheme row (median)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="device peak for MFU (default: known CUDA cards in bf16)")
@@ -118,8 +203,146 @@ def main(argv=None) -> int:
                    help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
-    if args.pairs < 1:
-        p.error("--pairs must be >= 1")
+    if args.pairs < 0:
+        p.error("--pairs must be >= 0")
+    if args.loss_chunk < 1:
+        p.error("--loss-chunk must be >= 1")
+    if args.precision == "master" and args.optimizer == "none":
+        p.error("--precision master needs an --optimizer (the master copy is what it updates)")
+    if args.precision != "params" and args.dtype == "float32":
+        p.error(f"--precision {args.precision} needs a lower --dtype (bfloat16)")
+    if args.compile and args.compile_scope == "model" and args.loss != "plain":
+        p.error("--compile-scope model compiles the model alone: use --loss plain")
+    return args
+
+
+def _batch(args, device, batch):
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, args.vocab_size, (batch, args.seq_len), generator=g).to(device)
+    targets = torch.randint(0, args.vocab_size, (batch, args.seq_len), generator=g).to(device)
+    return idx, targets
+
+
+def _lt_flops(args) -> float:
+    return describe("lie-trotter", weights="shared", d_model=args.d_model, n_heads=args.n_heads,
+                    n_layers=args.n_layers, vocab_size=args.vocab_size,
+                    seq_len=args.seq_len).flops_train
+
+
+def part1(args, device, info, peak):
+    """Ours against the reference, interleaved, every lever applied to both."""
+    from tqdm.auto import tqdm
+
+    idx, targets = _batch(args, device, args.batch)
+    models = {"ours": build("ours", args, device), "ref": build("ref", args, device)}
+    n = {k: sum(q.numel() for q in m.parameters()) for k, m in models.items()}
+    if n["ours"] != n["ref"]:
+        raise SystemExit(f"size mismatch: ours {n['ours']} parameters, reference {n['ref']}")
+    steps = {k: make_step(m, args, idx, targets) for k, m in models.items()}
+    first = {k: time_call(s, device, 1) for k, s in steps.items()}   # compiles
+    for _ in range(args.warmup - 1):
+        steps["ours"](), steps["ref"]()
+    t = {"ours": [], "ref": []}
+    for i in tqdm(range(args.pairs), desc="interleaved pairs", unit="pair", file=sys.stderr):
+        for k in (("ours", "ref") if i % 2 == 0 else ("ref", "ours")):
+            t[k].append(time_call(steps[k], device, args.reps))
+    med = {k: statistics.median(v) for k, v in t.items()}
+    ntok, fpt = args.batch * args.seq_len, _lt_flops(args)
+    res = dict(info, pairs=args.pairs, reps=args.reps, params=n["ours"],
+               ours_ms=med["ours"] * 1e3, ref_ms=med["ref"] * 1e3,
+               ratio=med["ours"] / med["ref"],
+               pair_ratio=statistics.median(a / b for a, b in zip(t["ours"], t["ref"])),
+               ours_all_ms=[x * 1e3 for x in t["ours"]], ref_all_ms=[x * 1e3 for x in t["ref"]],
+               schemes=[])
+    for k in ("ours", "ref"):
+        res[f"{k}_tokens_s"] = ntok / med[k]
+        res[f"{k}_mfu"] = None if peak is None else fpt * ntok / med[k] / peak
+        res[f"{k}_compile_s"] = max(0.0, first[k] - med[k]) if args.compile else None
+    _print_part1(res, args)
+    return res
+
+
+def _print_part1(r, args):
+    def extra(k):
+        mfu = "" if r[f"{k}_mfu"] is None else f"  MFU {100 * r[f'{k}_mfu']:5.1f}%"
+        comp = "" if r[f"{k}_compile_s"] is None else f"  compile {r[f'{k}_compile_s']:.1f} s"
+        return f"{r[f'{k}_tokens_s']:11.0f} tokens/s{mfu}{comp}"
+
+    print(f"\nparameters: {r['params']} (both)")
+    print(f"step median over {args.pairs} interleaved pairs ({args.reps} calls each):")
+    print(f"  SplitTransformer(lie-trotter)  {r['ours_ms']:9.2f} ms  {extra('ours')}")
+    print(f"  nanoGPT-style reference        {r['ref_ms']:9.2f} ms  {extra('ref')}")
+    print(f"  ratio of medians {r['ratio']:.4f}   median of per-pair ratios "
+          f"{r['pair_ratio']:.4f}   (target <= 1.05)")
+
+
+def _oom(e) -> bool:
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def scheme_row(args, device, s, w, peak):
+    """One per-scheme row (cold compile); the batch halves on an out-of-memory error."""
+    batch = args.batch
+    while batch >= 1:
+        torch._dynamo.reset()
+        m = step = None
+        try:
+            m = build("ours", args, device, scheme=s, weights=w)
+            step = make_step(m, args, *_batch(args, device, batch))
+            first = time_call(step, device, 1)
+            ts = [time_call(step, device, 1) for _ in range(args.scheme_reps)]
+            break
+        except RuntimeError as e:
+            if not (device.type == "cuda" and _oom(e)):
+                raise
+            batch //= 2
+        finally:
+            del m, step
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    else:
+        return {"scheme": s, "weights": w, "error": "out of memory at batch 1"}
+    sec, ntok = statistics.median(ts), batch * args.seq_len
+    c = describe(s, weights=w, d_model=args.d_model, n_heads=args.n_heads,
+                 n_layers=args.n_layers, vocab_size=args.vocab_size, seq_len=args.seq_len)
+    rate = c.flops_train * ntok / sec
+    return {"scheme": c.scheme, "weights": w, "batch": batch, "ms": sec * 1e3,
+            "params": c.params, "evals": c.evals, "train_gflop_tok": c.flops_train / 1e9,
+            "tokens_s": ntok / sec, "tflops": rate / 1e12,
+            "mfu": None if peak is None else rate / peak,
+            "compile_s": max(0.0, first - sec) if args.compile else None}
+
+
+def part2(args, device, peak):
+    from tqdm.auto import tqdm
+
+    names = [] if args.schemes == "none" else (
+        sn.schemes.available() if args.schemes == "all"
+        else [s.strip() for s in args.schemes.split(",") if s.strip()])
+    layouts = [w.strip() for w in args.weights.split(",") if w.strip()]
+    combos = [(s, w) for s in names for w in layouts]
+    rows = [scheme_row(args, device, s, w, peak)
+            for s, w in tqdm(combos, desc="schemes", unit="model", file=sys.stderr)]
+    if rows:
+        print(f"\nper scheme, step median of {args.scheme_reps} ({args.seq_len} tokens x batch):")
+        print(f"{'scheme':<14}{'weights':<11}{'batch':>6}{'ms':>10}{'params':>11}"
+              f"{'evals/tok':>10}{'GFLOP/tok':>11}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}"
+              f"{'compile s':>10}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['scheme']:<14}{r['weights']:<11}  {r['error']}")
+            continue
+        mfu = "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+        comp = "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"
+        print(f"{r['scheme']:<14}{r['weights']:<11}{r['batch']:6d}{r['ms']:10.1f}"
+              f"{r['params']:11d}{r['evals']:10d}{r['train_gflop_tok']:11.4f}"
+              f"{r['tokens_s']:11.0f}{r['tflops']:9.3f}{mfu:>7}{comp:>10}")
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -127,83 +350,25 @@ def main(argv=None) -> int:
         print("bench_layers: --device cuda but torch.cuda.is_available() is False",
               file=sys.stderr)
         return 2
-    dtype = getattr(torch, args.dtype)
-    ntok = args.batch * args.seq_len
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, args.vocab_size, (args.batch, args.seq_len), generator=g).to(device)
-    targets = torch.randint(0, args.vocab_size, (args.batch, args.seq_len), generator=g).to(device)
-    from tqdm.auto import tqdm
-
-    info = {"device": str(device), "dtype": args.dtype, "compile": args.compile,
-                "torch": torch.__version__, "threads": torch.get_num_threads(),
-                "d_model": args.d_model, "n_heads": args.n_heads, "n_layers": args.n_layers,
-                "seq_len": args.seq_len, "batch": args.batch, "vocab_size": args.vocab_size}
+    if args.compile and not args.compile_cache:
+        torch._inductor.config.force_disable_caches = True
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    info = {"device": str(device), "dtype": args.dtype, "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "d_model": args.d_model,
+            "n_heads": args.n_heads, "n_layers": args.n_layers, "seq_len": args.seq_len,
+            "batch": args.batch, "vocab_size": args.vocab_size,
+            **{k: getattr(args, k) for k in LEVERS}}
+    if device.type == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(device)
     print("bench_layers: " + ", ".join(f"{k}={v}" for k, v in info.items()))
-
-    # -- part 1: overhead against the reference -----------------------------------------
-    ours, ref = build("ours", args, device, dtype), build("ref", args, device, dtype)
-    n_ours = sum(q.numel() for q in ours.parameters())
-    n_ref = sum(q.numel() for q in ref.parameters())
-    if n_ours != n_ref:
-        raise SystemExit(f"size mismatch: ours {n_ours} parameters, reference {n_ref}")
-    steps = {"ours": make_step(ours, idx, targets), "ref": make_step(ref, idx, targets)}
-    for _ in range(args.warmup):
-        steps["ours"](), steps["ref"]()
-    t = {"ours": [], "ref": []}
-    for i in tqdm(range(args.pairs), desc="interleaved pairs", unit="pair", file=sys.stderr):
-        order = ("ours", "ref") if i % 2 == 0 else ("ref", "ours")
-        for k in order:
-            t[k].append(time_call(steps[k], device, args.reps))
-    med = {k: statistics.median(v) for k, v in t.items()}
-    pair_ratio = statistics.median(a / b for a, b in zip(t["ours"], t["ref"]))
-    ratio = med["ours"] / med["ref"]
-    print(f"\nparameters: {n_ours} (both)")
-    print(f"fwd+bwd median over {args.pairs} interleaved pairs ({args.reps} calls each):")
-    print(f"  SplitTransformer(lie-trotter)  {med['ours'] * 1e3:9.2f} ms")
-    print(f"  nanoGPT-style reference        {med['ref'] * 1e3:9.2f} ms")
-    print(f"  ratio of medians {ratio:.4f}   median of per-pair ratios {pair_ratio:.4f}   "
-          f"(target <= 1.05)")
-    results = dict(info, pairs=args.pairs, reps=args.reps, params=n_ours,
-                   ours_ms=med["ours"] * 1e3, ref_ms=med["ref"] * 1e3, ratio=ratio,
-                   pair_ratio=pair_ratio, ours_all_ms=[x * 1e3 for x in t["ours"]],
-                   ref_all_ms=[x * 1e3 for x in t["ref"]], schemes=[])
-    del ours, ref, steps
-
-    # -- part 2: every scheme ---------------------------------------------------------------
-    names = [] if args.schemes == "none" else (
-        sn.schemes.available() if args.schemes == "all"
-        else [s.strip() for s in args.schemes.split(",") if s.strip()])
     peak = peak_flops(args, device)
-    rows = []
-    combos = [(s, w) for s in names for w in ("shared", "per-stage")]
-    for s, w in tqdm(combos, desc="schemes", unit="model", file=sys.stderr):
-        m = build("ours", args, device, dtype, scheme=s, weights=w)
-        step = make_step(m, idx, targets)
-        step()
-        ts = [time_call(step, device, 1) for _ in range(args.scheme_reps)]
-        sec = statistics.median(ts)
-        c = describe(s, weights=w, d_model=args.d_model, n_heads=args.n_heads,
-                     n_layers=args.n_layers, vocab_size=args.vocab_size, seq_len=args.seq_len)
-        rate = c.flops_train * ntok / sec
-        rows.append({"scheme": c.scheme, "weights": w, "ms": sec * 1e3, "params": c.params,
-                         "evals": c.evals, "train_gflop_tok": c.flops_train / 1e9,
-                         "tokens_s": ntok / sec, "tflops": rate / 1e12,
-                         "mfu": None if peak is None else rate / peak})
-        del m, step
-    if rows:
-        print(f"\nper scheme, fwd+bwd median of {args.scheme_reps} ({ntok} tokens a call):")
-        print(f"{'scheme':<14}{'weights':<11}{'ms':>10}{'params':>11}{'evals/tok':>10}"
-              f"{'GFLOP/tok':>11}{'tokens/s':>11}{'TFLOP/s':>9}{'MFU':>7}")
-        for r in rows:
-            mfu = "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
-            print(f"{r['scheme']:<14}{r['weights']:<11}{r['ms']:10.1f}{r['params']:11d}"
-                  f"{r['evals']:10d}{r['train_gflop_tok']:11.4f}{r['tokens_s']:11.0f}"
-                  f"{r['tflops']:9.3f}{mfu:>7}")
-    results["schemes"] = rows
+    results = part1(args, device, info, peak) if args.pairs else dict(info)
+    results["schemes"] = part2(args, device, peak)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    return 0 if math.isfinite(ratio) else 1
+    return 0 if math.isfinite(results.get("ratio", 0.0)) else 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python experiments/compare_schemes.py                 # CPU scale, 8 seeds (~1 h on 2 cores)
     python experiments/compare_schemes.py --scale gpu --device cuda --compile
+    python experiments/compare_schemes.py --scale gpu-deep --device cuda --compile \
+        --models transformer,sandwich --seeds 0,1,2     # 16 layers, sandwich k = 7
 
 Six models and a control, each trained by ``splitnet.train`` with the same data order (per
 seed), optimiser, schedule and number of tokens:
@@ -12,7 +14,9 @@ seed), optimiser, schedule and number of tokens:
                     as the Transformer, 2 FFN calls per layer).
 * ``yoshida4-shared`` Yoshida's triple jump of Strang steps, shared weights, stages not merged
                     (6 FFN and 3 attention calls per layer).
-* ``sandwich``      the pattern s^k (sf)^(n-k) f^k as ONE per-stage layer with h = n, so every
+* ``sandwich``      the pattern s^k (sf)^(n-k) f^k (k = ``sandwich_k`` of the scale; 7 of 16 at
+                    ``gpu-deep``, as Press et al.'s 16-layer Toronto Books model, ~0.4 n)
+                    as ONE per-stage layer with h = n, so every
                     sub-layer is ``x + f(x)`` and the sub-layers are exactly the Transformer's
                     n attention and n FFN blocks, only reordered (equal parameters by
                     construction).
@@ -24,6 +28,13 @@ seed), optimiser, schedule and number of tokens:
 Runs go to ``--runs DIR/<model>/seed<k>``; a finished run is skipped and an interrupted one is
 resumed, so the script can be restarted at any time. After every run ``results.json`` and the
 report (``--report``, default docs/results.md) and figure are rewritten from what has finished.
+The report records the corpus each run was trained on (its fingerprint: source with the Python
+version for the default corpus, files, bytes, hash), since the default corpus differs between
+installations, and each model's steady-state tokens/s. ``--max-minutes`` stops starting new runs
+after that long (a time-sliced job: run the command again to go on).
+
+Start-up is light: parameter counts are taken on the meta device, only for the requested models,
+and torch, the trainer and matplotlib are imported when first needed.
 """
 
 from __future__ import annotations
@@ -31,16 +42,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from splitnet import checkpoint as ck
 from splitnet.config import SplitConfig, TrainConfig
-from splitnet.plots import plot_seed_curves
-from splitnet.train import train
+
+T_LAUNCH = time.perf_counter()
 
 SCALES = {
     # d_model 64, 4 layers, context 64, 16 x 64 tokens per step, 400 steps = 410k bytes/run
@@ -56,6 +67,11 @@ SCALES = {
     "gpu": {"d_model": 384, "n_heads": 6, "n_layers": 6, "d_ff": 1536, "context": 256,
             "batch_size": 64, "steps": 5000, "lr": 1e-3, "warmup": 200, "eval_every": 250,
             "eval_windows": 1024, "sandwich_k": 2},
+    # The depth at which the sandwich paper reported its language-modelling gains: 16 layers,
+    # sandwich coefficient k = 7 (Press et al. 2020, Toronto Books, 16 layers: k = 7, ~0.4 n).
+    "gpu-deep": {"d_model": 384, "n_heads": 6, "n_layers": 16, "d_ff": 1536, "context": 256,
+                 "batch_size": 64, "steps": 5000, "lr": 1e-3, "warmup": 200, "eval_every": 250,
+                 "eval_windows": 1024, "sandwich_k": 7},
 }
 
 ORDER = ["transformer", "macaron", "strang-shared", "yoshida4-shared", "sandwich", "sdu-gates",
@@ -128,7 +144,7 @@ def n_params(cfg: SplitConfig) -> int:
 
 def train_config(opts: SplitConfig, sc: dict, seed: int, out: Path, device: str,
                  compile_: bool, resume: bool, threads: int | None = None) -> TrainConfig:
-    return TrainConfig(model=opts, context=sc["context"], steps=sc["steps"],
+    return TrainConfig(model=opts, text=sc.get("text"), context=sc["context"], steps=sc["steps"],
                        batch_size=sc["batch_size"], lr=sc["lr"], warmup=sc["warmup"],
                        eval_windows=sc["eval_windows"], eval_every=sc["eval_every"],
                        ckpt_every=sc["eval_every"], seed=seed, device=device,
@@ -138,6 +154,8 @@ def train_config(opts: SplitConfig, sc: dict, seed: int, out: Path, device: str,
 
 def _done_step(out: Path, want: TrainConfig) -> int | None:
     """The step of a resumable checkpoint of the same configuration in ``out``, else None."""
+    from splitnet import checkpoint as ck
+
     try:
         state = ck.load(out)
         stored = TrainConfig.from_dict({**state["train_config"], "out": str(out)})
@@ -148,31 +166,57 @@ def _done_step(out: Path, want: TrainConfig) -> int | None:
     return state["step"] if same else None
 
 
+FIRST_STEP: dict = {}     # launch -> first training step, seconds (the first run trained here)
+
+
+def _train(want: TrainConfig, out: Path, done_step) -> None:
+    from splitnet.train import train
+
+    t0 = time.perf_counter()
+    summary = train(want.replace(resume=done_step is not None, overwrite=done_step is None))
+    wall = time.perf_counter() - t0
+    if summary.get("signal"):
+        raise KeyboardInterrupt
+    if not FIRST_STEP and summary.get("first_step_s") is not None:
+        FIRST_STEP["s"] = t0 - T_LAUNCH + summary["startup_s"] + summary["first_step_s"]
+        print(f"    launch -> first training step: {FIRST_STEP['s']:.1f} s", flush=True)
+    (out / "wall.json").write_text(json.dumps({
+        "wall_s": wall, "resumed": done_step, "tok_per_s": summary.get("tok_per_s"),
+        "mfu": summary.get("mfu"), "compile_s": summary.get("compile_s")}))
+
+
+def steady_tokens_s(recs: list[dict]) -> float:
+    """Tokens per step / the median step time over the steps after the first tenth (at least
+    two): the trainer's own steady-state figure (compilation and warm-up left out)."""
+    skip = min(len(recs) - 1, max(2, len(recs) // 10))
+    return recs[0]["tokens"] / recs[0]["step"] / float(np.median([r["step_s"]
+                                                                  for r in recs[skip:]]))
+
+
 def run_one(name, sc, seed, runs: Path, device, compile_, threads=None) -> dict:
-    """Train (or resume, or skip) one run; return its record from metrics.jsonl."""
+    """Train (or resume, or skip) one run; return its record from metrics.jsonl, with the
+    corpus it was trained on (the checkpoint's fingerprint) and its steady tokens/s."""
+    from splitnet import checkpoint as ck
+
     out = runs / name / f"seed{seed}"
     opts = model_options(name, sc)
     want = train_config(opts, sc, seed, out, device, compile_, False, threads)
     done_step = _done_step(out, want)
-    wall = None
     if done_step != sc["steps"]:
-        t0 = time.perf_counter()
-        summary = train(want.replace(resume=done_step is not None,
-                                     overwrite=done_step is None))
-        wall = time.perf_counter() - t0
-        if summary.get("signal"):
-            raise KeyboardInterrupt
-        (out / "wall.json").write_text(json.dumps({"wall_s": wall, "resumed": done_step}))
+        _train(want, out, done_step)
     recs = ck.read_metrics(out / ck.METRICS)
+    wall = None
     if (out / "wall.json").exists():
         wall = json.loads((out / "wall.json").read_text())["wall_s"]
     val = [(r["step"], r["val_bpb"]) for r in recs if "val_bpb" in r]
     train_curve = [(r["step"], r["bpb"]) for r in recs]
     ms_step = float(np.median([r["tokens"] / r["step"] / r["tok_per_s"] * 1e3 for r in recs]))
+    corpus = ck.load(out).get("corpus")
     return {"name": name, "seed": seed, "n_params": n_params(opts),
             "options": opts.to_dict(), "val_curve": val, "train_curve": train_curve,
             "final_val_bpb": val[-1][1], "steps": recs[-1]["step"], "tokens": recs[-1]["tokens"],
-            "wall_s": wall, "median_ms_per_step": ms_step}
+            "wall_s": wall, "median_ms_per_step": ms_step, "tokens_s": steady_tokens_s(recs),
+            "corpus": corpus, "python": platform.python_version(), "device": device}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,6 +269,8 @@ def verdict(results, a: str, b: str, at=None, tie: bool = False) -> tuple[str, d
 
 def plot(results, path: Path, sc: dict) -> None:
     """Validation curves per model (mean ± std over seeds), via splitnet.plots."""
+    from splitnet.plots import plot_seed_curves
+
     curves = {}
     tok_per_step = sc["batch_size"] * sc["context"]
     for name in ORDER:
@@ -238,6 +284,35 @@ def plot(results, path: Path, sc: dict) -> None:
                      zoom_from=sc["steps"] / 2 * tok_per_step / 1e3)
 
 
+def _tokens_s(r: dict, sc: dict) -> float:
+    """A run's steady tokens/s; records written before it was kept: from its median step."""
+    if r.get("tokens_s"):
+        return r["tokens_s"]
+    return sc["batch_size"] * sc["context"] / (r["median_ms_per_step"] / 1e3)
+
+
+def corpus_lines(results) -> list[str]:
+    """Which corpus the table's runs were trained on: one line per distinct fingerprint (the
+    default corpus differs between installations, so a figure is comparable only on the same
+    fingerprint), and a warning when the runs saw different corpora."""
+    from splitnet.data import describe_fingerprint
+
+    seen: dict = {}
+    for r in results:
+        fp, py = r.get("corpus"), r.get("python")
+        key = json.dumps(fp, sort_keys=True) + str(py)
+        seen.setdefault(key, [fp, py, 0])[2] += 1
+    lines = []
+    for fp, py, n in seen.values():
+        what = (describe_fingerprint(fp) if fp else "not recorded (runs made before the corpus "
+                "fingerprint was kept)")
+        lines.append(f"Corpus ({n} runs): {what}" + (f"; Python {py}" if py else "") + ".")
+    if len(seen) > 1:
+        lines.append("**Warning: these runs were trained on different corpora; compare only "
+                     "runs with the same fingerprint.**")
+    return lines or ["Corpus: no run finished yet."]
+
+
 def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
                  seeds: list[int], extra: str = "", models=None) -> None:
     base = [r for r in results if r["name"] == "transformer"]
@@ -249,12 +324,12 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
              f"{sc['context']}, batch {sc['batch_size']} sequences, {sc['steps']} steps = "
              f"{sc['steps'] * sc['batch_size'] * sc['context']:,} training bytes per run, AdamW "
              f"lr {sc['lr']} (warmup {sc['warmup']}, cosine to 10%), validation on "
-             f"{sc['eval_windows']} fixed windows of the held-out stdlib files every "
+             f"{sc['eval_windows']} fixed windows of the held-out files every "
              f"{sc['eval_every']} steps. Seeds requested: {seeds}."), "",
-             f"Command: `{cmd}`", "",
+             f"Command: `{cmd}`", "", *corpus_lines(results), "",
              ("| model | sub-layers of one layer (c·h) | params | Δ params | seeds done "
-              "| final val bpb (mean ± std) | per seed | median ms/step* |"),
-             "|---|---|---:|---:|---:|---|---|---:|"]
+              "| final val bpb (mean ± std) | per seed | median ms/step* | tokens/s* |"),
+             "|---|---|---:|---:|---:|---|---|---:|---:|"]
     shown = [m for m in ORDER if models is None or m in models
              or any(r["name"] == m for r in results)]
     for name in shown:
@@ -267,14 +342,17 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
         if rs:
             m, s = _mean_std([r["final_val_bpb"] for r in rs])
             ms = float(np.median([r["median_ms_per_step"] for r in rs]))
+            tps = float(np.median([_tokens_s(r, sc) for r in rs]))
             per = ", ".join(f"{r['final_val_bpb']:.4f}" for r in rs)
             sd = f"{m:.4f} ± {s:.4f}" if len(rs) > 1 else f"{m:.4f} (one seed)"
             lines.append(f"| {LABELS[name]} | {pat} | {np_:,} | {dp} | {len(rs)} | {sd} | "
-                         f"{per} | {ms:.0f} |")
+                         f"{per} | {ms:.0f} | {tps:,.0f} |")
         else:
-            lines.append(f"| {LABELS[name]} | {pat} | {np_:,} | {dp} | 0 | not run | | |")
-    lines += ["", ("*Wall-clock per step on a 2-core machine shared with other jobs (1 thread per "
-              "run): indicative of relative cost only."), "",
+            lines.append(f"| {LABELS[name]} | {pat} | {np_:,} | {dp} | 0 | not run | | | |")
+    lines += ["", ("*Median over seeds of each run's median milliseconds per step and of its "
+              "steady-state tokens/s (steps after the first tenth). On a CPU shared with other "
+              "jobs (1 thread per run) they indicate relative cost only; on a GPU they are "
+              "the card's throughput at this size."), "",
               f"![validation curves]({fig.relative_to(path.parent).as_posix()})", "",
               f"## Verdicts at scale `{scale}` (computed from the table)", "",
               ("Paired by seed (a seed fixes the batch sequence and the initialisation, so "
@@ -337,6 +415,8 @@ def main(argv=None) -> int:
     p.add_argument("--report", default="docs/results.md")
     p.add_argument("--figure", default=None,
                    help="figure path (default docs/figures/compare_SCALE.png)")
+    p.add_argument("--text", default=None,
+                   help="corpus (default: the Python standard library's .py files)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--compile", action="store_true")
     p.add_argument("--threads", type=int, default=1,
@@ -345,6 +425,9 @@ def main(argv=None) -> int:
                         "default")
     p.add_argument("--params-only", action="store_true",
                    help="print the parameter counts and exit")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="start no new run after this many minutes (run again to go on: "
+                        "finished runs are skipped, an interrupted one resumes)")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite the report and figure from RUNS/results.json and exit")
     a = p.parse_args(argv)
@@ -353,6 +436,8 @@ def main(argv=None) -> int:
         sc["steps"] = a.steps
     if a.lr:
         sc["lr"] = a.lr
+    if a.text:
+        sc["text"] = a.text
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     models = [m.strip() for m in a.models.split(",") if m.strip()]
     for m in models:
@@ -385,18 +470,22 @@ def main(argv=None) -> int:
     # Seed-major, cheapest first: a partial run has every model at seed 0 first, and the
     # expensive Yoshida4 (9 sub-layer calls per layer) never blocks the others.
     by_cost = sorted(models, key=lambda m: m == "yoshida4-shared")
-    for seed in seeds:
-        for m in by_cost:
-            t0 = time.time()
-            print(f"[{time.strftime('%H:%M:%S')}] {m} seed {seed} ...", flush=True)
-            r = run_one(m, sc, seed, runs, a.device, a.compile, a.threads or None)
-            results = [x for x in results if (x["name"], x["seed"]) != (m, seed)] + [r]
-            res_path.parent.mkdir(parents=True, exist_ok=True)
-            res_path.write_text(json.dumps(results))
-            plot(results, fig, sc)
-            write_report(results, report, fig, sc, a.scale, cmd.strip(), seeds, models=models)
-            print(f"    val bpb {r['final_val_bpb']:.4f}  ({time.time() - t0:.0f} s)",
-                  flush=True)
+    todo = [(seed, m) for seed in seeds for m in by_cost]
+    for i, (seed, m) in enumerate(todo):
+        if a.max_minutes is not None and time.perf_counter() - T_LAUNCH > 60 * a.max_minutes:
+            print(f"--max-minutes {a.max_minutes:g} reached: {len(todo) - i} runs left; run the "
+                  f"same command again to go on", flush=True)
+            return 3
+        t0 = time.time()
+        print(f"[{time.strftime('%H:%M:%S')}] {m} seed {seed} ...", flush=True)
+        r = run_one(m, sc, seed, runs, a.device, a.compile, a.threads or None)
+        results = [x for x in results if (x["name"], x["seed"]) != (m, seed)] + [r]
+        res_path.parent.mkdir(parents=True, exist_ok=True)
+        res_path.write_text(json.dumps(results))
+        plot(results, fig, sc)
+        write_report(results, report, fig, sc, a.scale, cmd.strip(), seeds, models=models)
+        print(f"    val bpb {r['final_val_bpb']:.4f}, {r['tokens_s']:,.0f} tokens/s "
+              f"({time.time() - t0:.0f} s)", flush=True)
     return 0
 
 

@@ -30,6 +30,15 @@ GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh")
 METHODS = ("euler", "midpoint", "rk4", "exact")   # sub-flow methods (splitnet.flows)
 DEVICES = ("auto", "cpu", "cuda")
+# Speed levers (splitnet.accel, splitnet.losses): none changes the function computed, only
+# rounding, so all are free on --resume.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")   # the modes that capture CUDA graphs
+COMPILE_SCOPES = ("auto", "model+loss", "regional")
+SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+LOSSES = ("plain", "chunked")
+ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
+PARAM_DTYPES = ("float32", "bfloat16")
 # How an option behaves on --resume: "fixed" options define the run (a different explicit value
 # is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
 # every option not given is restored from the checkpoint.
@@ -265,6 +274,24 @@ class TrainConfig:
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
     device: str = option("auto", "auto = cuda when available", resume=FREE, choices=DEVICES)
     compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
+    compile_mode: str = option("default", "torch.compile mode (reduce-overhead / max-autotune "
+                               "capture CUDA graphs)", resume=FREE, choices=COMPILE_MODES)
+    compile_scope: str = option("auto", "model+loss: one graph of network and loss; regional: "
+                                "each distinct field module once plus the head and loss, so "
+                                "compile time does not grow with stages; auto: regional when a "
+                                "layer has more than 3 stages and the network more than one "
+                                "layer", resume=FREE, choices=COMPILE_SCOPES)
+    loss: str = option("plain", "plain: cross-entropy of the full float32 logits; chunked: "
+                       "head and cross-entropy fused per chunk of rows (no full logits)",
+                       resume=FREE, choices=LOSSES)
+    loss_chunk: int = option(4096, "rows (tokens) per chunk of --loss chunked", resume=FREE)
+    sdpa: str = option("auto", "scaled-dot-product attention backend (auto: torch's choice)",
+                       resume=FREE, choices=SDPA_BACKENDS)
+    adamw: str = option("auto", "AdamW implementation (auto: fused on CUDA, torch's default "
+                        "elsewhere)", resume=FREE, choices=ADAMW_IMPLS)
+    param_dtype: str = option("float32", "bfloat16: forward and backward on a bf16 copy of the "
+                              "weights, AdamW on the float32 master weights", resume=FREE,
+                              choices=PARAM_DTYPES)
     amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
     threads: int | None = option(None, "CPU threads (default: torch's)", resume=FREE)
     peak_tflops: float | None = option(None, "accelerator peak for MFU (default: dense bf16 "
@@ -309,6 +336,16 @@ class TrainConfig:
             set_(self, b, _real(b, getattr(self, b), 0.0, 1.0, hi_open=True))
         set_(self, "clip", _real("clip", self.clip, lo=0.0))
         _choice("device", self.device, DEVICES)
+        for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
+                              ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),
+                              ("param_dtype", PARAM_DTYPES)):
+            _choice(name, getattr(self, name), options)
+        set_(self, "loss_chunk", _int("loss_chunk", self.loss_chunk))
+        if self.compile_mode in CUDAGRAPH_MODES and self.grad_accum > 1:
+            raise ValueError(f"compile_mode {self.compile_mode} captures CUDA graphs, whose "
+                             f"outputs (the gradients) a second micro-batch's replay may "
+                             f"overwrite before they are accumulated: it needs grad_accum 1, "
+                             f"got {self.grad_accum}")
         set_(self, "threads", _int("threads", self.threads, none=True))
         set_(self, "stop_at", _int("stop_at", self.stop_at, none=True))
         if self.resume and self.overwrite:
@@ -381,11 +418,18 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = [
     "ACTIVATIONS",
+    "ADAMW_IMPLS",
+    "COMPILE_MODES",
+    "COMPILE_SCOPES",
+    "CUDAGRAPH_MODES",
     "FIXED",
     "FREE",
     "GATES",
     "GATE_FIELDS",
+    "LOSSES",
     "METHODS",
+    "PARAM_DTYPES",
+    "SDPA_BACKENDS",
     "SESSION",
     "WEIGHTS",
     "MissingDependency",

@@ -128,7 +128,8 @@ class Corpus:
 def describe_fingerprint(fp) -> str:
     if not isinstance(fp, dict):
         return "none recorded"
-    return (f"{fp.get('source')}, {fp.get('files')} files, {fp.get('bytes'):,} bytes, "
+    n = fp.get("files")
+    return (f"{fp.get('source')}, {n} file{'' if n == 1 else 's'}, {fp.get('bytes'):,} bytes, "
             f"sha256 {str(fp.get('sha256'))[:12]}")
 
 

@@ -193,6 +193,15 @@ class SplitTransformer(nn.Module):
         return generate(self, idx, max_new_tokens, temperature, top_k, generator=generator,
                         use_cache=use_cache)
 
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final states after the last norm, ``norm(x_L)`` (B, T, D): ``forward(idx)`` is
+        ``head(features(idx))``. A loss that never forms the full logits multiplies them by
+        ``head.weight`` itself (:func:`splitnet.losses.linear_cross_entropy`)."""
+        x = self.embed(idx)
+        for k, layer in enumerate(self.layers):
+            x = layer(x, k * self.step_size)
+        return self.norm(x)
+
     def state_times(self) -> torch.Tensor:
         """Time of each state returned by ``forward(..., return_states=True)``: 0 for the
         embedding, then ``k h + h * stage_times`` (mean of the two fields' clocks)."""

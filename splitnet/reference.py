@@ -80,3 +80,17 @@ class RefGPT(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
+
+    # The two names splitnet.losses.LMLoss uses (as SplitTransformer has them), so the
+    # benchmark applies the same loss levers to the reference.
+    def features(self, idx):
+        """``ln_f`` of the last block's output: ``forward(idx) == lm_head(features(idx))``."""
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+    @property
+    def head(self):
+        return self.lm_head

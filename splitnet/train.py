@@ -132,12 +132,15 @@ def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float) -> float:
 
 
 def build_optimizer(model, cfg: TrainConfig):
-    """AdamW with weight decay on matrices only; fused on CUDA."""
+    """AdamW with weight decay on matrices only; ``cfg.adamw`` picks the implementation (auto:
+    fused on CUDA)."""
+    from .accel import adamw_kwargs
+
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    kw = {"fused": True} if next(model.parameters()).is_cuda else {}
+    kw = adamw_kwargs(cfg.adamw, next(model.parameters()).device)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kw)
 
 
@@ -176,7 +179,8 @@ def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
     per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
     per_token += 2 * 256     # logits and their float32 copy
-    return 16.0 * params + 4.0 * tokens * per_token
+    low = 2.0 * params if cfg.param_dtype == "bfloat16" else 0.0    # the bf16 compute copy
+    return 16.0 * params + low + 4.0 * tokens * per_token
 
 
 def _available_memory(device) -> float | None:
@@ -298,8 +302,8 @@ class _Run:
     env: _Env
     corpus: D.Corpus
     model: torch.nn.Module        # the raw model (checkpoints, evaluation)
-    step_fn: object               # callable (x, y) -> loss: compiled / DDP-wrapped forward + loss
-    fwd: torch.nn.Module          # the model as trained (compiled / DDP)
+    step_fn: object               # callable (fwd, x, y) -> loss, compiled with --compile
+    fwd: torch.nn.Module          # model + loss as trained (LMLoss, DDP-wrapped across ranks)
     opt: torch.optim.Optimizer
     sched: object
     step: int
@@ -312,16 +316,17 @@ class _Run:
     n_params: int
     log: object
     step_times: list = field(default_factory=list)
+    compile_scope: str | None = None
     last_val: float | None = None
     metrics: object = None
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
 
 
-def _loss(model, x, y):
-    """Mean cross-entropy of ``model(x)`` against ``y``, in float32."""
-    logits = model(x)
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+def _loss(fwd, x, y):
+    """Mean cross-entropy of one micro-batch: ``fwd`` is the :class:`~splitnet.losses.LMLoss`
+    (model and loss in one module, maybe DDP-wrapped)."""
+    return fwd(x, y)
 
 
 def _seed_everything(seed: int) -> None:
@@ -357,22 +362,55 @@ def _build(cfg: TrainConfig, state: dict | None, env: _Env):
     return model, opt, sched, step
 
 
-def _wrap(model, cfg: TrainConfig, env: _Env):
-    """The forward + loss as trained: compiled together when asked (the float32 upcast of the
-    logits then fuses into the graph), DDP-wrapped across processes."""
-    fwd = model
+def compile_scope(cfg: TrainConfig, model) -> str | None:
+    """What ``--compile`` compiles: ``"model+loss"`` (one graph of network and loss),
+    ``"regional"`` (each distinct field module, then head + loss), or None without --compile."""
+    from .accel import regional_default
+
+    if not cfg.compile:
+        return None
+    if cfg.compile_scope == "auto":
+        return "regional" if regional_default(model) else "model+loss"
+    return cfg.compile_scope
+
+
+def _wrap(model, opt, cfg: TrainConfig, env: _Env):
+    """Model and loss as trained (an LMLoss): on a bf16 copy with float32 master weights when
+    asked; compiled together as one graph (the float32 upcast of the logits fuses into it;
+    fullgraph, except under DDP, whose optimiser splits the graph at bucket boundaries) or
+    region by region; DDP-wrapped across processes."""
+    from . import accel
+    from .losses import LMLoss
+
+    compute = model
+    if cfg.param_dtype == "bfloat16":
+        compute = accel.MasterWeights(model, torch.bfloat16, opt).copy
+    scope = compile_scope(cfg, model)
+    if scope is not None:
+        # dynamo caches compiled code per code object (_loss, Attention.forward, ...), at most
+        # 8 variants each: after 8 differently shaped models in one process (a comparison
+        # harness) the next would run eagerly with only a warning. Nothing compiled is shared
+        # between runs, so each compiled run starts afresh.
+        torch._dynamo.reset()
+    fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
+    if scope == "regional":
+        accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
+        fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
+                                    **accel.compile_kwargs(cfg.compile_mode))
     if env.distributed:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        fwd = DDP(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
-    step_fn = torch.compile(_loss) if cfg.compile else _loss
-    return fwd, step_fn
+        fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+    if scope == "model+loss":
+        return fwd, torch.compile(_loss, fullgraph=not env.distributed,
+                                  **accel.compile_kwargs(cfg.compile_mode))
+    return fwd, _loss
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: _Env, signals,
            log) -> _Run:
     model, opt, sched, step = _build(cfg, state, env)
-    fwd, step_fn = _wrap(model, cfg, env)
+    fwd, step_fn = _wrap(model, opt, cfg, env)
     cuda = env.device.type == "cuda"
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -387,18 +425,22 @@ def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: _Env, si
                 opt=opt, sched=sched, step=step, amp=amp, out=out, signals=signals,
                 fpt=flops_per_token(model, cfg.context), peak=peak,
                 vstarts=D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
-                n_params=model.n_params(), log=log)
+                n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
 
 
 def _evaluate(run: _Run) -> float:
-    """Mean validation loss over the fixed windows (each rank a contiguous share, all-reduced)."""
+    """Mean validation loss over the fixed windows (each rank a contiguous share, all-reduced),
+    on the float32 model, eagerly (compiled regions are bypassed rather than recompiled for
+    another batch shape)."""
+    from . import accel
+
     cfg, env = run.cfg, run.env
     run.model.eval()
     tot = torch.zeros((), dtype=torch.float64, device=env.device)
     n = 0
     share = run.vstarts.tensor_split(env.world)[env.rank]
     micro = cfg.batch_size // (env.world * cfg.grad_accum)
-    with torch.no_grad(), run.amp, run.signals.interruptible():
+    with torch.no_grad(), run.amp, run.signals.interruptible(), accel.eager():
         for x, y in D.val_batches(run.corpus, share, max(micro, 32), cfg.context):
             x, y = x.to(env.device), y.to(env.device)
             logits = run.model(x)
@@ -505,8 +547,11 @@ def _log(run: _Run, rec: dict) -> None:
     run.metrics.flush()
     if run.tb is not None:
         run.tb.write(rec)
+    speed = _steady(run)
     post = {"loss": f"{rec['loss']:.3f}", "bpb": f"{rec['bpb']:.3f}",
-            "tok/s": f"{_steady(run)['tok_per_s']:.0f}"}
+            "tok/s": f"{speed['tok_per_s']:.0f}"}
+    if "mfu" in speed:
+        post["mfu"] = f"{speed['mfu']:.1%}"
     if run.last_val is not None:
         post["val_bpb"] = f"{run.last_val:.3f}"
     run.bar.set_postfix(post, refresh=False)
@@ -515,14 +560,17 @@ def _log(run: _Run, rec: dict) -> None:
 
 def _steady(run: _Run) -> dict:
     """Steady-state speed: the median over this session's steps after the warm-up ones (the
-    first tenth, at least the first two: compilation, allocator and cache warm-up)."""
+    first tenth, at least the first two: compilation, allocator and cache warm-up), never an
+    average that includes them. ``compile_s`` (with --compile): the first step's excess over
+    that median, i.e. tracing and code generation of forward and backward."""
     ts = run.step_times
     if not ts:
         return {"tok_per_s": 0.0}
     skip = min(len(ts) - 1, max(2, len(ts) // 10))
     med = statistics.median(ts[skip:])
     out = {"tok_per_s": run.cfg.batch_size * run.cfg.context / med, "step_s": med,
-           "first_step_s": ts[0], "warmup_steps": skip}
+           "first_step_s": ts[0], "warmup_steps": skip,
+           "compile_s": max(0.0, ts[0] - med) if run.cfg.compile else None}
     if run.peak:
         out["mfu"] = run.fpt * out["tok_per_s"] / run.peak
     return out
@@ -540,6 +588,10 @@ def _stop_requested(run: _Run) -> int | None:
 
 
 def _one_step(run: _Run) -> dict:
+    if run.cfg.compile:
+        from .accel import mark_step
+
+        mark_step(run.cfg.compile_mode)     # CUDA-graph modes: a new step begins
     t0 = time.perf_counter()
     loss, gnorm = _train_step(run)
     if run.env.device.type == "cuda":
@@ -614,6 +666,10 @@ def _prepare(cfg: TrainConfig, explicit, env: _Env):
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
         raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
                          f"--overwrite to start again")
+    if cfg.param_dtype != "float32" and env.distributed:
+        raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
+                         f"gradients are taken before DDP averages them); use float32 with "
+                         f"torchrun")
     if cfg.batch_size % (env.world * cfg.grad_accum):
         raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
                          f"{env.world} x --grad-accum {cfg.grad_accum}")
@@ -669,6 +725,8 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     ``explicit``: with ``cfg.resume``, the option names the caller gave (``model.x`` for model
     options); default: those that differ from their defaults. Raises ValueError on bad input
     (before anything is written), TrainingError on a non-finite loss."""
+    from .accel import sdpa_backend
+
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train() takes a TrainConfig, got {type(cfg).__name__}")
     t_start = time.perf_counter()
@@ -688,7 +746,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
             dist.init_process_group("nccl" if env.device.type == "cuda" else "gloo")
         try:
             lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
-            with lock:
+            with lock, sdpa_backend(cfg.sdpa):
                 with _setup_phase(signals):
                     run = _setup(cfg, state, corpus, env, signals, log)
                 return _session(run, t_start)
@@ -753,15 +811,20 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
     speed = _steady(run)
     summary = {"step": run.step, "steps": cfg.steps, "val_bpb": run.last_val,
                "n_params": run.n_params, "out": str(run.out), "signal": sig,
-               "flops_per_token": run.fpt, "startup_s": startup_s, **speed}
+               "flops_per_token": run.fpt, "startup_s": startup_s,
+               "compile_scope": run.compile_scope, **speed}
     if sig is not None:
         run.log(f"\nreceived signal {sig}: checkpoint saved at step {run.step} in "
                 f"{run.out / ck.CKPT}; continue with --resume")
     elif run.step == cfg.steps:
         vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
         mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
-        first = (f"; start-up {startup_s:.1f} s, first step {speed['first_step_s']:.2f} s"
-                 + (" (compilation)" if cfg.compile else "")) if run.step_times else ""
+        first = ""
+        if run.step_times:
+            comp = (f", compile {speed['compile_s']:.1f} s ({run.compile_scope})"
+                    if cfg.compile else "")
+            first = (f"; start-up {startup_s:.1f} s{comp}, first step "
+                     f"{speed['first_step_s']:.2f} s")
         run.log(f"done: step {run.step}, val bpb {vb}, {speed['tok_per_s']:.0f} tokens/s "
                 f"steady (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
                 f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")

@@ -5,6 +5,11 @@ The default run checks the trace (dynamo with a recording backend: a graph break
 45 stages a layer, under ``-m slow``); the slow run also compiles every registry scheme and a
 pattern with inductor, runs forward and backward and compares with eager (about 30-60 s per
 scheme on 2 CPU cores, hence ``-m slow``).
+
+The trainer's compiled step (``splitnet.train._wrap``) is checked the same way: with
+``--compile`` one full graph holds network and loss; with ``--compile-scope regional`` one graph
+per kind of field module plus one for head and loss; and (``-m slow``, inductor, fresh processes,
+cold caches) Yoshida4's regional compile costs at most twice Lie–Trotter's.
 """
 
 import pytest
@@ -132,3 +137,103 @@ def test_reference_gpt_equals_lie_trotter_with_copied_weights():
     idx = _idx()
     assert sum(p.numel() for p in ref.parameters()) == ours.n_params()
     assert torch.allclose(ref(idx), ours(idx), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer's compiled step (splitnet.train._wrap) and regional compilation
+
+
+def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss="plain"):
+    """The trainer's (fwd, step_fn) for a tiny model, every torch.compile recording its graphs
+    (and the options it was given) instead of running inductor."""
+    from splitnet import train as T
+    from splitnet.config import SplitConfig, TrainConfig
+
+    torch._dynamo.reset()
+    backend, graphs = _recording_backend()
+    real, options = torch.compile, []
+
+    def recording_compile(fn, **kw):
+        options.append(kw)
+        return real(fn, **{**kw, "backend": backend})
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    cfg = TrainConfig(model=SplitConfig(d_model=16, n_heads=2, n_layers=2, scheme=scheme,
+                                        weights=weights), context=8, compile=True,
+                      compile_scope=scope, loss=loss, loss_chunk=5)
+    torch.manual_seed(0)
+    model = SplitTransformer.from_config(cfg.model)
+    fwd, step_fn = T._wrap(model, T.build_optimizer(model, cfg), cfg, T._env("cpu"))
+    x, y = torch.randint(0, 256, (2, 8)), torch.randint(0, 256, (2, 8))
+    loss = step_fn(fwd, x, y)
+    from splitnet.losses import plain_cross_entropy
+
+    assert torch.allclose(loss, plain_cross_entropy(model(x), y), atol=1e-5)
+    return model, graphs, options
+
+
+def _calls(graph, name):
+    """Calls of ``name`` in a traced graph and its sub-graphs (an autograd.Function's body)."""
+    return [n for gm in graph.modules() if isinstance(gm, torch.fx.GraphModule)
+            for n in gm.graph.nodes if n.op == "call_function" and name in str(n.target)]
+
+
+@pytest.mark.parametrize("loss", ["plain", "chunked"])
+def test_trainer_compiles_network_and_loss_as_one_full_graph(monkeypatch, loss):
+    """--compile: one graph holds every stage of the network and the cross-entropy (so the
+    float32 upcast of the logits fuses in), traced with fullgraph=True (a graph break raises)."""
+    model, graphs, options = _trainer_step(monkeypatch, "model+loss", loss=loss)
+    assert len(options) == 1 and options[0]["fullgraph"] is True
+    assert len(graphs) == 1
+    g = graphs[0]
+    assert len(_calls(g, "scaled_dot_product_attention")) == model.n_layers * 1
+    assert _calls(g, "cross_entropy") or _calls(g, "logsumexp")
+
+
+def test_trainer_regional_compile_graphs(monkeypatch):
+    """--compile-scope regional: one graph per kind of field module (here attention and the
+    half-width feed-forward, shared by 2 layers x 3 stages) and one for head + loss."""
+    _, graphs, options = _trainer_step(monkeypatch, "regional")
+    assert len(graphs) == 3
+    assert sum(len(_calls(g, "scaled_dot_product_attention")) for g in graphs) == 1
+    assert sum(len(_calls(g, "cross_entropy")) for g in graphs) == 1
+    assert all(o.get("dynamic") is False for o in options)
+
+
+_COMPILE_TIME = """
+import sys, time, torch
+from splitnet import train as T
+from splitnet.config import SplitConfig, TrainConfig
+from splitnet.models import SplitTransformer
+torch.set_num_threads(1)
+cfg = TrainConfig(model=SplitConfig(d_model=64, n_heads=4, n_layers=4, scheme=sys.argv[1]),
+                  context=32, compile=True, compile_scope="regional")
+model = SplitTransformer.from_config(cfg.model)
+fwd, step_fn = T._wrap(model, T.build_optimizer(model, cfg), cfg, T._env("cpu"))
+x = torch.randint(0, 256, (4, 32))
+times = []
+for _ in range(3):
+    t0 = time.perf_counter()
+    step_fn(fwd, x, x).backward()
+    times.append(time.perf_counter() - t0)
+print(times[0] - min(times[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_regional_compile_time_does_not_grow_with_stages(tmp_path):
+    """Inductor, cold caches, each in a fresh process: compiling a Yoshida4 model (9 stages a
+    layer) regionally costs at most 2x the Lie–Trotter model's (2 stages)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    secs = {}
+    for scheme in ("lie-trotter", "yoshida4"):
+        r = subprocess.run([sys.executable, "-c", _COMPILE_TIME, scheme], capture_output=True,
+                           text=True, timeout=900, env=env, check=False)
+        assert r.returncode == 0, r.stderr[-2000:]
+        secs[scheme] = float(r.stdout.split()[-1])
+    assert secs["yoshida4"] <= 2 * secs["lie-trotter"], secs

@@ -185,6 +185,7 @@ READERS = {
     "train": ["--resume", "--out", "{dir}"],
     "trajectories": ["--checkpoint", "{dir}", "--out", "{tmp}/t.png"],
     "export": ["--checkpoint", "{dir}", "--out", "{tmp}/hf"],
+    "sample": ["--checkpoint", "{dir}", "--max-new-tokens", "4"],
 }
 
 

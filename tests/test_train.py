@@ -250,3 +250,38 @@ def test_cli_default_corpus(tmp_path):
 def test_cuda_bf16_run(text, tmp_path):
     s = _run(text, tmp_path / "g", "--steps", "5", "--device", "cuda")
     assert s["step"] == 5 and math.isfinite(s["val_bpb"])
+
+
+def test_summary_is_the_steady_state_median_not_the_average(text, tmp_path, monkeypatch, capsys):
+    """A fake slow first step (as compilation makes it) must not pull the reported speed down:
+    tokens/s and MFU are the median over the steps after warm-up, the first step's excess is
+    reported apart as compile time, and metrics.jsonl keeps every step's own figures."""
+    import statistics
+
+    real_step, calls = T._train_step, {"n": 0}
+
+    def slow_first(run):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            time.sleep(3.0)
+        return real_step(run)
+
+    monkeypatch.setattr(T, "_train_step", slow_first)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)   # --compile without inductor
+    out = tmp_path / "s"
+    s = _run(text, out, "--steps", "20", "--eval-every", "1000", "--compile",
+             "--peak-tflops", "1")
+    recs = ck.read_metrics(out / ck.METRICS)
+    step_s = [r["step_s"] for r in recs]
+    assert len(step_s) == 20 and step_s[0] >= 3.0 and max(step_s[1:]) < 1.0
+    assert s["warmup_steps"] == 2
+    assert s["step_s"] == pytest.approx(statistics.median(step_s[2:]))
+    tokens = 8 * 32
+    assert s["tok_per_s"] == pytest.approx(tokens / s["step_s"])
+    assert s["tok_per_s"] > 2 * 20 * tokens / sum(step_s)          # far above the average
+    assert s["mfu"] == pytest.approx(s["flops_per_token"] * s["tok_per_s"] / 1e12)
+    assert s["compile_s"] == pytest.approx(step_s[0] - s["step_s"]) and s["compile_s"] > 2
+    assert s["compile_scope"] == "model+loss"
+    err = capsys.readouterr().err
+    assert f"{s['tok_per_s']:.0f} tokens/s steady" in err
+    assert f"compile {s['compile_s']:.1f} s" in err

@@ -1,0 +1,91 @@
+"""experiments/compare_schemes.py: it starts fast, knows the gpu-deep scale, and every table
+records the corpus its runs were trained on and each model's tokens/s."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "compare_schemes.py"
+
+
+def _script(*argv, timeout=600):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True,
+                       timeout=timeout, env=env, check=False)
+    return r, time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def cs():
+    spec = importlib.util.spec_from_file_location("compare_schemes", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_params_only_at_gpu_scale_is_fast():
+    """Every model's parameters at GPU scale, counted on the meta device: well under 20 s
+    (it once built a 10M-parameter model per candidate width of the gated model)."""
+    r, secs = _script("--scale", "gpu", "--params-only")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len([ln for ln in r.stdout.splitlines() if " params " in ln]) == 7
+    assert secs < 20, f"--params-only took {secs:.1f} s"
+
+
+def test_gpu_deep_scale(cs, capsys):
+    sc = cs.SCALES["gpu-deep"]
+    assert sc["n_layers"] >= 16 and abs(sc["sandwich_k"] - 0.4 * sc["n_layers"]) <= 1
+    opts = cs.model_options("sandwich", sc)
+    n, k = sc["n_layers"], sc["sandwich_k"]
+    assert opts.scheme == "s" * k + "sf" * (n - k) + "f" * k and opts.step_size == n
+    assert cs.main(["--scale", "gpu-deep", "--params-only", "--models",
+                    "transformer,sandwich"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "layers 16" in out[0] and "+0.00%" in out[1]    # the sandwich: equal parameters
+
+
+def test_steady_tokens_s_leaves_out_the_warm_up(cs):
+    recs = [{"step": s, "tokens": 64 * s, "step_s": 60.0 if s == 1 else 1.0 + s / 100}
+            for s in range(1, 21)]
+    assert cs.steady_tokens_s(recs) == pytest.approx(64 / 1.115)    # median of steps 3..20
+
+
+def test_corpus_lines_name_the_fingerprint_and_warn_on_a_mix(cs):
+    fp = {"source": "Python 3.11 stdlib (/usr/lib/python3.11)", "files": 10, "bytes": 12345,
+          "sha256": "abcdef0123456789"}
+    one = cs.corpus_lines([{"corpus": fp, "python": "3.11.9"}] * 2)
+    assert one == ["Corpus (2 runs): Python 3.11 stdlib (/usr/lib/python3.11), 10 files, "
+                   "12,345 bytes, sha256 abcdef012345; Python 3.11.9."]
+    mixed = cs.corpus_lines([{"corpus": fp, "python": "3.11.9"},
+                             {"corpus": {**fp, "bytes": 1}, "python": "3.12.3"}, {}])
+    assert len(mixed) == 4 and "different corpora" in mixed[-1]
+    assert "not recorded" in mixed[2]
+
+
+def test_a_tiny_comparison_records_corpus_and_tokens_per_second(tmp_path):
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"def f{i}(x):\n    return x * {i % 7}\n" for i in range(400)))
+    runs, report = tmp_path / "runs", tmp_path / "results.md"
+    argv = ["--scale", "cpu", "--steps", "3", "--seeds", "0", "--models", "transformer",
+            "--text", str(text), "--runs", str(runs), "--report", str(report), "--figure",
+            str(tmp_path / "fig.png")]
+    r, _ = _script(*argv)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "launch -> first training step" in r.stdout
+    rec = json.loads((runs / "results.json").read_text())[0]
+    assert rec["corpus"]["source"] == str(text) and rec["tokens_s"] > 0
+    md = report.read_text()
+    assert f"Corpus (1 runs): {text}, 1 file," in md and "tokens/s*" in md
+
+def test_max_minutes_starts_nothing_new_once_spent(cs, tmp_path, capsys):
+    argv = ["--scale", "cpu", "--seeds", "0", "--models", "transformer", "--runs",
+            str(tmp_path), "--report", str(tmp_path / "r.md"), "--max-minutes", "0"]
+    assert cs.main(argv) == 3
+    assert "1 runs left" in capsys.readouterr().out and not (tmp_path / "transformer").exists()
