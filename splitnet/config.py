@@ -273,6 +273,8 @@ class TrainConfig:
     eval_every: int = option(100, "validation every N steps", resume=FREE)
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
     device: str = option("auto", "auto = cuda when available", resume=FREE, choices=DEVICES)
+    sync_every: int | None = option(None, "read losses back to the host every N steps (fewer "
+                                    "syncs; default 10 on CUDA, 1 on the CPU)", resume=FREE)
     compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
     compile_mode: str = option("default", "torch.compile mode (reduce-overhead / max-autotune "
                                "capture CUDA graphs)", resume=FREE, choices=COMPILE_MODES)
@@ -347,6 +349,7 @@ class TrainConfig:
                              f"overwrite before they are accumulated: it needs grad_accum 1, "
                              f"got {self.grad_accum}")
         set_(self, "threads", _int("threads", self.threads, none=True))
+        set_(self, "sync_every", _int("sync_every", self.sync_every, none=True))
         set_(self, "stop_at", _int("stop_at", self.stop_at, none=True))
         if self.resume and self.overwrite:
             raise ValueError("--resume and --overwrite contradict each other: choose one")

@@ -316,6 +316,8 @@ class _Run:
     n_params: int
     log: object
     step_times: list = field(default_factory=list)
+    pending: list = field(default_factory=list)   # _Pending steps not yet read back
+    block_start: float = 0.0                      # when the first pending step began
     compile_scope: str | None = None
     last_val: float | None = None
     metrics: object = None
@@ -457,9 +459,21 @@ def _evaluate(run: _Run) -> float:
     return float(tot / cnt)
 
 
-def _train_step(run: _Run) -> tuple[float, float | None]:
-    """One optimiser step over the micro-batches of step ``run.step``; returns (loss, grad
-    norm). Raises TrainingError on a non-finite loss (before the update)."""
+@dataclass
+class _Pending:
+    """A finished step whose numbers are still on the device: read back at the next sync
+    (:func:`_settle`), so a GPU step does not wait for the host."""
+
+    step: int
+    loss: torch.Tensor
+    gnorm: torch.Tensor | None
+    lr: float
+
+
+def _train_step(run: _Run) -> _Pending:
+    """One optimiser step over the micro-batches of step ``run.step``, with no host sync: the
+    loss and gradient norm stay on the device until :func:`_settle` reads them (and stops the
+    run on a non-finite loss before anything is saved)."""
     cfg, env = run.cfg, run.env
     accum = cfg.grad_accum
     micro = cfg.batch_size // (env.world * accum)
@@ -482,20 +496,14 @@ def _train_step(run: _Run) -> tuple[float, float | None]:
 
         dist.all_reduce(loss_t)
         loss_t /= env.world
-    loss_v = float(loss_t)
-    if not math.isfinite(loss_v):
-        raise TrainingError(
-            f"non-finite training loss ({loss_v}) at step {run.step + 1}: stopping. The last "
-            f"good checkpoint in {run.out / ck.CKPT} was left untouched; lower --lr, raise "
-            f"--warmup or set --clip, then --resume")
     gnorm = None
     if cfg.clip > 0:
-        gnorm = float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip))
+        gnorm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip)
     run.opt.step()
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
     run.step += 1
-    return loss_v, gnorm
+    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"])
 
 
 def _save(run: _Run) -> None:
@@ -528,11 +536,11 @@ def _stored(cfg: TrainConfig) -> dict:
     return d
 
 
-def _record(run: _Run, loss: float, gnorm, dt: float) -> dict:
+def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
     cfg = run.cfg
     tokens = cfg.batch_size * cfg.context
-    rec = {"step": run.step, "loss": loss, "bpb": loss / D.LN2, "lr": run.opt.param_groups[0]["lr"],
-           "tokens": run.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
+    rec = {"step": p.step, "loss": loss, "bpb": loss / D.LN2, "lr": p.lr,
+           "tokens": p.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
     if gnorm is not None:
         rec["grad_norm"] = gnorm
     if run.peak:
@@ -587,29 +595,67 @@ def _stop_requested(run: _Run) -> int | None:
     return sig
 
 
-def _one_step(run: _Run) -> dict:
+def _sync_every(run: _Run) -> int:
+    """Steps between host syncs: ``sync_every`` if given, else 10 on CUDA and 1 on the CPU
+    (where a sync costs nothing)."""
+    return run.cfg.sync_every or (10 if run.env.device.type == "cuda" else 1)
+
+
+def _boundary(run: _Run) -> bool:
+    """Read the pending steps back now? At every evaluation, checkpoint, the end, --stop-at,
+    every ``_sync_every`` steps, after the session's first step (its time is the compile
+    time), and on a signal (one process; several agree at the regular boundaries)."""
+    cfg, s = run.cfg, run.step
+    return (s % cfg.eval_every == 0 or s % cfg.ckpt_every == 0 or s == cfg.steps
+            or (cfg.stop_at is not None and s >= cfg.stop_at) or not run.step_times
+            or len(run.pending) >= _sync_every(run)
+            or (run.signals.received is not None and not run.env.distributed))
+
+
+def _settle(run: _Run, evaluate: bool = True) -> None:
+    """One host sync for the pending steps: their losses, gradient norms and times; a
+    non-finite loss stops the run (TrainingError, before any save); validation if due; the
+    metrics lines."""
+    pending, run.pending = run.pending, []
+    if not pending:
+        return
+    if run.env.device.type == "cuda":
+        torch.cuda.synchronize(run.env.device)
+    dt = (time.perf_counter() - run.block_start) / len(pending)
+    losses = torch.stack([p.loss for p in pending]).tolist()
+    gnorms = [None if p.gnorm is None else float(p.gnorm) for p in pending]
+    for p, loss in zip(pending, losses):
+        if not math.isfinite(loss):
+            raise TrainingError(
+                f"non-finite training loss ({loss}) at step {p.step}: stopping. The last good "
+                f"checkpoint in {run.out / ck.CKPT} was left untouched; lower --lr, raise "
+                f"--warmup or set --clip, then --resume")
+    run.step_times += [dt] * len(pending)
+    recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
+    s = run.step
+    if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
+        try:
+            vl = _evaluate(run)
+        except _Interrupted:
+            for rec in recs:        # the steps themselves are complete: keep their lines
+                _log(run, rec)
+            raise
+        run.last_val = vl / D.LN2
+        recs[-1].update(val_loss=vl, val_bpb=run.last_val)
+    for rec in recs:
+        _log(run, rec)
+
+
+def _one_step(run: _Run) -> None:
     if run.cfg.compile:
         from .accel import mark_step
 
         mark_step(run.cfg.compile_mode)     # CUDA-graph modes: a new step begins
-    t0 = time.perf_counter()
-    loss, gnorm = _train_step(run)
-    if run.env.device.type == "cuda":
-        torch.cuda.synchronize(run.env.device)
-    dt = time.perf_counter() - t0
-    run.step_times.append(dt)
-    rec = _record(run, loss, gnorm, dt)
-    cfg = run.cfg
-    if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
-        try:
-            vl = _evaluate(run)
-        except _Interrupted:
-            _log(run, rec)          # the step itself is complete: keep its line
-            raise
-        run.last_val = vl / D.LN2
-        rec.update(val_loss=vl, val_bpb=run.last_val)
-    _log(run, rec)
-    return rec
+    if not run.pending:
+        run.block_start = time.perf_counter()
+    run.pending.append(_train_step(run))
+    if _boundary(run):
+        _settle(run)
 
 
 def _loop(run: _Run) -> int | None:
@@ -621,8 +667,11 @@ def _loop(run: _Run) -> int | None:
             _one_step(run)
         except _Interrupted as e:
             run.opt.zero_grad(set_to_none=True)      # an abandoned step: no update was made
+            _settle(run, evaluate=False)             # the finished ones keep their lines
             _save(run)
             return e.signum
+        if run.pending:
+            continue                                 # between syncs: nothing to decide yet
         sig = _stop_requested(run)
         pause = cfg.stop_at is not None and run.step >= cfg.stop_at
         if run.step % cfg.ckpt_every == 0 or run.step == cfg.steps or sig is not None or pause:

@@ -285,3 +285,36 @@ def test_summary_is_the_steady_state_median_not_the_average(text, tmp_path, monk
     err = capsys.readouterr().err
     assert f"{s['tok_per_s']:.0f} tokens/s steady" in err
     assert f"compile {s['compile_s']:.1f} s" in err
+
+
+def test_deferred_host_syncs_change_nothing_but_when_numbers_are_read(text, tmp_path):
+    """--sync-every 4 reads losses back every fourth step (what CUDA does by default): the
+    same losses, the same weights, the same metrics lines, evaluation where it was."""
+    common = ["--steps", "10", "--eval-every", "5", "--ckpt-every", "5"]
+    _run(text, tmp_path / "a", *common)
+    _run(text, tmp_path / "b", *common, "--sync-every", "4")
+    a = ck.read_metrics(tmp_path / "a" / ck.METRICS)
+    b = ck.read_metrics(tmp_path / "b" / ck.METRICS)
+    keys = ("step", "loss", "lr", "grad_norm", "tokens")
+    assert [[r[k] for k in keys] for r in a] == [[r[k] for k in keys] for r in b]
+    assert [r.get("val_bpb") for r in a] == [r.get("val_bpb") for r in b]
+    wa, wb = ck.load(tmp_path / "a")["model"], ck.load(tmp_path / "b")["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_deferred_nan_still_keeps_the_last_good_checkpoint(text, tmp_path, monkeypatch, capsys):
+    real = T.F.cross_entropy
+    calls = {"n": 0}
+
+    def poisoned(*a, **k):
+        calls["n"] += 1
+        out = real(*a, **k)
+        return out * float("nan") if calls["n"] > 5 else out   # the 6th training step
+
+    monkeypatch.setattr(T.F, "cross_entropy", poisoned)
+    out = tmp_path / "n"
+    assert _run_cli("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
+                    "--ckpt-every", "4", "--eval-every", "1000", "--sync-every", "3") == 1
+    assert "non-finite training loss (nan) at step 6" in capsys.readouterr().err
+    state = ck.load(out)
+    assert state["step"] == 4 and all(torch.isfinite(v).all() for v in state["model"].values())
