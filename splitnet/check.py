@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .stages import DIFFUSION, FIELDS, Stage, as_stages, coefficient_sums
+from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, as_stages, coefficient_sums
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 FLOOR = 1e-13        # round-off floor of 6x6 float64 products of up to ~100 exponentials
@@ -240,7 +240,7 @@ def consistency(stages, tol: float = SUM_TOL) -> tuple[dict, str]:
 def _normalized(stages, sums: dict) -> tuple[tuple[Stage, ...] | None, str]:
     """Each field divided by its sum, allowed only when the sums agree and are not zero (a
     common time scale); otherwise (None, reason)."""
-    d, c = sums[DIFFUSION], sums[FIELDS[1]]
+    d, c = sums[DIFFUSION], sums[CONVECTION]
     if min(abs(d), abs(c)) < SUM_TOL or abs(d - c) > 1e-9 * max(abs(d), abs(c)):
         return None, (f"not consistent: diffusion sums to {d:.15g} but convection to {c:.15g}; "
                       f"no common rescaling makes both 1")

@@ -179,8 +179,9 @@ CORE_PARTICLE = ["ruth3", "mclachlan-atela4-rkn"]       # ~5 s each; the rest un
 
 def _particle_order(scheme) -> tuple[float, float, int]:
     """(window order, tail order, points): local errors of one step with exact (torchdiffeq)
-    sub-flows against the coupled reference, relative to |x0|, in [3e-12, 1e-4] (the
-    reference's floor is ~3e-13); the scheme is merged (identical with exact sub-flows)."""
+    sub-flows against the coupled reference, relative to |x0|, in [3e-12, 1e-5] (the
+    reference's floor is ~3e-13), the grid refined to 6 points; the scheme merged (identical
+    with exact sub-flows). As experiments/zoo.py measures it for docs/zoo.md."""
     prob = particle_problem()
     merged = scheme.merged()
     norm = float(prob.x0.norm())
@@ -189,8 +190,8 @@ def _particle_order(scheme) -> tuple[float, float, int]:
         with torch.no_grad():
             return local_errors(merged, prob, [h])[0] / norm
 
-    hs, errs = adaptive_errors(err, floor=3e-12, ceiling=1e-4, h_start=2.0, min_points=4)
-    slope, used = window_fit(hs, errs, 3e-12, 1e-4)
+    hs, errs = adaptive_errors(err, floor=3e-12, ceiling=1e-5, h_start=2.0, min_points=6)
+    slope, used = window_fit(hs, errs, 3e-12, 1e-5)
     idx = np.flatnonzero(used)[np.argsort(hs[used])[:3]]
     tail = float(np.polyfit(np.log(hs[idx]), np.log(errs[idx]), 1)[0]) - 1
     return slope - 1, tail, int(used.sum())
@@ -199,15 +200,18 @@ def _particle_order(scheme) -> tuple[float, float, int]:
 @pytest.mark.parametrize("name", [
     n if n in CORE_PARTICLE else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_every_entry_on_the_particle_system(name):
-    """Up to the order float64 can show: the reference floor (~3e-13) leaves the window
-    [3e-12, 1e-4] about 8 decades, enough for orders up to 6 (within 0.35); for orders 8 and
-    10 the error still falls at least as fast as order 7.5 there. Restricted-class methods show
-    their general order: the particle system is not a second-order system."""
+    """Up to the order float64 can show (docs/zoo.md): orders up to 4 within 0.35 (tail);
+    order 6 within 0.6, its asymptotic range starting near the reference's floor; orders 8 and
+    10 reach the floor before their asymptotic range, and the error falls at least as fast as
+    order 7.5 there. Restricted-class methods show their general order: the particle system is
+    not a second-order system."""
     s = _get(name)
     measured, tail, n = _particle_order(s)
     assert n >= 3, (name, measured, tail, n)
-    if s.order <= 6:
+    if s.order <= 4:
         assert abs(tail - s.order) <= 0.35 and abs(measured - s.order) <= 0.5, (name, tail)
+    elif s.order == 6:
+        assert abs(tail - s.order) <= 0.6 and abs(measured - s.order) <= 1.0, (name, tail)
     else:
         assert min(measured, tail) >= 7.5, (name, measured, tail)
 
