@@ -124,7 +124,8 @@ def test_refined_sets_are_the_published_methods_to_more_digits(name):
     assert max(abs(a - b) for a, b in zip(printed, stored)) < 1e-10
     d_printed = max(_defects(m, printed, m.order))
     d_stored = max(_defects(m, stored, m.order))
-    assert d_printed > 1e-16 and d_stored < 1e-23          # 25 stored digits
+    # 25 stored digits; the Yoshida-8 conditions amplify their rounding up to ~1e3 times
+    assert d_printed > 1e-16 and d_stored < 1e-20
 
 
 def test_yoshida8_core_weights_are_the_refined_root():
