@@ -15,9 +15,10 @@ from splitnet.models import SplitTransformer
 from splitnet.reference import RefGPT
 
 # The core seven, a non-symmetric zoo method and the longest one (105 stages a step): zoo
-# entries are data that take the same code path, so compiling all thirty adds ~20 min of slow run
-# without covering anything new.
+# entries are data that take the same code path. Inductor compiles the longest in ~9 min per
+# weights mode (2 cores), so it is traced (7 s) but not compiled.
 SCHEMES = sn.schemes.available("core") + ["ruth3", "sofroniou-spaletta10", "sssfsfff"]
+COMPILED = [s for s in SCHEMES if s != "sofroniou-spaletta10"]
 QUICK = ["lie-trotter", "strang", "yoshida4", "sssfsfff"]
 
 
@@ -62,7 +63,7 @@ def test_fullgraph_trace_every_scheme(scheme):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", COMPILED)
 @pytest.mark.parametrize("weights", ["shared", "per-stage"])
 def test_inductor_forward_backward_every_scheme(scheme, weights):
     torch._dynamo.reset()
