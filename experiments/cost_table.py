@@ -1,8 +1,8 @@
-"""The cost table of docs/networks.md: every registry scheme, shared and per-stage weights, at
+"""The cost table of docs/networks.md: the seven core schemes, shared and per-stage weights, at
 d_model = 512 (8 heads, 6 layers, d_ff = 2048, vocabulary 256, 256 tokens).
 
-    python3 experiments/cost_table.py > /tmp/cost.md      # ~1 min; same as
-    splitnet describe --scheme all --markdown
+    python3 experiments/cost_table.py > /tmp/cost.md      # ~1 min; the rows of
+    splitnet describe --scheme all --markdown             # for these seven (`all`: the zoo too)
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 
 from splitnet import cost
+from splitnet.schemes import available
 
 
 def main() -> int:
-    rows = cost.table(progress=True, d_model=512, n_heads=8, n_layers=6, vocab_size=256,
-                      seq_len=256)
+    rows = cost.table(schemes=available("core"), progress=True, d_model=512, n_heads=8,
+                      n_layers=6, vocab_size=256, seq_len=256)
     print("d_model 512, 8 heads, 6 layers, d_ff 2048, vocabulary 256 (tied head), 256 tokens, "
           "Euler sub-layers. FLOPs: matmul FLOPs per token (FlopCounterMode), causal attention "
           "counted dense; train = forward + backward. `fwd x`: forward FLOPs relative to "

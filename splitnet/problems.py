@@ -13,6 +13,8 @@ that tests, experiments and benchmarks share.
   (``expm((integral of the modulation) A)``), the coupled flow has no closed form (reference).
 * :func:`time_dependent_particle` -- ``D(t, x) = (1 + 0.5 sin 2t) Attention(x)``,
   ``C(t, x) = FFN(x) + sin(3t) b``: nonlinear and non-autonomous in both fields.
+* :class:`NystromProblem` -- a nonlinear ``q'' = f(q)`` split into drift and kick, exact
+  sub-flows: the problem class of Runge–Kutta–Nyström methods (their class order).
 
 Both fields depend on time in the last two, with different frequencies, so a scheme that
 evaluates a stage at the wrong time (a clock other than the field's own, see ``docs/theory.md``)
@@ -31,6 +33,8 @@ from .check import expm, fit_slope, random_matrices
 from .fields import Attention, FeedForward
 from .flows import SubflowMethod
 from .schemes import CustomScheme
+from .schemes import get as get_scheme
+from .stages import CONVECTION
 
 
 def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
@@ -218,3 +222,45 @@ def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.nda
 def slope(step_sizes, errors, floor: float = 1e-12) -> float:
     """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing)."""
     return fit_slope(step_sizes, errors, floor)[0]
+
+
+class NystromProblem:
+    """A nonlinear second-order system ``q'' = f(q)``, ``f = -grad V`` with a random
+    ``V(q) = q.K q / 2 + sum T_ijk q_i q_j q_k / 3 + |q|^4 / 4`` (K positive definite), split into
+    the drift ``(q, p)' = (p, 0)`` (**diffusion**) and the kick ``(q, p)' = (0, f(q))``
+    (**convection**). Both sub-flows are exact in closed form (``q + t p``; ``p + t f(q)``).
+
+    This is the problem class of Runge–Kutta–Nyström splitting methods (quadratic kinetic
+    energy: ``[C, [C, [C, D]]] = 0``), where they reach their ``class_order``; unlike a harmonic
+    oscillator it is nonlinear, so a method with kick and drift swapped is not mistaken for
+    the right one. numpy, float64."""
+
+    def __init__(self, dim: int = 3, seed: int = 3):
+        rng = np.random.default_rng(seed)
+        k = rng.standard_normal((dim, dim))
+        self.K = k @ k.T / dim + np.eye(dim)
+        self.T = 0.3 * rng.standard_normal((dim, dim, dim))
+        self.q0 = 0.4 * rng.standard_normal(dim)
+        self.p0 = 0.4 * rng.standard_normal(dim)
+
+    def force(self, q: np.ndarray) -> np.ndarray:
+        return -(self.K @ q + np.einsum("ijk,j,k->i", self.T, q, q) + np.dot(q, q) * q)
+
+    def step(self, stages, q: np.ndarray, p: np.ndarray, h: float):
+        """One step of ``stages`` (diffusion = drift, convection = kick), exact sub-flows."""
+        for st in stages:
+            if st.field == CONVECTION:
+                p = p + st.coeff * h * self.force(q)
+            else:
+                q = q + st.coeff * h * p
+        return q, p
+
+    def local_error(self, stages, h: float, reference=None, substeps: int = 64) -> float:
+        """``|(q, p)(h) - reference|`` from ``(q0, p0)``; the reference is ``substeps`` steps of
+        ``reference`` (default: the 10th-order ``kahan-li10``; error ~ (h/64)^11)."""
+        ref = (reference if reference is not None else get_scheme("kahan-li10")).stages
+        q, p = self.step(stages, self.q0, self.p0, h)
+        qr, pr = self.q0, self.p0
+        for _ in range(substeps):
+            qr, pr = self.step(ref, qr, pr, h / substeps)
+        return float(np.hypot(np.linalg.norm(q - qr), np.linalg.norm(p - pr)))

@@ -24,16 +24,20 @@ Sources of the coefficients: H. Yoshida, Phys. Lett. A 150 (1990) 262–268 (tri
 solution A, order 8 solution D); E. Forest & R. Ruth, Physica D 43 (1990) (triple jump);
 M. Suzuki, Phys. Lett. A 146 (1990) 319–323 (5-stage fractal); S. Blanes & P. C. Moan,
 J. Comput. Appl. Math. 142 (2002) 313–330 (method S6, order 4); G. Strang (1968), G. I. Marchuk
-(1968); H. F. Trotter (1959). Every set is re-verified by :func:`check_order` in the test suite.
+(1968); H. F. Trotter (1959). These seven are the core (``available("core")``); the zoo of
+further published methods is data in :mod:`splitnet.zoo`, registered here as :class:`ZooScheme`
+subclasses. Every set is re-verified by :func:`check_order` in the test suite.
 """
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from . import stages as _st
+from . import zoo
 from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +63,9 @@ class SplittingScheme(ABC):
 
     name: str = "scheme"
     order: int = 1
+    citation: str = ""
+    problem_class: str = zoo.GENERAL      # "rkn": order ``class_order`` only for q'' = f(q)
+    class_order: int | None = None
 
     def __init__(self) -> None:
         raw = _st.as_stages(self._stages())
@@ -101,12 +108,17 @@ class SplittingScheme(ABC):
         cls, stages: Iterable[Stage | tuple[str, float]], order: int = 1, name: str = "custom"
     ) -> SplittingScheme:
         """A scheme from an explicit stage list, e.g. ``[("convection", .5), ("diffusion", 1),
-        ("convection", .5)]``. The declared ``order`` is checked: order 2 by its exact
-        condition, order 3 and above by :func:`check_order` on random non-commuting matrices
-        (milliseconds); a declared order the stages do not reach is a ``ValueError``."""
+        ("convection", .5)]``. Coefficients are normalised so each field sums to 1 (with a
+        warning when a sum was off by more than 1e-12: a list summing to 2 is a different
+        method). The declared ``order`` is checked: order 2 by its exact condition, order 3 and
+        above by :func:`check_order` on random non-commuting matrices (milliseconds); a declared
+        order the stages do not reach, or one the check cannot confirm, is a ``ValueError``."""
         scheme = CustomScheme(stages, order=order, name=name)
         if scheme.order >= 3:
             res = check_order(scheme)
+            if res.verdict == "undetermined":
+                raise ValueError(f"scheme {name!r} declares order {scheme.order} but the check "
+                                 f"cannot confirm it: {res.reason}")
             if not res.ok:
                 raise ValueError(f"scheme {name!r} declares order {scheme.order} but its stages "
                                  f"measure {res.measured:.2f} (smallest h: {res.tail:.2f}) on "
@@ -225,8 +237,15 @@ def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
             f"scheme {name!r}: diffusion coefficients sum to {d:.12g} but convection ones to "
             f"{c:.12g}; each field must advance by the same total time"
         )
-    # Normalise so each field's coefficients sum to exactly 1 step.
-    return tuple(Stage(s.field, s.coeff / sums[s.field]) for s in stages)
+    off = [f"{f} sums to {sums[f]:.15g}" for f in FIELDS if abs(sums[f] - 1.0) > 1e-12]
+    if off:
+        warnings.warn(f"scheme {name!r}: {' and '.join(off)}; each field's coefficients are "
+                      f"divided by its sum so that it sums to 1 (as written the stages are a "
+                      f"different, inconsistent method)", UserWarning, stacklevel=5)
+    # Normalise so each field's coefficients sum to 1 step. Sums already 1 to rounding are left
+    # alone: dividing by 1 +- 1 ulp would change the last bits on every round trip (to_dict).
+    scale = {f: 1.0 if abs(sums[f] - 1.0) <= 1e-15 else sums[f] for f in FIELDS}
+    return tuple(Stage(s.field, s.coeff / scale[s.field]) for s in stages)
 
 
 class CustomScheme(SplittingScheme):
@@ -248,6 +267,8 @@ class LieTrotter(SplittingScheme):
 
     name = "lie-trotter"
     order = 1
+    citation = ("H. F. Trotter, On the product of semi-groups of operators, Proc. Amer. Math. "
+                "Soc. 10 (1959) 545-551")
 
     def _stages(self):
         return [(DIFFUSION, 1.0), (CONVECTION, 1.0)]
@@ -259,6 +280,9 @@ class Strang(SplittingScheme):
 
     name = "strang"
     order = 2
+    citation = ("G. Strang, On the construction and comparison of difference schemes, SIAM J. "
+                "Numer. Anal. 5 (1968) 506-517; G. I. Marchuk, Aplikace Matematiky 13 (1968) "
+                "103-132")
 
     def _stages(self):
         return [(CONVECTION, 0.5), (DIFFUSION, 1.0), (CONVECTION, 0.5)]
@@ -288,6 +312,7 @@ class Yoshida4(StrangComposition):
 
     name = "yoshida4"
     order = 4
+    citation = f"{zoo.YOSHIDA}; {zoo.FOREST_RUTH}"
     weights = (1.35120719195965763404768780897,)
 
 
@@ -297,6 +322,7 @@ class Suzuki4(StrangComposition):
 
     name = "suzuki4"
     order = 4
+    citation = zoo.SUZUKI
     weights = (0.414490771794375737142354062861, 0.414490771794375737142354062861)
 
 
@@ -305,20 +331,24 @@ class Yoshida6(StrangComposition):
 
     name = "yoshida6"
     order = 6
+    citation = zoo.YOSHIDA
     weights = (0.78451361047755726381949763, 0.23557321335935813368479318,
                -1.17767998417887100694641568)
 
 
 class Yoshida8(StrangComposition):
-    """Yoshida 1990, order 8, solution D: fifteen Strang steps. Values re-derived to ~1e-15
-    (Yoshida's printed 15-digit values agree only to ~1e-12). This is *not* McLachlan's
-    15-stage order-8 set, which some libraries label "Yoshida8"."""
+    """Yoshida 1990, order 8, solution D: fifteen Strang steps. The weights are the root of the
+    order conditions re-derived in 40-digit arithmetic from Yoshida's printed 15-digit values
+    (experiments/zoo_coefficients.py), which are off by up to 2e-13. This is *not* McLachlan's
+    15-stage order-8 set (``mclachlan8``), which some libraries label "Yoshida8"."""
 
     name = "yoshida8"
     order = 8
-    weights = (0.914844246229642658287, 0.253693336566286009974, -1.44485223686030647660,
-               -0.158240635368502468458, 1.93813913762291232471, -1.96061023297558163691,
-               0.102799849392219431139)
+    citation = zoo.YOSHIDA
+    weights = (0.9148442462297915667487935, 0.2536933365662113541461460,
+               -1.444852236860605157694731, -0.1582406353680501752040668,
+               1.938139137622525986579186, -1.960610232975310807607633,
+               0.1027998493917964406981151)
 
 
 class BlanesMoan4(SplittingScheme):
@@ -328,6 +358,7 @@ class BlanesMoan4(SplittingScheme):
 
     name = "blanes-moan4"
     order = 4
+    citation = zoo.BLANES_MOAN
     a = (0.0792036964311957, 0.353172906049774, -0.0420650803577195)
     b = (0.209515106613362, -0.143851773179818)
 
@@ -346,6 +377,35 @@ class BlanesMoan4(SplittingScheme):
         return out
 
 
+class ZooScheme(SplittingScheme):
+    """A published method of :mod:`splitnet.zoo`. Each entry gets its own subclass (see
+    :func:`zoo_class`) whose docstring carries the citation, the formula and the problem
+    class; ``method`` is the zoo record (coefficient strings, closed form, printed digits)."""
+
+    method: zoo.Method
+
+    def _stages(self):
+        return self.method.stages
+
+
+def zoo_class(method: zoo.Method) -> type[ZooScheme]:
+    """The :class:`ZooScheme` subclass of one zoo entry (name, order, citation in the
+    docstring, problem class)."""
+    restricted = method.problem_class != zoo.GENERAL
+    doc = (f"{method.name}: order {method.order} as a general splitting"
+           + (f" (order {method.class_order} for {zoo.PROBLEM_CLASSES[method.problem_class]})"
+              if restricted else "")
+           + f", {'symmetric' if method.symmetric else 'not symmetric'}, "
+           f"{len(method.stages)} stages.\n\n{method.formula}.\n\n{method.note}\n\n"
+           f"Source: {method.citation}.")
+    cls_name = "".join(w.capitalize() for w in method.name.replace("-", " ").split())
+    return type(cls_name, (ZooScheme,), {
+        "__doc__": doc, "name": method.name, "order": method.order, "method": method,
+        "citation": method.citation, "problem_class": method.problem_class,
+        "class_order": method.class_order, "__module__": __name__})
+
+
+CORE = ("lie-trotter", "strang", "yoshida4", "suzuki4", "yoshida6", "yoshida8", "blanes-moan4")
 _REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
     "lie-trotter": LieTrotter,
     "strang": Strang,
@@ -355,13 +415,32 @@ _REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
     "yoshida8": Yoshida8,
     "blanes-moan4": BlanesMoan4,
 }
+_PROBLEM_CLASS: dict[str, str] = dict.fromkeys(_REGISTRY, zoo.GENERAL)
+for _m in zoo.METHODS:
+    _REGISTRY[_m.name] = zoo_class(_m)
+    _PROBLEM_CLASS[_m.name] = _m.problem_class
 _ALIASES = {"macaron": "strang", "strang-marchuk": "strang", "lie": "lie-trotter",
-            "transformer": "lie-trotter", "triple-jump": "yoshida4"}
+            "transformer": "lie-trotter", "triple-jump": "yoshida4", "yoshida6a": "yoshida6",
+            "yoshida8d": "yoshida8", "candy-rozmus4": "forest-ruth4",
+            "s9odr6a": "kahan-li6", "s9odr6b": "kahan-li6b", "s15odr8": "mclachlan8",
+            "s17odr8a": "kahan-li8", "s17odr8b": "kahan-li8b", "s33odr10a": "kahan-li10",
+            "s33odr10c": "kahan-li10c"}
+KINDS = ("general", "core", "restricted", "all")
 
 
-def available() -> list[str]:
-    """Names of the registered schemes."""
-    return list(_REGISTRY)
+def available(kind: str = "general") -> list[str]:
+    """Names of the registered schemes. ``kind``: ``"general"`` (default: every scheme with its
+    order for any two fields, the core and the zoo), ``"core"`` (the seven the theory
+    documents: lie-trotter ... blanes-moan4), ``"restricted"`` (zoo methods whose order holds
+    only in a problem class, e.g. Runge–Kutta–Nyström methods), ``"all"``."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "core":
+        return list(CORE)
+    if kind == "all":
+        return list(_REGISTRY)
+    want_general = kind == "general"
+    return [n for n in _REGISTRY if (_PROBLEM_CLASS[n] == zoo.GENERAL) == want_general]
 
 
 def _registry_key(name: str) -> str | None:
@@ -369,16 +448,28 @@ def _registry_key(name: str) -> str | None:
     return key if key in _REGISTRY else None
 
 
+def _instance(key: str) -> SplittingScheme:
+    """The registered scheme; a restricted one warns that its class order is not general."""
+    s = _REGISTRY[key]()
+    if s.problem_class != zoo.GENERAL:
+        warnings.warn(f"scheme {key!r} has order {s.class_order} only for "
+                      f"{zoo.PROBLEM_CLASSES[s.problem_class]}; as a general splitting (which "
+                      f"is how it is used here) its order is {s.order}", UserWarning,
+                      stacklevel=3)
+    return s
+
+
 def get(name: str) -> SplittingScheme:
-    """The registered scheme ``name`` (case-insensitive; aliases: macaron, transformer,
-    triple-jump). Only registry names: :func:`resolve` also takes patterns, stage strings and
-    scheme objects."""
+    """The registered scheme ``name`` (case-insensitive; aliases such as macaron, transformer,
+    triple-jump, s17odr8a). Only registry names: :func:`resolve` also takes patterns, stage
+    strings and scheme objects. A restricted-class method (``available("restricted")``) comes
+    with a warning: its ``order`` is its general-splitting order, ``class_order`` the other."""
     if not isinstance(name, str):
         raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
     key = _registry_key(name)
     if key is None:
         raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[key]()
+    return _instance(key)
 
 
 def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
@@ -390,6 +481,7 @@ def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
     if not isinstance(s, SplittingScheme):
         raise TypeError("factory must return a SplittingScheme")
     _REGISTRY[name] = factory
+    _PROBLEM_CLASS[name] = s.problem_class
 
 
 def from_pattern(pattern: str, name: str | None = None) -> SplittingScheme:
@@ -438,7 +530,7 @@ def resolve(scheme) -> SplittingScheme:
                              f"pattern of 's'/'f' letters such as 'sfsf'")
         key = _registry_key(text)
         if key is not None:
-            return _REGISTRY[key]()
+            return _instance(key)
         if set(text.lower()) <= {"s", "f"}:
             return from_pattern(text)
         if ":" in text:
@@ -449,31 +541,54 @@ def resolve(scheme) -> SplittingScheme:
                     f"{type(scheme).__name__}")
 
 
-def check_order(scheme, order: int | None = None, **options):
+def _raw_stages(scheme) -> tuple[tuple[Stage, ...], str, int | None]:
+    """(stages as written, name, declared order) of any description of a scheme: stage strings,
+    lists and dicts are not normalised (their sums are part of what is checked)."""
+    if isinstance(scheme, SplittingScheme):
+        return scheme.stages, scheme.name, scheme.order
+    if isinstance(scheme, dict):
+        missing = {"name", "order", "stages"} - set(scheme)
+        if missing:
+            raise ValueError(f"a scheme dict needs keys name, order, stages; missing "
+                             f"{sorted(missing)}")
+        return _st.as_stages(scheme["stages"]), str(scheme["name"]), scheme["order"]
+    if isinstance(scheme, str):
+        text = scheme.strip()
+        if ":" in text and _registry_key(text) is None:
+            return _st.parse(text), "custom", None
+        s = resolve(text)
+        return s.stages, s.name, s.order
+    return _st.as_stages(scheme), "custom", None
+
+
+def check_order(scheme, order: int | None = None, normalize: bool = False, **options):
     """Measure the classical order of ``scheme`` on random non-commuting matrices with exact
     exponentials (:func:`splitnet.check.measure_order`) and compare it with ``order``.
 
-    ``scheme``: a SplittingScheme, a registered name, a pattern, a stage string, or a list of
-    ``(field, coeff)`` stages. ``order`` defaults to the scheme's declared order (none for a
-    bare stage list: then the verdict compares with the nearest integer).
+    ``scheme``: a SplittingScheme, a registered name, a pattern, a stage string, a scheme dict,
+    or a list of ``(field, coeff)`` stages. ``order`` defaults to the scheme's declared order
+    (none for a bare stage list: then the verdict compares with the nearest integer).
+
+    Consistency comes first: coefficients as written (a stage string, list or dict) must sum to
+    1 per field (to 1e-12), else the verdict is ``"inconsistent"`` (``"not consistent:
+    convection sums to 2.0"``); ``normalize=True`` rescales them first, as
+    :meth:`SplittingScheme.from_stages` does. The step sizes adapt to the order (orders 1 to
+    10); too few usable errors give ``"undetermined"`` with the reason. ``options``:
+    ``seed``, ``dim``, ``step_sizes``, ``floor``, ``ceiling``, ``tolerance``.
 
     >>> check_order("yoshida4").ok
     True
     """
     from .check import measure_order
 
-    if isinstance(scheme, (SplittingScheme, str, dict)):
-        s = resolve(scheme)
-        bare = isinstance(scheme, str) and ":" in scheme
-        stages, name = s.stages, s.name
-        declared = order if order is not None else (None if bare else s.order)
-    else:
-        stages, name, declared = CustomScheme(scheme, order=1).stages, "custom", order
-    return measure_order(stages, declared, name=name, **options)
+    stages, name, declared = _raw_stages(scheme)
+    declared = order if order is not None else declared
+    return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
 __all__ = [
     "CONVECTION",
+    "CORE",
     "DIFFUSION",
     "FIELDS",
     "BlanesMoan4",
@@ -487,6 +602,7 @@ __all__ = [
     "Yoshida4",
     "Yoshida6",
     "Yoshida8",
+    "ZooScheme",
     "available",
     "check_order",
     "from_pattern",
@@ -494,4 +610,5 @@ __all__ = [
     "register",
     "resolve",
     "second_order_defect",
+    "zoo_class",
 ]

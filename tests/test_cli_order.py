@@ -72,22 +72,39 @@ def test_order_bad_input_exits_2_with_the_message(tmp_path, capsys):
     assert rc == 2 and "unknown method 'rk5'" in err
 
 
-def test_schemes_lists_the_registry(capsys):
+def _sections(out: str) -> dict[str, str]:
+    """The listing's blocks, keyed by their first line ("order 4", "restricted problem ...")."""
+    return {b.splitlines()[0]: b for b in out.split("\n\n") if b.strip()}
+
+
+def test_schemes_lists_the_registry_grouped_by_order_with_cost(capsys):
     rc, out, _ = _run(["schemes"], capsys)
     assert rc == 0
-    for name in sn.schemes.available():          # every registered scheme, with its data
+    blocks = _sections(out)
+    for name in sn.schemes.available():          # every general scheme, in its order's block
         s = sn.schemes.get(name)
-        row = rf"^{re.escape(name)}\s+{s.order}\s+{len(s.stages)}\s+{s.is_symmetric}\s"
-        assert re.search(row, out, re.MULTILINE), name
-    for name, order, stages, sym in [("lie-trotter", 1, 2, False), ("strang", 2, 3, True),
-                                     ("yoshida4", 4, 9, True), ("yoshida8", 8, 45, True)]:
-        assert re.search(rf"^{name}\s+{order}\s+{stages}\s+{sym}\s", out, re.MULTILINE), name
-    assert "not merged" in out
+        merged = len(sn.stages.merge(s.stages))
+        row = rf"^{re.escape(name)}\s+{s.order}\s+{len(s.stages)}\s+{merged}\s+{s.is_symmetric}\s"
+        assert re.search(row, blocks[f"order {s.order}"], re.MULTILINE), name
+    for name, order, stages, merged, sym in [("lie-trotter", 1, 2, 2, False),
+                                             ("strang", 2, 3, 3, True),
+                                             ("yoshida4", 4, 9, 7, True),
+                                             ("forest-ruth4", 4, 7, 7, True),
+                                             ("yoshida8", 8, 45, 31, True),
+                                             ("sofroniou-spaletta10", 10, 105, 71, True)]:
+        assert re.search(rf"^{name}\s+{order}\s+{stages}\s+{merged}\s+{sym}\s",
+                         blocks[f"order {order}"], re.MULTILINE), name
+    restricted = next(b for k, b in blocks.items() if k.startswith("restricted"))
+    for name in sn.schemes.available("restricted"):
+        assert re.search(rf"^{re.escape(name)}\s+\d+\s.*\[order \d+ for rkn\]$", restricted,
+                         re.MULTILINE), name
+        assert name not in blocks["order 3"] + blocks["order 4"]
+    assert "not merged" in out and "field evaluations per step" in out
 
 
 @pytest.mark.parametrize("spec,order,rc", [
     ("yoshida8", None, 0), ("f:0.5,s:1,f:0.5", 2, 0), ("d:1,c:1", 2, 1), ("sfsf", None, 0),
-    ("strang", 2, 0), ("strang", 3, 1)])
+    ("strang", 2, 0), ("strang", 3, 1), ("kahan-li10", None, 0)])
 def test_schemes_check(spec, order, rc, capsys):
     argv = ["schemes", "--check", spec] + ([] if order is None else ["--order", str(order)])
     got, out, _ = _run(argv, capsys)
@@ -95,9 +112,39 @@ def test_schemes_check(spec, order, rc, capsys):
     assert ("OK" if rc == 0 else "MISMATCH") in out
 
 
-def test_schemes_check_bad_stage_list(capsys):
+def test_schemes_check_reads_a_file_of_coefficients(tmp_path, capsys):
+    """One stage per line, # comments: Yoshida 6 written out as a file."""
+    s = sn.schemes.get("yoshida6")
+    lines = ["# Yoshida 1990, order 6, solution A: 21 stages, first applied first"]
+    lines += [f"{'c' if st.field == 'convection' else 'd'}: {st.coeff!r}   # stage {i}"
+              for i, st in enumerate(s.stages, 1)]
+    path = tmp_path / "yoshida6.txt"
+    path.write_text("\n".join(lines) + "\n")
+    rc, out, _ = _run(["schemes", "--check", str(path), "--order", "6"], capsys)
+    assert rc == 0 and "declared order 6" in out and "OK" in out
+    rc, out, _ = _run(["schemes", "--check", str(path), "--order", "8"], capsys)
+    assert rc == 1 and "MISMATCH" in out
+    doubled = tmp_path / "doubled.txt"
+    doubled.write_text("\n".join(f"{ln.split(':')[0]}: {2 * float(ln.split(':')[1].split('#')[0])}"
+                                 for ln in lines[1:]))
+    rc, out, _ = _run(["schemes", "--check", str(doubled), "--order", "6"], capsys)
+    assert rc == 1 and "not consistent" in out and "INCONSISTENT" in out
+    rc, out, _ = _run(["schemes", "--check", str(doubled), "--order", "6", "--normalize"], capsys)
+    assert rc == 0 and "normalised" in out
+
+
+def test_schemes_check_bad_stage_list(tmp_path, capsys):
     rc, _, err = _run(["schemes", "--check", "q:1,c:1"], capsys)
     assert rc == 2 and "unknown field" in err
+    rc, _, err = _run(["schemes", "--check", str(tmp_path / "missing.txt"), "--order", "2"],
+                      capsys)
+    assert rc == 2 and "no file" in err and "Traceback" not in err
+    bad = tmp_path / "bad.txt"
+    bad.write_text("c: 0.5\nd: one\nc: 0.5\n")
+    rc, _, err = _run(["schemes", "--check", str(bad), "--order", "2"], capsys)
+    assert rc == 2 and "stage 2 'd: one': coefficient 'one' is not a number" in err
+    rc, _, err = _run(["schemes", "--check", "c:0.5,d:1,c:0.5"], capsys)
+    assert rc == 2 and "needs --order" in err
 
 
 @pytest.mark.parametrize("cmd", ["order", "schemes", "describe", "train", "trajectories"])

@@ -1,10 +1,10 @@
 """``torch.compile(fullgraph=True)`` traces every scheme's network without a graph break.
 
 The default run checks the trace (dynamo with a recording backend: a graph break raises under
-``fullgraph=True``, and the one graph must hold every stage) for four schemes (the rest, up to
-45 stages a layer, under ``-m slow``); the slow run also compiles every registry scheme and a
-pattern with inductor, runs forward and backward and compares with eager (about 30-60 s per
-scheme on 2 CPU cores, hence ``-m slow``).
+``fullgraph=True``, and the one graph must hold every stage) for four schemes (the rest of the
+core, ``ruth3`` and ``sofroniou-spaletta10`` with 105 stages a layer under ``-m slow``); the slow
+run also compiles these (all but the 105-stage one) and a pattern with inductor, runs forward and
+backward and compares with eager (about 30-70 s per scheme on 2 CPU cores, hence ``-m slow``).
 
 The trainer's compiled step (``splitnet.train._wrap``) is checked the same way: with
 ``--compile`` one full graph holds network and loss; with ``--compile-scope regional`` one graph
@@ -19,7 +19,11 @@ import splitnet as sn
 from splitnet.models import SplitTransformer
 from splitnet.reference import RefGPT
 
-SCHEMES = sn.schemes.available() + ["sssfsfff"]
+# The core seven, a non-symmetric zoo method and the longest one (105 stages a step): zoo
+# entries are data that take the same code path. Inductor compiles the longest in ~9 min per
+# weights mode (2 cores), so it is traced (7 s) but not compiled.
+SCHEMES = sn.schemes.available("core") + ["ruth3", "sofroniou-spaletta10", "sssfsfff"]
+COMPILED = [s for s in SCHEMES if s != "sofroniou-spaletta10"]
 QUICK = ["lie-trotter", "strang", "yoshida4", "sssfsfff"]
 
 
@@ -64,7 +68,7 @@ def test_fullgraph_trace_every_scheme(scheme):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", COMPILED)
 @pytest.mark.parametrize("weights", ["shared", "per-stage"])
 def test_inductor_forward_backward_every_scheme(scheme, weights):
     torch._dynamo.reset()

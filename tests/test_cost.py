@@ -38,8 +38,11 @@ def test_strang_shared_vs_per_stage():
     assert sh.ffn_evals == ps.ffn_evals == 2 * L
 
 
-def test_every_registry_scheme_counts_its_stages():
-    for name in sn.schemes.available():
+@pytest.mark.parametrize("names", [
+    sn.schemes.available("core") + ["ruth3", "forest-ruth4", "kahan-li6"],
+    pytest.param(sn.schemes.available(), marks=pytest.mark.slow)])   # the zoo: ~2 s a scheme
+def test_every_registry_scheme_counts_its_stages(names):
+    for name in names:
         s = sn.schemes.get(name)
         c = _c(name, backward=False)
         nd, nc = s.n_stages("diffusion"), s.n_stages("convection")

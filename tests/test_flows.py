@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import splitnet as sn
-from splitnet.check import matrix_step
+from splitnet.check import adaptive_errors, matrix_step, window_fit
 from splitnet.flows import get_method
 from splitnet.problems import (
     ClosedFormFlow,
@@ -25,10 +25,15 @@ from splitnet.validate import CountingField
 
 REGISTRY = sn.schemes.available()      # a new scheme is tested without editing this file
 SYMMETRIC = [n for n in REGISTRY if sn.schemes.get(n).is_symmetric]
+# Checks with torchdiffeq sub-flows cost ~0.05 s a stage: the core seven by default, the zoo
+# (up to 105 stages a step) under -m slow.
+CORE_FIRST = [n if n in sn.schemes.CORE else pytest.param(n, marks=pytest.mark.slow)
+              for n in REGISTRY]
 # Local-error step sizes by classical order: errors stay above the 1e-12 floor and the
 # leading term dominates.
-LOCAL_H = {1: [.2, .1, .05, .025], 2: [.2, .1, .05, .025], 4: [.2, .1, .05, .025],
-           6: [.4, .28, .2, .14], 8: [.4, .28, .2, .14]}
+LOCAL_H = {1: [.2, .1, .05, .025], 2: [.2, .1, .05, .025], 3: [.2, .1, .05, .025],
+           4: [.2, .1, .05, .025], 6: [.4, .28, .2, .14], 8: [.4, .28, .2, .14],
+           10: [.8, .56, .4, .28]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +74,7 @@ def test_exact_method_tolerances_are_settable():
     assert float((tight - exact).norm()) < 1e-11 < float((loose - exact).norm())
 
 
-@pytest.mark.parametrize("name", REGISTRY)
+@pytest.mark.parametrize("name", CORE_FIRST)
 def test_step_with_exact_subflows_is_the_product_of_exponentials(name):
     s = sn.schemes.get(name)
     p = matrix_problem(6, 3)
@@ -132,13 +137,22 @@ def test_symmetric_return_on_the_particle_system():
 # ---------------------------------------------------------------------------------------------
 # Clocks: each field keeps its own; a wrong clock costs the order
 
-@pytest.mark.parametrize("name", REGISTRY)
+@pytest.mark.parametrize("name", CORE_FIRST)
 def test_time_dependent_local_orders_with_exact_subflows(name):
+    """Step sizes chosen like check_order's (start large, halve, refine) so that every order,
+    1 to 10, gets at least 5 errors in [1e-12, 1e-6]; the tail (3 smallest h) is the order."""
     s = sn.schemes.get(name)
     p = time_dependent_linear()
-    hs = LOCAL_H[s.order]
-    e = local_errors(s, p, hs, ClosedFormFlow())
-    assert abs(slope(hs, e) - (s.order + 1)) <= 0.3, e
+    hs, e = adaptive_errors(lambda h: local_errors(s, p, [h], ClosedFormFlow())[0],
+                            floor=1e-12, ceiling=1e-6, h_start=2.0)
+    fitted, used = window_fit(hs, e, 1e-12, 1e-6)
+    last = np.flatnonzero(used)[np.argsort(hs[used])[:3]]
+    tail = np.polyfit(np.log(hs[last]), np.log(e[last]), 1)[0]
+    assert used.sum() >= 5
+    # Order 10 (105 stages) reaches this problem's floor while its local slope still wobbles
+    # between 10.4 and 12.4 (measured): 0.5 there, 0.3 below.
+    tol = 0.3 if s.order <= 8 else 0.5
+    assert abs(tail - (s.order + 1)) <= tol and abs(fitted - (s.order + 1)) <= 2 * tol, (tail, e)
 
 
 @pytest.mark.parametrize("name", ["strang", "yoshida4", "suzuki4", "blanes-moan4"])

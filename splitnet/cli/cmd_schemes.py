@@ -1,53 +1,95 @@
-"""``splitnet schemes``: the registry, or ``--check`` the order of a stage list."""
+"""``splitnet schemes``: the registry grouped by order with each scheme's cost, or ``--check``
+the order of a stage list (inline or from a file)."""
 
 from __future__ import annotations
 
 from ._args import nonempty, positive_int
 
-HELP = "list the registered schemes, or check a stage list's order on random matrices"
+HELP = ("list the registered schemes by order with their cost, or check a stage list's order "
+        "on random matrices")
 
 
 def configure(p) -> None:
-    p.add_argument("--check", metavar="STAGES", type=nonempty,
+    p.add_argument("--check", metavar="STAGES|FILE", type=nonempty,
                    help="measure the order of a stage list 'field:coeff,...' (fields d/s/"
-                        "diffusion, c/f/convection), a registered name or an s/f pattern, on "
-                        "random non-commuting matrices; exit status 1 if it does not have the "
-                        "declared order")
+                        "diffusion, c/f/convection), of a file holding one (one stage per line, "
+                        "# comments), of a registered name or of an s/f pattern, on random "
+                        "non-commuting matrices; exit status 1 unless the verdict is OK "
+                        "(mismatch, undetermined, or coefficients that do not sum to 1)")
     p.add_argument("--order", type=positive_int, default=None,
                    help="the order you claim (needed with a stage list; a registered scheme "
                         "declares its own)")
+    p.add_argument("--normalize", action="store_true",
+                   help="with --check: divide each field's coefficients by their sum first "
+                        "(otherwise sums other than 1 fail as not consistent)")
+
+
+def _spec(text: str) -> tuple[str, bool]:
+    """(stage text or name, whether it is a stage list): a path to an existing file is read."""
+    from pathlib import Path
+
+    path = Path(text)
+    if path.is_file():
+        return path.read_text(), True
+    if ":" not in text and ("/" in text or path.suffix):
+        raise ValueError(f"--check: no file {text!r} (nor a stage list 'field:coeff,...', a "
+                         f"scheme name or an s/f pattern)")
+    return text.strip(), ":" in text
 
 
 def _check(args) -> int:
     from ..schemes import check_order
     from ..stages import parse
 
-    spec = args.check.strip()
-    if ":" in spec:
+    spec, is_list = _spec(args.check)
+    if is_list:
         parse(spec)                       # a malformed list: its own message first
-    if ":" in spec and args.order is None:
-        raise ValueError("--check with a stage list needs --order P: the order the stages "
-                         "are meant to have")
-    res = check_order(spec, order=args.order)
+        if args.order is None:
+            raise ValueError("--check with a stage list needs --order P: the order the stages "
+                             "are meant to have")
+    res = check_order(spec, order=args.order, normalize=args.normalize)
     print(res.summary())
-    print(f"{'h':>10} {'local error':>12}  fitted")
-    for h, e, u in zip(res.step_sizes, res.errors, res.used):
-        print(f"{h:10.4g} {e:12.3e}  {'yes' if u else 'no'}")
+    if len(res.errors):
+        print(f"{'h':>10} {'local error':>12}  fitted")
+        for h, e, u in zip(res.step_sizes, res.errors, res.used):
+            print(f"{h:10.4g} {e:12.3e}  {'yes' if u else 'no'}")
     return 0 if res.ok else 1
+
+
+def _row(s) -> str:
+    from ..stages import merge
+
+    diag = s.diagram()
+    if len(diag) > 52:
+        diag = diag[:49] + "..."
+    return (f"{s.name:<22}{s.order:>6}{len(s.stages):>8}{len(merge(s.stages)):>8}"
+            f"{s.is_symmetric!s:>11}  {diag}")
 
 
 def run(args) -> int:
     if args.check is not None:
         return _check(args)
+    import warnings
+
     from ..schemes import available, get
 
-    print(f"{'name':<14}{'order':>6}{'stages':>8}{'symmetric':>11}  diagram")
-    for name in available():
-        s = get(name)
-        diag = s.diagram()
-        if len(diag) > 70:
-            diag = diag[:67] + "..."
-        print(f"{name:<14}{s.order:>6}{len(s.stages):>8}{s.is_symmetric!s:>11}  {diag}")
-    print("\ns = diffusion (attention), f = convection (feed-forward); first stage applied first; "
-          "stages are not merged (scheme.merged() merges them).")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # restricted ones: listed as such below
+        general = [get(n) for n in available()]
+        restricted = [get(n) for n in available("restricted")]
+    head = f"{'name':<22}{'order':>6}{'stages':>8}{'merged':>8}{'symmetric':>11}  diagram"
+    for order in sorted({s.order for s in general}):
+        print(f"order {order}")
+        print(head)
+        for s in sorted((s for s in general if s.order == order), key=lambda s: len(s.stages)):
+            print(_row(s))
+        print()
+    print("restricted problem class (order = as a general splitting; class order in brackets)")
+    print(head)
+    for s in restricted:
+        print(_row(s) + f"  [order {s.class_order} for {s.problem_class}]")
+    print("\ncost: 'stages' = field evaluations per step with Euler sub-steps (stages are not "
+          "merged; scheme.merged() merges them), 'merged' = sub-flows per step with adjacent "
+          "stages of one field merged. s = diffusion (attention), f = convection "
+          "(feed-forward); first stage applied first. Citations: docs/zoo.md.")
     return 0
