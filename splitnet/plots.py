@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # 12 hues dark enough to read on white: tab10 without its grey and olive, then Dark2 shades.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#1b9e77", "#7570b3", "#a6761d", "#000080")
-LINESTYLES = ("-", "--", ":", "-.")
+# ":" is kept for theory lines and ODE paths, so no series is dotted.
+LINESTYLES = ("-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5)))
 MARKERS = "os^Dv<>pPXh*"
 # 20 hues for tokens (labels in their colour): the palette, then more distinct dark shades.
 TOKEN_PALETTE = PALETTE + ("#e6ab02", "#e7298a", "#66a61e", "#800000", "#008080", "#4d4d00",
@@ -121,7 +122,7 @@ def plot_convergence(results, path, title: str | None = None, theory_offset: flo
             j = np.flatnonzero(r.used)[0]
             hs = r.step_sizes
             ax.loglog(hs, theory_offset * r.errors[j] * (hs / hs[j]) ** r.expected_order,
-                      color=st["color"], ls=":", lw=1.4, zorder=5)
+                      color=st["color"], ls=":", lw=1.1, alpha=0.8, zorder=5)
     _step_size_ticks(ax, [h for r in results for h in r.step_sizes])
     ax.set_xlabel("step size h")
     ax.set_ylabel(f"{results[0].kind} error  ||exact - scheme||")
