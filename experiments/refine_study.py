@@ -1,8 +1,8 @@
 """Is a trained network an ODE solver of its own fields? (issue 11) -> docs/refine.md
 
     python experiments/refine_study.py                       # everything (train, evaluate, report)
-    python experiments/refine_study.py --worker 0/2 --phase train &   # two training processes
-    python experiments/refine_study.py --worker 1/2 --phase train &
+    python experiments/refine_study.py --phase train &        # two training processes share
+    python experiments/refine_study.py --phase train &        # the runs (locked directories)
     python experiments/refine_study.py --phase eval           # evaluate what has finished
     python experiments/refine_study.py --report-only          # docs/refine.md and the figures
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -129,18 +128,20 @@ def evaluate_one(out: Path, name: str, spec: dict, device: str) -> dict:
     return d
 
 
-def jobs(models, lengths, seeds, worker: tuple[int, int]) -> list[tuple]:
-    """Short runs first, then seed-major, cheapest first; greedily balanced over workers."""
-    all_jobs = [(m, L, s) for L in lengths for s in seeds
-                for m in sorted(models, key=lambda m: COST[m])]
-    load = [0.0] * worker[1]
-    mine = []
-    for j in all_jobs:
-        w = min(range(worker[1]), key=lambda i: load[i])
-        load[w] += COST[j[0]] * j[1]
-        if w == worker[0]:
-            mine.append(j)
-    return mine
+# the order of the long runs: the Transformer and its ODE-consistent twin first
+LONG_ORDER = ("transformer", "transformer-ode", "macaron", "strang-shared", "yoshida4-shared")
+
+
+def jobs(models, lengths, seeds) -> list[tuple]:
+    """Every run in priority order: the shortest length for every seed first (cheapest model
+    first), then each longer length seed by seed (``LONG_ORDER``). Several workers take them in
+    this order; a run another worker holds is skipped (its directory is locked)."""
+    out = []
+    for i, L in enumerate(sorted(lengths)):
+        order = sorted(models, key=lambda m: COST[m]) if i == 0 else \
+            [m for m in LONG_ORDER if m in models]
+        out += [(m, L, s) for s in seeds for m in order]
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,7 +188,6 @@ def main(argv=None) -> int:
                    help="substeps for the exact method (dopri5: ~30-150 field evaluations per "
                         "sub-flow, so these dominate the cost)")
     p.add_argument("--phase", choices=["train", "eval", "all"], default="all")
-    p.add_argument("--worker", default="0/1", help="I/N: do the I-th of N shares of the runs")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
     p.add_argument("--report-only", action="store_true")
@@ -200,19 +200,22 @@ def main(argv=None) -> int:
             p.error(f"unknown model {m!r}; available: {', '.join(MODELS)}")
     a.substeps = [int(k) for k in a.substeps.split(",")]
     a.exact_substeps = [int(k) for k in a.exact_substeps.split(",")]
-    wi, wn = (int(x) for x in a.worker.split("/"))
     runs = Path(a.runs)
     spec = grid_spec(a)
     if not a.report_only:
         import torch
 
         torch.set_num_threads(a.threads)
-        for m, L, s in jobs(models, lengths, seeds, (wi, wn)):
+        for m, L, s in jobs(models, lengths, seeds):
             t0 = time.time()
             print(f"[{time.strftime('%H:%M:%S')}] {m} steps {L} seed {s}", flush=True)
             out = run_dir(runs, m, L, s)
             if a.phase in ("train", "all"):
-                train_one(m, L, s, runs, a.threads, a.device)
+                try:
+                    train_one(m, L, s, runs, a.threads, a.device)
+                except ck.RunLocked:
+                    print("    another worker has it: skipped", flush=True)
+                    continue
             if a.phase in ("eval", "all"):
                 if not (out / ck.CKPT).exists() or ck.load(out)["step"] != L:
                     print("    not trained yet: skipped", flush=True)

@@ -596,3 +596,107 @@ def animate(traj: Trajectories, out, fps: int = 3, dpi: int = 80, tail: int = 4)
     return out
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# A trained network re-integrated (splitnet.refine)
+
+# sub-flow method -> (line style, marker); never "^", which marks values off the scale
+_METHOD_STYLE = {"euler": ("-", "o"), "midpoint": ("--", "s"), "rk4": ("-.", "D"),
+                 "exact": (":", "X")}
+
+
+def _refinement_styles(keys) -> dict:
+    """Colour per scheme, a fixed dash and marker per method."""
+    schemes = list(dict.fromkeys(s for s, _ in keys))
+    out = {}
+    for s, m in keys:
+        ls, mk = _METHOD_STYLE.get(m, ("-", "p"))
+        out[(s, m)] = {"color": series_style(schemes.index(s))["color"], "ls": ls, "marker": mk}
+    return out
+
+
+def _refinement_panel(ax, res, styles, top_above: float | None) -> float | None:
+    """One model: a line per (scheme, method) through its substep counts; the model as trained
+    (star) and the finest exact re-integration (dotted level). Returns the y-limit used."""
+    own = res.value(res.own)
+    vals = [res.value(p) for p in res.points] + [own]
+    top = None if top_above is None else min(max(vals), own + top_above)
+    for key, pts in res.series().items():
+        x = [p.evals for p in pts]
+        y = [res.value(p) for p in pts]
+        ax.semilogx(x, y, ms=4, lw=1.3, **styles[key])
+        if top is not None:
+            off = [(xi, yi) for xi, yi in zip(x, y) if yi > top]
+            if off:
+                ax.plot([o[0] for o in off], [top] * len(off), "^", color=styles[key]["color"],
+                        mec="k", ms=8, clip_on=False, zorder=4)
+    lim = res.limit()
+    if lim is not None:
+        ax.axhline(res.value(lim), color="0.35", ls=":", lw=1.2, zorder=1)
+    ax.plot([res.own.evals], [own], "*", color="k", ms=15, zorder=6, mfc="gold")
+    lo = min(vals)
+    ax.set_ylim(lo - 0.03 * max(0.1, (top or max(vals)) - lo),
+                (top or max(vals)) + 0.05 * max(0.1, (top or max(vals)) - lo))
+    readable_log_ticks(ax.xaxis)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"{res.label}\nas trained: {own:.3f} {res.unit}", fontsize=9)
+    return top
+
+
+def plot_refinement(results, path, title: str | None = None, top_above: float | None = 1.0,
+                    ncols: int = 3):
+    """Loss against field evaluations per layer when a trained network's own fields are
+    re-integrated (:func:`~splitnet.refine.refinement_study`): one panel per
+    :class:`~splitnet.refine.RefinementResult`, one line per scheme x method through its substep
+    counts (colour: scheme, dash and marker: method), the network as trained as a star, the
+    ODE of the fields (``res.limit()``: the unsplit ODE solved exactly) as a dotted level.
+    Values more than
+    ``top_above`` above the trained network's are drawn as triangles on the top edge (None:
+    no clipping). The legend takes a free panel, or the right margin. Writes ``path``."""
+    import matplotlib.pyplot as plt
+
+    results = [results] if hasattr(results, "points") else list(results)
+    keys = list(dict.fromkeys(k for r in results for k in r.series()))
+    styles = _refinement_styles(keys)
+    ncols = min(ncols, len(results))
+    nrows = math.ceil(len(results) / ncols)
+    free = nrows * ncols > len(results)
+    width = 4.6 * ncols + (0 if free else 3.6)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 3.9 * nrows + 0.5), dpi=110,
+                             squeeze=False)
+    clipped = False
+    for ax, res in zip(axes.flat, results):
+        top = _refinement_panel(ax, res, styles, top_above)
+        clipped |= top is not None and any(res.value(p) > top for p in res.points)
+    for ax in axes.flat[len(results):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"validation {results[0].unit}")
+    for ax in axes.flat[max(0, len(results) - ncols):len(results)]:
+        ax.set_xlabel("field evaluations per layer")
+    handles = _refinement_legend(keys, styles, clipped, top_above, results[0].unit)
+    if free:
+        axes.flat[-1].legend(handles=handles, loc="center", fontsize=8, frameon=False)
+    else:
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 3.5 / width, 0.5),
+                   fontsize=8, frameon=False)
+    fig.suptitle(title or "the trained network's own fields re-integrated (each line: "
+                 "substeps 1, 2, 4, 8 from left to right)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 if free else 1 - 3.6 / width, 1))
+    return save_figure(fig, path)
+
+
+def _refinement_legend(keys, styles, clipped: bool, top_above, unit: str) -> list:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], label=f"{s} / {m}", ms=4, **styles[(s, m)]) for s, m in keys]
+    handles.append(Line2D([], [], color="k", marker="*", mfc="gold", ms=13, ls="none",
+                          label="the network as trained\n(its own scheme, one step per layer)"))
+    handles.append(Line2D([], [], color="0.35", ls=":", label="the ODE of the network's own "
+                          "fields\n(each layer's unsplit ODE solved exactly)"))
+    if clipped:
+        handles.append(Line2D([], [], color="0.6", mec="k", marker="^", ls="none", ms=8,
+                              label=f"off the scale: > {top_above:g} {unit} above\nthe "
+                                    f"trained network (see the table)"))
+    return handles

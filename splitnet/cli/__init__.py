@@ -23,6 +23,7 @@ COMMANDS = {
     "describe": "parameters, field evaluations and FLOPs per token of a model",
     "train": "train a SplitTransformer language model",
     "trajectories": "plot token embeddings as particles",
+    "refine": "re-integrate a trained model's own fields: is it an ODE solver?",
 }
 
 
