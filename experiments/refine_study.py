@@ -101,10 +101,18 @@ def train_one(name, steps, seed, runs, threads, device) -> Path:
     return out
 
 
-def grid_spec(a) -> dict:
-    schemes = list(SCHEMES)
-    return {"schemes": schemes, "substeps": list(a.substeps), "methods": list(METHODS),
-            "exact_substeps": list(a.exact_substeps), "windows": a.windows}
+# The grids (field evaluations per layer are what they cost; ``exact`` is adaptive dopri5 and
+# the most expensive per evaluation). Seed 0: every scheme x method; the other seeds: the
+# model's own scheme refined with residual sub-steps, the headline numbers.
+FULL = {"schemes": list(SCHEMES), "methods": list(METHODS),
+        "substeps": {"euler": [1, 2, 4, 8], "midpoint": [1, 2, 4, 8], "rk4": [1, 2, 4],
+                     "exact": [1]}}
+HEADLINE = {"schemes": ["OWN-SCHEME"], "methods": ["euler"], "substeps": {"euler": [1, 2, 4, 8]}}
+
+
+def grid_spec(a, seed: int) -> dict:
+    grid = FULL if seed == a.full_seed else HEADLINE
+    return {**grid, "windows": a.windows}
 
 
 def evaluate_one(out: Path, name: str, spec: dict, device: str) -> dict:
@@ -117,15 +125,38 @@ def evaluate_one(out: Path, name: str, spec: dict, device: str) -> dict:
         if d.get("spec") == spec:
             return d
     model, evaluate, info = checkpoint_source(out, windows=spec["windows"], device=device)
-    schemes = spec["schemes"] + ([OWN] if model.config.weights == "per-stage" else [])
+    schemes = [model.scheme.name if s == "OWN-SCHEME" else s for s in spec["schemes"]]
+    schemes += [OWN] if model.config.weights == "per-stage" else []
     t0 = time.perf_counter()
     res = refinement_study(model, evaluate, schemes=schemes, substeps=spec["substeps"],
-                           methods=spec["methods"], exact_substeps=spec["exact_substeps"],
-                           label=LABELS[name])
+                           methods=spec["methods"], label=LABELS[name])
     d = {"spec": spec, "result": res.to_dict(), "info": info,
          "eval_s": time.perf_counter() - t0}
     cache.write_text(json.dumps(d))
     return d
+
+
+def _trained(out: Path, steps: int) -> bool:
+    try:
+        return ck.load(out)["step"] == steps
+    except ValueError:
+        return False
+
+
+def eval_pass(a, todo, runs) -> list:
+    """Evaluate every finished run of ``todo``; returns those not trained yet."""
+    left = []
+    for m, L, s in todo:
+        out = run_dir(runs, m, L, s)
+        if not _trained(out, L):
+            left.append((m, L, s))
+            continue
+        t0 = time.time()
+        d = evaluate_one(out, m, grid_spec(a, s), a.device)
+        if time.time() - t0 > 1:
+            print(f"[{time.strftime('%H:%M:%S')}] evaluated {m} steps {L} seed {s} in "
+                  f"{d['eval_s']:.0f} s", flush=True)
+    return left
 
 
 # the order of the long runs: the Transformer and its ODE-consistent twin first
@@ -148,7 +179,7 @@ def jobs(models, lengths, seeds) -> list[tuple]:
 # report
 
 
-def load_results(runs: Path, models, lengths, seeds, spec) -> list[dict]:
+def load_results(runs: Path, models, lengths, seeds, a) -> list[dict]:
     out = []
     for m in models:
         for L in lengths:
@@ -156,18 +187,189 @@ def load_results(runs: Path, models, lengths, seeds, spec) -> list[dict]:
                 f = run_dir(runs, m, L, s) / "refine.json"
                 if f.exists():
                     d = json.loads(f.read_text())
-                    if d.get("spec") == spec:
+                    if d.get("spec") == grid_spec(a, s):
                         out.append({"name": m, "steps": L, "seed": s, **d})
     return out
 
 
-def _mean_sd(v) -> str:
+def _mean_sd(v, signed: bool = True) -> str:
     v = np.asarray(v, dtype=float)
+    f = "+.3f" if signed else ".3f"
     if len(v) == 0:
         return "—"
     if len(v) == 1:
-        return f"{v[0]:+.3f} (1 seed)"
-    return f"{v.mean():+.3f} ± {v.std(ddof=1):.3f}"
+        return f"{v[0]:{f}} (1 seed)"
+    return f"{v.mean():{f}} ± {v.std(ddof=1):.3f}"
+
+
+def _result(r):
+    from splitnet.refine import RefinementResult
+
+    return RefinementResult.from_dict(r["result"])
+
+
+def refined_series(res) -> dict:
+    """Substeps -> value for the network refined as built: its own stages with residual
+    (Euler) sub-steps ("own" when computed, else the own scheme by name: the same for shared
+    weights)."""
+    ser = res.series()
+    key = ("own", "euler") if ("own", "euler") in ser else (res.scheme, "euler")
+    return {p.substeps: res.value(p) for p in ser.get(key, [])}
+
+
+def headline_rows(results, models, lengths) -> list[dict]:
+    """Per (model, length): per seed, the as-trained loss and its changes under refinement."""
+    rows = []
+    for L in lengths:
+        for m in models:
+            rs = sorted((r for r in results if r["name"] == m and r["steps"] == L),
+                        key=lambda r: r["seed"])
+            if not rs:
+                continue
+            per = []
+            for r in rs:
+                res = _result(r)
+                own = res.value(res.own)
+                ser = refined_series(res)
+                per.append({"seed": r["seed"], "own": own, "recorded": r["info"]["val_bpb"],
+                            "ode": res.value(res.ode) - own,
+                            **{f"n{k}": ser[k] - own for k in (2, 4, 8) if k in ser}})
+            rows.append({"name": m, "steps": L, "per_seed": per})
+    return rows
+
+
+def _col(per, key):
+    return [p[key] for p in per if p.get(key) is not None]
+
+
+def headline_table(rows) -> list[str]:
+    out = ["| model | steps | seeds | val bpb as trained (256 windows) | as trained (these 16 "
+           "windows) | Δ n=2 | Δ n=4 | Δ n=8 | Δ ODE |",
+           "|---|---:|---:|---|---|---|---|---|---|"]
+    for r in rows:
+        per = r["per_seed"]
+        out.append(f"| {LABELS[r['name']]} | {r['steps']} | {len(per)} | "
+                   f"{_mean_sd(_col(per, 'recorded'), False)} | "
+                   f"{_mean_sd(_col(per, 'own'), False)} | "
+                   + " | ".join(_mean_sd(_col(per, k)) for k in ("n2", "n4", "n8", "ode"))
+                   + " |")
+    return out
+
+
+def paired(rows, a: str, b: str, L: int, key: str):
+    """Paired-by-seed difference a - b of ``key`` at length L: (n, mean, sd, t)."""
+    ra = next((r for r in rows if r["name"] == a and r["steps"] == L), None)
+    rb = next((r for r in rows if r["name"] == b and r["steps"] == L), None)
+    if ra is None or rb is None:
+        return None
+    va = {p["seed"]: p[key] for p in ra["per_seed"]}
+    vb = {p["seed"]: p[key] for p in rb["per_seed"]}
+    d = np.array([va[s] - vb[s] for s in sorted(set(va) & set(vb))])
+    if len(d) < 2:
+        return (len(d), float(d.mean()) if len(d) else float("nan"), float("nan"),
+                float("nan"))
+    sd = float(d.std(ddof=1))
+    return len(d), float(d.mean()), sd, float(d.mean() / (sd / np.sqrt(len(d))))
+
+
+def grid_table(res) -> list[str]:
+    """One model's full grid as markdown: value [field evaluations per layer]."""
+    ks = sorted({p.substeps for p in res.points})
+    out = ["| scheme | method | " + " | ".join(f"n={k}" for k in ks) + " |",
+           "|---|---|" + "---:|" * len(ks)]
+    for (sch, meth), pts in res.series().items():
+        by = {p.substeps: p for p in pts}
+        cells = [f"{res.value(by[k]):.3f} [{by[k].evals:.0f}]" if k in by else "" for k in ks]
+        name = "own stages" if sch == "own" else sch
+        out.append(f"| {name} | {meth} | " + " | ".join(cells) + " |")
+    ode = res.ode
+    out.append(f"| unsplit ODE | exact | {res.value(ode):.3f} [{ode.evals:.0f}] |"
+               + " |" * (len(ks) - 1))
+    return out
+
+
+def write_report(results, a, models, lengths, seeds, argv) -> None:
+    from splitnet.plots import plot_refinement, plot_refinement_summary
+
+    rows = headline_rows(results, models, lengths)
+    figs = {}
+    for L in lengths:
+        full = [r for m in models for r in results
+                if r["name"] == m and r["steps"] == L and r["seed"] == a.full_seed]
+        if full:
+            figs[L] = Path(f"{a.figures}_{L}.png")
+            plot_refinement([_result(r) for r in full], figs[L], top_above=2.5,
+                            title=f"trained {L} steps, seed {a.full_seed}: each network's own "
+                                  f"fields re-integrated (lines: substeps 1, 2, 4, 8 left to "
+                                  f"right)")
+    panels = {}
+    for L in lengths:
+        cur = {}
+        for r in rows:
+            if r["steps"] == L and all(f"n{k}" in p for p in r["per_seed"] for k in (2, 4, 8)):
+                cur[LABELS[r["name"]]] = [[0.0, p["n2"], p["n4"], p["n8"], p["ode"]]
+                                          for p in r["per_seed"]]
+        if cur:
+            panels[f"trained {L} steps"] = cur
+    summary = Path(f"{a.figures}_summary.png")
+    if panels:
+        plot_refinement_summary(panels, [1, 2, 4, 8, "ODE"], summary,
+                                ylabel="validation bpb minus the network as trained",
+                                title="the network refined as built (its own stages, residual "
+                                      "sub-steps, n per layer) and the ODE of its fields")
+    text = render(results, rows, figs, summary if panels else None, a, lengths, seeds, argv)
+    Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+    start, end = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
+    old = Path(a.report).read_text() if Path(a.report).exists() else ""
+    block = f"{start}\n{text.rstrip()}\n{end}"
+    if start in old and end in old:
+        old = old[:old.index(start)] + block + old[old.index(end) + len(end):]
+    else:
+        old = (old.rstrip() + "\n\n" if old else "# Refinement\n\n") + block + "\n"
+    Path(a.report).write_text(old)
+    print(f"report: {a.report} ({len(results)} evaluated runs)", flush=True)
+
+
+def render(results, rows, figs, summary, a, lengths, seeds, argv) -> str:
+    doc = Path(a.report).parent
+    cmd = "python experiments/refine_study.py " + " ".join(argv if argv is not None
+                                                         else sys.argv[1:])
+    lines = ["<!-- generated by experiments/refine_study.py --report-only -->", "",
+             "## Headline: the network refined as built, and the ODE of its fields", "",
+             (f"Δ = validation bpb of the re-integrated network minus the network as trained, "
+              f"on the same {a.windows} validation windows (mean ± sd over seeds, paired by "
+              f"seed). Δ n=k: every layer run as k steps of its own scheme with h/k, residual "
+              f"(Euler) sub-steps, own sub-layers; Δ ODE: every layer replaced by the exact "
+              f"flow of its unsplit ODE dx/dt = D_k + C_k. Seeds requested: {seeds}; lengths "
+              f"{lengths} steps."), "", *headline_table(rows), ""]
+    if summary is not None:
+        lines += [f"![summary]({summary.relative_to(doc).as_posix()})", ""]
+    lines += ["## ODE-consistent training (Lie–Trotter, refine_prob 0.5, substeps 1, 2, 4)", "",
+              "| length | paired seeds | Δ val bpb as trained (256 windows), ODE-trained − "
+              "plain | sd | t | Δ ODE, ODE-trained − plain | sd | t |",
+              "|---:|---:|---|---:|---:|---|---:|---:|"]
+    for L in lengths:
+        c = paired(rows, "transformer-ode", "transformer", L, "recorded")
+        o = paired(rows, "transformer-ode", "transformer", L, "ode")
+        if c and o:
+            lines.append(f"| {L} | {c[0]} | {c[1]:+.4f} | {c[2]:.4f} | {c[3]:+.1f} | "
+                         f"{o[1]:+.3f} | {o[2]:.3f} | {o[3]:+.1f} |")
+    lines += ["", "## Every scheme x method (seed "
+              f"{a.full_seed})", "",
+              ("bpb on the same windows, [field evaluations per layer] in brackets (one "
+               "evaluation = one call of D_k or C_k; exact and the unsplit ODE: dopri5 in "
+               "float32, rtol 1e-6, atol 1e-8, rejected steps included)."), ""]
+    for L in lengths:
+        if L in figs:
+            lines += [f"![trained {L} steps]({figs[L].relative_to(doc).as_posix()})", ""]
+        for r in results:
+            if r["steps"] == L and r["seed"] == a.full_seed:
+                res = _result(r)
+                lines += [f"**{LABELS[r['name']]}, {L} steps** (as trained "
+                          f"{res.value(res.own):.3f} bpb on these windows; evaluation took "
+                          f"{r['eval_s']:.0f} s)", "", *grid_table(res), ""]
+    lines += [f"Command: `{cmd.strip()}`"]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -180,13 +382,13 @@ def main(argv=None) -> int:
     p.add_argument("--report", default="docs/refine.md")
     p.add_argument("--figures", default="docs/figures/refine",
                    help="figure path prefix (PREFIX_<steps>.png, PREFIX_summary.png)")
-    p.add_argument("--windows", type=int, default=32,
+    p.add_argument("--windows", type=int, default=16,
                    help="validation windows of 128 bytes per evaluation (the first of the "
                         "run's own 256)")
-    p.add_argument("--substeps", default="1,2,4,8")
-    p.add_argument("--exact-substeps", default="1",
-                   help="substeps for the exact method (dopri5: ~30-150 field evaluations per "
-                        "sub-flow, so these dominate the cost)")
+    p.add_argument("--full-seed", type=int, default=0,
+                   help="the seed whose runs get the full grid (the others: the headline grid)")
+    p.add_argument("--wait", action="store_true",
+                   help="--phase eval: wait for runs still training, evaluate them as they end")
     p.add_argument("--phase", choices=["train", "eval", "all"], default="all")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
@@ -198,40 +400,29 @@ def main(argv=None) -> int:
     for m in models:
         if m not in MODELS:
             p.error(f"unknown model {m!r}; available: {', '.join(MODELS)}")
-    a.substeps = [int(k) for k in a.substeps.split(",")]
-    a.exact_substeps = [int(k) for k in a.exact_substeps.split(",")]
     runs = Path(a.runs)
-    spec = grid_spec(a)
     if not a.report_only:
         import torch
 
         torch.set_num_threads(a.threads)
-        for m, L, s in jobs(models, lengths, seeds):
-            t0 = time.time()
-            print(f"[{time.strftime('%H:%M:%S')}] {m} steps {L} seed {s}", flush=True)
-            out = run_dir(runs, m, L, s)
-            if a.phase in ("train", "all"):
+        todo = jobs(models, lengths, seeds)
+        if a.phase in ("train", "all"):
+            for m, L, s in todo:
+                print(f"[{time.strftime('%H:%M:%S')}] {m} steps {L} seed {s}", flush=True)
                 try:
                     train_one(m, L, s, runs, a.threads, a.device)
                 except ck.RunLocked:
                     print("    another worker has it: skipped", flush=True)
-                    continue
-            if a.phase in ("eval", "all"):
-                if not (out / ck.CKPT).exists() or ck.load(out)["step"] != L:
-                    print("    not trained yet: skipped", flush=True)
-                    continue
-                d = evaluate_one(out, m, spec, a.device)
-                print(f"    evaluated in {d['eval_s']:.0f} s", flush=True)
-            print(f"    done ({time.time() - t0:.0f} s)", flush=True)
-    results = load_results(runs, models, lengths, seeds, spec)
+        while a.phase in ("eval", "all") and todo:
+            todo = eval_pass(a, todo, runs)
+            if todo and a.phase == "eval" and a.wait:
+                time.sleep(60)
+            else:
+                break
+    results = load_results(runs, models, lengths, seeds, a)
     if results:
-        write_report(results, a, models, lengths, seeds, spec, argv)
+        write_report(results, a, models, lengths, seeds, argv)
     return 0
-
-
-def write_report(results, a, models, lengths, seeds, spec, argv) -> None:
-    """Placeholder until the report is written (see below)."""
-    print(f"{len(results)} evaluated runs", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Reference solutions, convergence studies, the Lie bracket, and work–precision studies.
+"""Reference solutions, convergence studies, the Lie bracket, and work–precision studies;
+serves :func:`~splitnet.gap.discretization_gap` (a network against the flow of its own fields)
+and :func:`~splitnet.refine.rediscretize` (a network's own fields under another integrator).
 
 Conventions (see ``docs/theory.md``):
 

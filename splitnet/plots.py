@@ -700,3 +700,42 @@ def _refinement_legend(keys, styles, clipped: bool, top_above, unit: str) -> lis
                               label=f"off the scale: > {top_above:g} {unit} above\nthe "
                                     f"trained network (see the table)"))
     return handles
+
+
+def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlabels, path,
+                            ylabel: str = "change in validation bpb", title: str = ""):
+    """Mean ± standard deviation over seeds of a change in loss along a refinement, one panel
+    per entry of ``panels`` (title -> label -> array ``(seeds, len(xlabels))``), one line per
+    model; ``xlabels`` name the columns (e.g. substeps 1, 2, 4, 8 and "ODE"). Writes ``path``."""
+    import matplotlib.pyplot as plt
+
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n + 2.8, 4.4), dpi=110, squeeze=False,
+                             sharey=True)
+    labels = list(dict.fromkeys(lab for p in panels.values() for lab in p))
+    x = np.arange(len(xlabels))
+    for ax, (ptitle, curves) in zip(axes[0], panels.items()):
+        for label, ys in curves.items():
+            ys = np.atleast_2d(np.asarray(ys, dtype=float))
+            st = series_style(labels.index(label))
+            m = ys.mean(0)
+            err = ys.std(0, ddof=1) if len(ys) > 1 else None
+            ax.errorbar(x + 0.04 * (labels.index(label) - len(labels) / 2), m, yerr=err,
+                        color=st["color"], ls=st["ls"], marker=st["marker"], ms=5, capsize=3,
+                        label=f"{label} ({len(ys)} seed{'s' if len(ys) > 1 else ''})")
+        ax.axhline(0.0, color="0.5", lw=0.8)
+        ax.set_xticks(x, [str(v) for v in xlabels])
+        ax.set_title(ptitle, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    handles, names = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in names:
+                handles.append(h)
+                names.append(lab)
+    fig.legend(handles, names, loc="center right", fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.9 / (5.2 * n + 2.8), 1))
+    return save_figure(fig, path)

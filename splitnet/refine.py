@@ -300,17 +300,23 @@ def study_grid(schemes=DEFAULT_SCHEMES, substeps=DEFAULT_SUBSTEPS, methods=DEFAU
                exact_substeps=None) -> list[tuple]:
     """The validated grid ``[(scheme or None, substeps, method), ...]``: every input checked
     before any work (unknown scheme or method, substeps < 1: ValueError naming it).
-    ``exact_substeps``: the substeps for ``exact`` (default: ``substeps``). ``"own"`` in
-    ``schemes`` stands for the layers' own stages."""
+    ``substeps``: a list for every method, or a dict ``method -> list``; ``exact_substeps``:
+    the list for ``exact`` (default: as the others). ``"own"`` in ``schemes`` stands for the
+    layers' own stages."""
     schs = [None if s is None or s == OWN else resolve(s) for s in schemes]
-    ks = [check_substeps(k) for k in substeps]
-    kx = ks if exact_substeps is None else [check_substeps(k) for k in exact_substeps]
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; available: {', '.join(METHODS)}")
-    if not (schs and ks and kx and methods):
+    per = dict(substeps) if isinstance(substeps, dict) else {m: substeps for m in methods}
+    if exact_substeps is not None:
+        per["exact"] = exact_substeps
+    missing = [m for m in methods if m not in per]
+    if missing:
+        raise ValueError(f"no substeps given for method(s) {missing}")
+    per = {m: [check_substeps(k) for k in per[m]] for m in methods}
+    if not (schs and methods and all(per.values())):
         raise ValueError("empty grid: give at least one scheme, substep count and method")
-    return [(s, k, m) for s in schs for m in methods for k in (kx if m == "exact" else ks)]
+    return [(s, k, m) for s in schs for m in methods for k in per[m]]
 
 
 class _CallCounter:
