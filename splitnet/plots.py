@@ -710,7 +710,7 @@ def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlab
     import matplotlib.pyplot as plt
 
     n = len(panels)
-    fig, axes = plt.subplots(1, n, figsize=(5.2 * n + 2.8, 4.4), dpi=110, squeeze=False,
+    fig, axes = plt.subplots(1, n, figsize=(max(6.5 * n, 9.0), 5.2), dpi=110, squeeze=False,
                              sharey=True)
     labels = list(dict.fromkeys(lab for p in panels.values() for lab in p))
     x = np.arange(len(xlabels))
@@ -734,8 +734,9 @@ def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlab
             if lab not in names:
                 handles.append(h)
                 names.append(lab)
-    fig.legend(handles, names, loc="center right", fontsize=8, frameon=False)
+    # below the panels: beside them the long model names would squeeze the axes
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.9 / (5.2 * n + 2.8), 1))
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * math.ceil(len(names) / 2), 1, 1))
     return save_figure(fig, path)

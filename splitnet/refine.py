@@ -307,7 +307,7 @@ def study_grid(schemes=DEFAULT_SCHEMES, substeps=DEFAULT_SUBSTEPS, methods=DEFAU
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; available: {', '.join(METHODS)}")
-    per = dict(substeps) if isinstance(substeps, dict) else {m: substeps for m in methods}
+    per = dict(substeps) if isinstance(substeps, dict) else dict.fromkeys(methods, substeps)
     if exact_substeps is not None:
         per["exact"] = exact_substeps
     missing = [m for m in methods if m not in per]
