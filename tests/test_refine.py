@@ -194,6 +194,16 @@ def test_bad_input():
         R.study_grid(methods=["euler", "rk5"])
     with pytest.raises(ValueError, match="substeps"):
         R.study_grid(substeps=[1, 0])
+    with pytest.raises(ValueError, match=r"no substeps given for method\(s\) \['rk4'\]"):
+        R.study_grid(["strang"], {"euler": [1]}, ["euler", "rk4"])
+
+
+def test_study_grid():
+    grid = R.study_grid(["strang", "own"], {"euler": [1, 2], "rk4": [1]}, ["euler", "rk4"])
+    assert [(s if s is None else s.name, k, m) for s, k, m in grid] == [
+        ("strang", 1, "euler"), ("strang", 2, "euler"), ("strang", 1, "rk4"),
+        (None, 1, "euler"), (None, 2, "euler"), (None, 1, "rk4")]
+    assert len(R.study_grid(["lie-trotter"], [1, 2, 4], ["euler", "exact"], [1])) == 4
 
 
 # ---------------------------------------------------------------------------------------------
