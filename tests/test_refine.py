@@ -392,3 +392,22 @@ def test_cli_missing_checkpoint_is_one_line(tmp_path, capsys):
     rc = main(["refine", "--out", str(png)])
     err = capsys.readouterr().err
     assert rc == 2 and "--checkpoint" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_per_stage_model_gets_its_own_stages(corpus, tmp_path, capsys):
+    """A Macaron (per-stage Strang) checkpoint: by default its own stages are a line too, and
+    their n=1 value is the network as trained; the named schemes use the weighted-sum fields."""
+    out = tmp_path / "macaron"
+    cfg = _cfg(corpus, out, steps=2)
+    train(cfg.replace(model=cfg.model.replace(scheme="strang", weights="per-stage")))
+    js = tmp_path / "m.json"
+    rc = main(["refine", "--checkpoint", str(out), "--substeps", "1", "--methods", "euler",
+               "--windows", "2", "--out", str(tmp_path / "m.png"), "--json", str(js),
+               "--no-progress"])
+    capsys.readouterr()
+    assert rc == 0
+    res = R.RefinementResult.from_dict(json.loads(js.read_text()))
+    by = {p.scheme: p for p in res.points}
+    assert set(by) == {"lie-trotter", "strang", "yoshida4", "own"}
+    assert by["own"].loss == res.own.loss and by["own"].evals == 3
+    assert by["strang"].loss != res.own.loss      # the weighted-sum field is another network
