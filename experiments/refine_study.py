@@ -344,6 +344,17 @@ def render(results, rows, figs, summary, a, lengths, seeds, argv) -> str:
               f"(Euler) sub-steps, own sub-layers; Δ ODE: every layer replaced by the exact "
               f"flow of its unsplit ODE dx/dt = D_k + C_k. Seeds requested: {seeds}; lengths "
               f"{lengths} steps."), "", *headline_table(rows), ""]
+    lines += ["Paired by seed against the Transformer (model − Transformer; t = mean / standard "
+              "error):", "", "| model | steps | paired seeds | Δ n=2 | t | Δ ODE | t |",
+              "|---|---:|---:|---|---:|---|---:|"]
+    for L in lengths:
+        for m in MODELS:
+            a2 = paired(rows, m, "transformer", L, "n2") if m != "transformer" else None
+            ao = paired(rows, m, "transformer", L, "ode") if m != "transformer" else None
+            if a2 and ao:
+                lines.append(f"| {LABELS[m]} | {L} | {ao[0]} | {a2[1]:+.3f} ± {a2[2]:.3f} | "
+                             f"{a2[3]:+.1f} | {ao[1]:+.3f} ± {ao[2]:.3f} | {ao[3]:+.1f} |")
+    lines.append("")
     if summary is not None:
         lines += [f"![summary]({summary.relative_to(doc).as_posix()})", ""]
     lines += ["## ODE-consistent training (Lie–Trotter, refine_prob 0.5, substeps 1, 2, 4)", "",
