@@ -1,4 +1,6 @@
-"""Reference solutions, convergence studies, the Lie bracket, and work–precision studies.
+"""Reference solutions, convergence studies, the Lie bracket, and work–precision studies;
+serves :func:`~splitnet.gap.discretization_gap` (a network against the flow of its own fields)
+and :func:`~splitnet.refine.rediscretize` (a network's own fields under another integrator).
 
 Conventions (see ``docs/theory.md``):
 
@@ -24,6 +26,7 @@ import torch
 from .check import fit_slope
 from .flows import default_tolerances, get_method, n_steps_for
 from .gap import GapResult, discretization_gap  # the network against its ODE, served here
+from .refine import rediscretize  # the same fields, another integrator, served here
 from .schemes import resolve
 from .stages import CONVECTION, DIFFUSION
 from .validate import (
@@ -268,4 +271,5 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
 
 
 __all__ = ["ConvergenceResult", "GapResult", "WorkPrecisionPoint", "convergence_study",
-           "discretization_gap", "lie_bracket", "reference_solution", "work_precision"]
+           "discretization_gap", "lie_bracket", "rediscretize", "reference_solution",
+           "work_precision"]

@@ -102,6 +102,14 @@ def int_list(text: str) -> tuple[int, ...]:
         raise ValueError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _positive_ints(name: str, v) -> tuple[int, ...]:
+    """A non-empty tuple of ints >= 1 from a tuple, a list or ``"1,2,4"``."""
+    items = int_list(v) if isinstance(v, str) else v
+    if not isinstance(items, (tuple, list)) or not items:
+        raise ValueError(f"{name} must be a non-empty list of ints >= 1, got {v!r}")
+    return tuple(_int(name, i) for i in items)
+
+
 def _scheme_spec(scheme):
     """What a config stores for a scheme: a registry name or pattern as given (validated), or the
     plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling)."""
@@ -269,6 +277,12 @@ class TrainConfig:
     clip: float = option(1.0, "gradient-norm clip, 0 = off")
     seed: int = option(0, "seed of weights and batches")
     eval_windows: int = option(256, "fixed validation windows per evaluation")
+    # ODE-consistent training (splitnet.refine): off unless refine_prob > 0
+    refine_prob: float = option(0.0, "ODE-consistent training: probability that a step's "
+                                "forward pass runs the model's own scheme refined into K "
+                                "substeps (K drawn from --refine-substeps; by (seed, step))")
+    refine_substeps: tuple[int, ...] = option((1, 2, 4), "substep counts K that --refine-prob "
+                                              "draws from", metavar="K,K,...", parse=int_list)
     # run (free on --resume)
     eval_every: int = option(100, "validation every N steps", resume=FREE)
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
@@ -337,6 +351,8 @@ class TrainConfig:
         for b in ("beta1", "beta2"):
             set_(self, b, _real(b, getattr(self, b), 0.0, 1.0, hi_open=True))
         set_(self, "clip", _real("clip", self.clip, lo=0.0))
+        set_(self, "refine_prob", _real("refine_prob", self.refine_prob, 0.0, 1.0))
+        set_(self, "refine_substeps", _positive_ints("refine_substeps", self.refine_substeps))
         _choice("device", self.device, DEVICES)
         for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
                               ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),

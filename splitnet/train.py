@@ -50,6 +50,7 @@ from . import checkpoint as ck
 from . import data as D
 from ._io import nearest_existing, probe_writable
 from .config import FIXED, FREE, SplitConfig, TrainConfig
+from .refine import refined, refinement_at
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
 PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
@@ -480,7 +481,9 @@ def _train_step(run: _Run) -> _Pending:
     x, y = D.train_batch(run.corpus, run.step, cfg.batch_size, cfg.context, cfg.seed,
                          env.rank, env.world)
     loss_sum = torch.zeros((), device=env.device)
-    with run.signals.interruptible():
+    # ODE-consistent training: this step's forward may run a refinement of the own scheme
+    k = refinement_at(cfg.seed, run.step, cfg.refine_prob, cfg.refine_substeps)
+    with run.signals.interruptible(), refined(run.model, k) if k and k > 1 else nullcontext():
         for m in range(accum):
             xm = x[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
             ym = y[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)

@@ -280,6 +280,46 @@ def test_trajectories_command_on_a_hugging_face_directory(gpt2_dir, tmp_path, ca
     assert "not both" in capsys.readouterr().err
 
 
+def test_refine_command_on_a_hugging_face_directory(gpt2_dir, tmp_path, capsys):
+    """``splitnet refine --hf``: loss in nats per token on consecutive windows of the model's
+    context from --text; GPT-2 is Lie–Trotter, so its lie-trotter/euler/1 point is the model."""
+    text = tmp_path / "t.txt"
+    text.write_text(TEXT * 4)
+    png, js = tmp_path / "r.png", tmp_path / "r.json"
+    rc = main(["refine", "--hf", str(gpt2_dir), "--text", str(text), "--windows", "2",
+               "--schemes", "lie-trotter,strang", "--substeps", "1,2", "--methods", "euler",
+               "--out", str(png), "--json", str(js), "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0 and png.is_file() and "Hugging Face" in out and "nats/token" in out
+    import json
+
+    from splitnet import refine as R
+
+    res = R.RefinementResult.from_dict(json.loads(js.read_text()))
+    imp = sn.interop.load_hf_for_analysis(gpt2_dir)
+    ids = imp.encode(TEXT * 4)
+    ctx = imp.model.max_len
+    with torch.no_grad():
+        x = torch.stack([ids[:ctx], ids[ctx:2 * ctx]])
+        y = torch.stack([ids[1:ctx + 1], ids[ctx + 1:2 * ctx + 1]])
+        want = float(torch.nn.functional.cross_entropy(imp.model(x).reshape(-1, 300),
+                                                       y.reshape(-1)))
+    assert res.unit == "nats/token" and res.own.loss == pytest.approx(want, rel=1e-6)
+    lt = next(p for p in res.points if (p.scheme, p.substeps) == ("lie-trotter", 1))
+    assert lt.loss == res.own.loss
+    assert next(p for p in res.points if p.scheme == "strang").loss != res.own.loss
+    capsys.readouterr()
+    for extra, message in (([], "--text goes with --hf"),
+                           (["--hf", str(gpt2_dir)], "not allowed with argument")):
+        try:
+            rc = main(["refine", "--checkpoint", str(tmp_path), "--text", str(text), *extra,
+                       "--out", str(png)])
+        except SystemExit as e:                 # argparse's own errors exit
+            rc = e.code
+        err = capsys.readouterr().err
+        assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
 # ----------------------------------------------------------------------------------- export command
 
 def _checkpoint(folder, **kw):

@@ -186,6 +186,7 @@ READERS = {
     "trajectories": ["--checkpoint", "{dir}", "--out", "{tmp}/t.png"],
     "export": ["--checkpoint", "{dir}", "--out", "{tmp}/hf"],
     "sample": ["--checkpoint", "{dir}", "--max-new-tokens", "4"],
+    "refine": ["--checkpoint", "{dir}", "--out", "{tmp}/r.png", "--no-progress"],
 }
 
 

@@ -25,6 +25,7 @@ COMMANDS = {
     "trajectories": "plot token embeddings as particles",
     "sample": "generate text from a trained checkpoint",
     "export": "write a checkpoint as a Hugging Face model directory",
+    "refine": "re-integrate a trained model's own fields: is it an ODE solver?",
 }
 
 

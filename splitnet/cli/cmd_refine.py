@@ -1,0 +1,162 @@
+"""``splitnet refine``: is a trained network an ODE solver of its own fields?
+
+Model sources: ``--checkpoint DIR`` (a ``splitnet train`` run; loss = validation bits per
+byte on the run's own validation windows). A source is a function ``args -> (model, evaluate,
+description, unit, scale)`` in :data:`SOURCES`'s order of precedence; the study itself
+(:func:`splitnet.refine.refinement_study`) only sees a model and ``evaluate(model) -> loss``.
+An importer of Hugging Face GPT-2 models (``--hf DIR``, :mod:`splitnet.interop`) plugs in as
+one more source: an option in :func:`configure` and a function beside :func:`_from_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..config import DEVICES, METHODS
+from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int
+
+HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
+DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.refine.DEFAULT_SCHEMES
+OWN = "own"
+
+
+def configure(p) -> None:
+    p.description = (
+        "Keep every weight of a trained model and integrate each layer's own fields (attention "
+        "= diffusion, feed-forward = convection; per-stage weights: their coefficient-weighted "
+        "sum) over the layer's time interval with other splitting schemes, more substeps, "
+        "other sub-flow methods or exact flows (torchdiffeq). Prints the validation loss of "
+        "every combination and writes a figure of loss against field evaluations per layer. "
+        "A network whose loss stays put under refinement behaves as an ODE solver of its "
+        "fields; one whose loss degrades relies on its own discretisation.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", metavar="DIR", type=nonempty,
+                     help="directory holding checkpoint.pt from 'splitnet train' (or the file); "
+                          "loss: validation bits per byte")
+    src.add_argument("--hf", metavar="DIR", type=nonempty,
+                     help="local Hugging Face directory (GPT-2 or exported splitnet); loss: "
+                          "nats per token on --text (needs: pip install 'splitnet[hf]')")
+    p.add_argument("--text", metavar="FILE", type=nonempty, default=None,
+                   help="with --hf: UTF-8 text file to evaluate on (default: the Python "
+                        "standard library's validation split)")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds Python objects (an old format); only for "
+                        "files from a trusted source")
+    p.add_argument("--schemes", type=csv, default=csv(DEFAULT_SCHEMES),
+                   help=f"comma-separated schemes (names, s/f patterns, stage strings) that "
+                        f"integrate the layers' fields; '{OWN}' = the layers' own stages with "
+                        f"their own sub-layers (added by default for per-stage models) "
+                        f"(default {DEFAULT_SCHEMES})")
+    p.add_argument("--substeps", type=csv_positive_ints, default=[1, 2, 4, 8],
+                   metavar="K,K,...", help="steps of the scheme per layer (default 1,2,4,8)")
+    p.add_argument("--methods", type=csv, default=list(METHODS),
+                   help=f"sub-flow methods, of {', '.join(METHODS)} (default all)")
+    p.add_argument("--exact-substeps", type=csv_positive_ints, default=None, metavar="K,K,...",
+                   help="substeps for the exact method, which costs ~30-150 field evaluations "
+                        "per sub-flow (default: --substeps)")
+    p.add_argument("--windows", type=positive_int, default=None, metavar="N",
+                   help="validation windows (default: the run's own eval_windows, those its "
+                        "training evaluated; fewer = the first of the same draw; with --hf: "
+                        "16 windows of the model's context)")
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="windows per forward pass (default 32)")
+    p.add_argument("--out", default="refine.png", help="PNG to write (default refine.png)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto = cuda when available (default auto)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="CPU threads (default: torch's)")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar")
+
+
+def _grid(args) -> list:
+    """The schemes, substeps and methods checked before any work (ValueError naming the
+    problem)."""
+    from ..refine import study_grid
+
+    bad = [m for m in args.methods if m not in METHODS]
+    if bad:
+        raise ValueError(f"unknown method {bad[0]!r}; available: {', '.join(METHODS)}")
+    return study_grid(args.schemes, args.substeps, args.methods, args.exact_substeps)
+
+
+def _device(name: str):
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def _from_checkpoint(args, device):
+    """The checkpoint's model and its validation loss; loss shown in bits per byte."""
+    import math
+
+    from ..refine import checkpoint_source
+
+    model, evaluate, info = checkpoint_source(
+        args.checkpoint, windows=args.windows, device=device, batch_size=args.batch_size,
+        trust=args.trust_checkpoint,
+        warn=lambda msg: print(f"splitnet refine: warning: {msg}", file=sys.stderr))
+    rec = info["val_bpb"]
+    desc = (f"checkpoint {args.checkpoint} (step {info['step']}; recorded val bpb "
+            f"{rec:.4f} on its full validation set)" if rec is not None else
+            f"checkpoint {args.checkpoint} (step {info['step']})")
+    desc += f"; {info['windows']} validation windows of {info['context']} bytes"
+    return model, evaluate, desc, "bpb", 1.0 / math.log(2.0)
+
+
+def _from_hf(args, device):
+    """The imported model and its loss (nats per token) on the first windows of the text."""
+    from ..refine import hf_source
+
+    model, evaluate, info = hf_source(args.hf, text=args.text, windows=args.windows or 16,
+                                      device=device)
+    desc = (f"Hugging Face {args.hf} ({info['tokenizer']} tokens); {info['windows']} windows "
+            f"of {info['context']} tokens of {info['text']}")
+    return model, evaluate, desc, "nats/token", 1.0
+
+
+def run(args) -> int:
+    import json
+
+    import torch
+
+    from .. import plots
+    from ..refine import refinement_study
+
+    _grid(args)                                     # every input checked before any work
+    check_writable(args.out)
+    if args.json:
+        check_writable(args.json)
+    device = _device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.text and not args.hf:
+        raise ValueError("--text goes with --hf (a checkpoint is evaluated on its own "
+                         "validation windows)")
+    source = _from_hf if args.hf else _from_checkpoint
+    model, evaluate, desc, unit, scale = source(args, device)
+    schemes = list(args.schemes)
+    if model.config.weights == "per-stage" and OWN not in schemes and \
+            args.schemes == csv(DEFAULT_SCHEMES):
+        schemes.append(OWN)
+    print(f"model: {desc}; {model.scheme.name} ({model.config.weights}, "
+          f"{model.config.method}), {model.n_layers} layers, h = {model.step_size:g}; "
+          f"device {device}")
+    res = refinement_study(model, evaluate, schemes=schemes, substeps=args.substeps,
+                           methods=args.methods, exact_substeps=args.exact_substeps,
+                           label=f"{model.scheme.name} ({model.config.weights})", unit=unit,
+                           scale=scale, progress=args.progress)
+    print(res.table())
+    plots.plot_refinement([res], args.out)
+    print(f"png: {args.out}")
+    if args.json:
+        from .._io import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(res.to_dict(), indent=1))
+        print(f"json: {args.json}")
+    return 0
