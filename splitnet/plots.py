@@ -715,8 +715,9 @@ def plot_refinement(results, path, title: str | None = None, top_above: float | 
     else:
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 3.5 / width, 0.5),
                    fontsize=8, frameon=False)
-    fig.suptitle(title or "the trained network's own fields re-integrated (each line: "
-                 "substeps 1, 2, 4, 8 from left to right)", fontsize=10)
+    ks = sorted({p.substeps for r in results for p in r.points})
+    fig.suptitle(title or f"the trained network's own fields re-integrated (each line: "
+                 f"substeps {', '.join(map(str, ks))} from left to right)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 if free else 1 - 3.6 / width, 1))
     return save_figure(fig, path)
 
