@@ -110,18 +110,23 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
-def load_model(path, trust: bool = False, map_location="cpu"):
-    """The trained :class:`~splitnet.models.SplitTransformer` of a checkpoint, in eval mode."""
+def model_from_state(state: dict, path):
+    """The :class:`~splitnet.models.SplitTransformer` of a loaded checkpoint ``state`` (read from
+    ``path``, named in the error when its weights do not fit its config)."""
     from .models import SplitTransformer
 
-    ck = load(path, trust=trust)
     try:
-        model = SplitTransformer.from_config(ck["model_config"])
-        model.load_state_dict(ck["model"])
+        model = SplitTransformer.from_config(state["model_config"])
+        model.load_state_dict(state["model"])
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"{checkpoint_file(path)}: the weights do not fit the model its config "
                          f"describes ({_first_line(e)})") from None
-    return model.to(map_location).eval()
+    return model
+
+
+def load_model(path, trust: bool = False, map_location="cpu"):
+    """The trained :class:`~splitnet.models.SplitTransformer` of a checkpoint, in eval mode."""
+    return model_from_state(load(path, trust=trust), path).to(map_location).eval()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,6 +305,7 @@ __all__ = [
     "checkpoint_file",
     "load",
     "load_model",
+    "model_from_state",
     "move_aside",
     "read_metrics",
     "remove_torn_saves",

@@ -425,7 +425,6 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
     since training is reported through ``warn`` (evaluation goes on)."""
     from . import checkpoint as ck
     from . import data as D
-    from .models import SplitTransformer
 
     state = ck.load(path, trust=trust)
     if "train_config" not in state:
@@ -435,12 +434,7 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
     n = tc.get("eval_windows", 256) if windows is None else windows
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"windows must be an int >= 1, got {n!r}")
-    try:
-        model = SplitTransformer.from_config(state["model_config"])
-        model.load_state_dict(state["model"])
-    except (RuntimeError, KeyError, TypeError) as e:
-        raise ValueError(f"{ck.checkpoint_file(path)}: the weights do not fit the model its "
-                         f"config describes ({str(e).splitlines()[0]})") from None
+    model = ck.model_from_state(state, path)
     corpus = D.load_corpus(tc.get("text"), tc.get("val_fraction", 0.05))
     if warn is not None and state.get("corpus") not in (None, corpus.fingerprint()):
         warn(f"the corpus changed since the checkpoint was written (checkpoint: "

@@ -211,3 +211,16 @@ def set_stdout_guard() -> None:
     except (AttributeError, OSError, ValueError):
         return
     sys.stdout = _PipeSafeStdout(sys.stdout)
+
+
+def torch_device(name: str):
+    """``--device auto|cpu|cuda`` as a torch device (auto: CUDA when available); asking for CUDA
+    where there is none is a one-line error. Imports torch: call it from ``run``, not from a
+    parser."""
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..config import DEVICES, METHODS
-from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int
+from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int, torch_device
 
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.refine.DEFAULT_SCHEMES
@@ -81,16 +81,6 @@ def _grid(args) -> list:
     return study_grid(args.schemes, args.substeps, args.methods, args.exact_substeps)
 
 
-def _device(name: str):
-    import torch
-
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
     import math
@@ -132,7 +122,7 @@ def run(args) -> int:
     check_writable(args.out)
     if args.json:
         check_writable(args.json)
-    device = _device(args.device)
+    device = torch_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.text and not args.hf:

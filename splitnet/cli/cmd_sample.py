@@ -7,7 +7,7 @@ import math
 import sys
 
 from ..config import DEVICES
-from ._args import nonempty, nonnegative_int, positive_int
+from ._args import nonempty, nonnegative_int, positive_int, torch_device
 
 HELP = "generate text from a trained checkpoint"
 START = b"\n"   # what an empty prompt starts from: a line break (the corpus is lines of text)
@@ -57,16 +57,6 @@ def prompt_bytes(prompt: str) -> bytes:
     return prompt.encode("utf-8", "surrogateescape") or START
 
 
-def _device(name: str):
-    import torch
-
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
 class _ByteWriter:
     """Raw bytes to stdout, flushed each time; ``closed`` once the reader has gone."""
 
@@ -102,7 +92,7 @@ def run(args) -> int:
     from ..checkpoint import load_model
     from ..generation import cache_unsupported, stream
 
-    device = _device(args.device)
+    device = torch_device(args.device)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
