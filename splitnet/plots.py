@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -743,7 +744,7 @@ def _seed_note(seeds: Mapping[str, int]) -> str:
     n = max(set(counts), key=counts.count)
     note = f"mean ± sd over {n} seeds" if n > 1 else "one seed"
     others = [f"{lab}: {k}" for lab, k in seeds.items() if k != n]
-    return note + (f" (except {'; '.join(others)})" if others else "")
+    return textwrap.fill(note + (f" (except {'; '.join(others)})" if others else ""), 70)
 
 
 def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlabels, path,
