@@ -748,7 +748,8 @@ def _seed_note(seeds: Mapping[str, int]) -> str:
 
 
 def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlabels, path,
-                            ylabel: str = "change in validation bpb", title: str = ""):
+                            ylabel: str = "change in validation bpb", title: str = "",
+                            xlabel: str = "substeps per layer, then the ODE solved exactly"):
     """Mean ± standard deviation over seeds of a change in loss along a refinement, one panel
     per entry of ``panels`` (title -> label -> array ``(seeds, len(xlabels))``), one line per
     model; ``xlabels`` name the columns (e.g. substeps 1, 2, 4, 8 and "ODE"). Writes ``path``."""
@@ -771,6 +772,7 @@ def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlab
                         capsize=3, label=label)
         ax.axhline(0.0, color="0.5", lw=0.8)
         ax.set_xticks(x, [str(v) for v in xlabels])
+        ax.set_xlabel(xlabel)
         ax.set_title(f"{ptitle}\n{_seed_note(seeds)}", fontsize=10)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
