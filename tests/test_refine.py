@@ -411,3 +411,14 @@ def test_cli_per_stage_model_gets_its_own_stages(corpus, tmp_path, capsys):
     assert set(by) == {"lie-trotter", "strang", "yoshida4", "own"}
     assert by["own"].loss == res.own.loss and by["own"].evals == 3
     assert by["strang"].loss != res.own.loss      # the weighted-sum field is another network
+
+
+def test_summary_figure_takes_panels_with_different_seed_counts(tmp_path):
+    """One seed (no error bar) beside three, in two panels: the figure is written."""
+    from splitnet.plots import plot_refinement_summary
+
+    rng = np.random.default_rng(0)
+    panels = {"trained 300 steps": {"A": rng.random((3, 5)), "B": rng.random((3, 5))},
+              "trained 1200 steps": {"A": rng.random((1, 5)), "B": rng.random((3, 5))}}
+    out = plot_refinement_summary(panels, [1, 2, 4, 8, "ODE"], tmp_path / "s.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
