@@ -52,6 +52,19 @@ def nearest_existing(path) -> Path:
     return p
 
 
+def require_writable_dir(out, flag: str = "--out") -> None:
+    """ValueError naming ``flag`` unless directory ``out`` exists or can be created in a
+    writable folder (its nearest existing ancestor, probed for real)."""
+    out = Path(out)
+    probe = nearest_existing(out)
+    if not probe.is_dir():
+        raise ValueError(f"{flag} {out}: {probe} exists and is not a directory")
+    try:
+        probe_writable(probe)
+    except OSError as e:
+        raise ValueError(f"{flag} {out}: cannot write to {probe} ({e.strerror})") from None
+
+
 def remove_stale_temporaries(folder, name: str) -> int:
     """Delete ``.NAME.*.tmp`` files that a kill during :func:`atomic_write` left in ``folder``
     (the real file was never replaced by them). Returns how many were removed."""

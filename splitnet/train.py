@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ck
 from . import data as D
-from ._io import nearest_existing, probe_writable
+from ._io import require_writable_dir
 from .config import FIXED, FREE, SplitConfig, TrainConfig
 from .refine import refined, refinement_at
 
@@ -695,13 +695,7 @@ def _prepare(cfg: TrainConfig, explicit, env: _Env):
     """Validated configuration and the checkpoint to resume from (read-only: nothing is
     written yet)."""
     out = Path(cfg.out)
-    probe = nearest_existing(out)
-    if not probe.is_dir():
-        raise ValueError(f"--out {out}: {probe} exists and is not a directory")
-    try:
-        probe_writable(probe)
-    except OSError as e:
-        raise ValueError(f"--out {out}: cannot write to {probe} ({e.strerror})") from None
+    require_writable_dir(out)
     state = None
     if cfg.resume:
         state = ck.load(out, trust=cfg.trust_checkpoint)

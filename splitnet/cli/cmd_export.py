@@ -38,20 +38,14 @@ def _check_out(args):
     writable (tried for real)."""
     from pathlib import Path
 
-    from .._io import nearest_existing, probe_writable
+    from .._io import require_writable_dir
 
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise ValueError(f"--out {out} is not empty: pass --overwrite to write into it")
-    probe = nearest_existing(out)
-    if not probe.is_dir():
-        raise ValueError(f"--out {out}: {probe} is not a directory")
-    try:
-        probe_writable(probe)
-    except OSError as e:
-        raise ValueError(f"--out {out}: cannot write to {probe} ({e.strerror})") from None
+    require_writable_dir(out)
     return out
 
 
