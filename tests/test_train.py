@@ -168,16 +168,21 @@ def test_sigterm_saves_checkpoint(text, tmp_path):
     assert state["step"] == last >= 3
 
 
-def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys):
+def _poison_loss_from_step_6(monkeypatch) -> None:
+    """The training loss becomes NaN from the 6th call of cross_entropy (the 6th step) on."""
     real = T.F.cross_entropy
     calls = {"n": 0}
 
     def poisoned(*a, **k):
         calls["n"] += 1
         out = real(*a, **k)
-        return out * float("nan") if calls["n"] > 5 else out   # the 6th training step
+        return out * float("nan") if calls["n"] > 5 else out
 
     monkeypatch.setattr(T.F, "cross_entropy", poisoned)
+
+
+def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys):
+    _poison_loss_from_step_6(monkeypatch)
     out = tmp_path / "n"
     rc = _run_cli("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
                   "--ckpt-every", "2", "--eval-every", "1000")
@@ -303,15 +308,7 @@ def test_deferred_host_syncs_change_nothing_but_when_numbers_are_read(text, tmp_
 
 
 def test_deferred_nan_still_keeps_the_last_good_checkpoint(text, tmp_path, monkeypatch, capsys):
-    real = T.F.cross_entropy
-    calls = {"n": 0}
-
-    def poisoned(*a, **k):
-        calls["n"] += 1
-        out = real(*a, **k)
-        return out * float("nan") if calls["n"] > 5 else out   # the 6th training step
-
-    monkeypatch.setattr(T.F, "cross_entropy", poisoned)
+    _poison_loss_from_step_6(monkeypatch)
     out = tmp_path / "n"
     assert _run_cli("--text", str(text), "--out", str(out), *TINY, "--steps", "20",
                     "--ckpt-every", "4", "--eval-every", "1000", "--sync-every", "3") == 1
