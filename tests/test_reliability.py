@@ -264,22 +264,29 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_signal_inside_a_long_step_is_honoured_within_seconds(text, tmp_path):
-    out = tmp_path / "s"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_STEP, "train", "--text", str(text),
-                             "--out", str(out), *TINY, "--steps", "50", "--ckpt-every", "100",
-                             "--eval-every", "100"], stderr=subprocess.PIPE, env=ENV, text=True)
+def _signal_at(script: str, argv: list, marker: str, sig) -> tuple[int, float, str]:
+    """Run ``python -c script *argv``, send ``sig`` once a stderr line holds ``marker``:
+    (exit status, seconds from the signal to the exit, the rest of stderr)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *argv], stderr=subprocess.PIPE,
+                            env=ENV, text=True)
     try:
         for line in proc.stderr:
-            if "SLOW" in line:
+            if marker in line:
                 break
         t0 = time.time()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         rc = proc.wait(timeout=30)
-        took = time.time() - t0
+        return rc, time.time() - t0, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_signal_inside_a_long_step_is_honoured_within_seconds(text, tmp_path):
+    out = tmp_path / "s"
+    rc, took, _ = _signal_at(SLOW_STEP, ["train", "--text", str(text), "--out", str(out), *TINY,
+                                         "--steps", "50", "--ckpt-every", "100",
+                                         "--eval-every", "100"], "SLOW", signal.SIGTERM)
     assert rc == 128 + signal.SIGTERM
     assert took < 5, took
     assert ck.load(out)["step"] == 2                       # the abandoned step made no update
@@ -372,20 +379,8 @@ sys.exit(main(sys.argv[1:]))
 
 def test_ctrl_c_while_starting_stops_at_once_with_one_line(text, tmp_path):
     out = tmp_path / "c"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_SETUP, "train", "--text", str(text),
-                             "--out", str(out), *TINY, "--steps", "5"],
-                            stderr=subprocess.PIPE, env=ENV, text=True)
-    try:
-        for line in proc.stderr:
-            if "LOADING" in line:
-                break
-        t0 = time.time()
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=30)
-        err = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert rc == 130 and time.time() - t0 < 5
+    rc, took, err = _signal_at(SLOW_SETUP, ["train", "--text", str(text), "--out", str(out),
+                                            *TINY, "--steps", "5"], "LOADING", signal.SIGINT)
+    assert rc == 130 and took < 5
     assert "Traceback" not in err and err.strip() == "splitnet train: interrupted"
     assert not out.exists()
