@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from .check import fit_slope
-from .flows import default_tolerances, get_method, n_steps_for
+from .flows import n_steps_for
 from .gap import GapResult, discretization_gap  # the network against its ODE, served here
 from .refine import rediscretize  # the same fields, another integrator, served here
 from .schemes import resolve
 from .stages import CONVECTION, DIFFUSION
+from .subflows import default_tolerances, get_method
 from .validate import (
     CheckedField,
     CountingField,

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .config import SplitConfig
-from .flows import get_method
 from .schemes import available
 from .stages import CONVECTION, DIFFUSION
+from .subflows import METHODS, get_method
 
 
 @dataclass
@@ -95,8 +95,9 @@ def describe(config: SplitConfig | None = None, seq_len: int = 256, batch: int =
     sch = config.resolved_scheme()
     m = get_method(config.method)
     if m.evals is None:
+        fixed = [k for k, v in METHODS.items() if v.evals is not None]
         raise ValueError(f"method {m.name!r} has no fixed number of field evaluations; "
-                         f"use euler, midpoint or rk4")
+                         f"use {', '.join(fixed)}")
     with torch.device("meta"):
         model = SplitTransformer.from_config(config)
     idx = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")

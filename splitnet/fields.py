@@ -13,9 +13,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .config import ACTIVATIONS
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -23,8 +27,13 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-_ACTIVATIONS = {"gelu": F.gelu, "gelu_tanh": gelu_tanh, "relu": F.relu, "silu": F.silu,
-                "tanh": torch.tanh}
+def activation_function(name: str):
+    """The activation function ``name`` of :data:`splitnet.config.ACTIVATIONS` (the one list)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; available: {', '.join(ACTIVATIONS)}")
+    fn, keywords = ACTIVATIONS[name]
+    f = getattr(F, fn)
+    return functools.partial(f, **dict(keywords)) if keywords else f
 
 
 class Attention(nn.Module):
@@ -106,11 +115,8 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
                  norm_eps: float = 1e-5):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; available: "
-                             f"{', '.join(_ACTIVATIONS)}")
+        self.act = activation_function(activation)
         self.activation = activation
-        self.act = _ACTIVATIONS[activation]
         self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .flows import get_method
+from .subflows import get_method
 
 
 @dataclass

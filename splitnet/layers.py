@@ -16,8 +16,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .flows import Euler, get_method, stage_fields
+from .flows import stage_fields
 from .stages import CONVECTION, DIFFUSION, FIELDS, as_stages, clocks, diagram, field_coeffs
+from .subflows import Euler, get_method
 from .validate import check_step_size
 
 

@@ -19,12 +19,10 @@ import math
 import torch
 from torch import nn
 
-from .config import SplitConfig
+from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
 from .fields import Attention, FeedForward, Gated
 from .layers import SplitLayer
 from .stages import CONVECTION, DIFFUSION
-
-WEIGHTS = ("shared", "per-stage")
 
 
 class SplitTransformer(nn.Module):
@@ -46,35 +44,24 @@ class SplitTransformer(nn.Module):
     activation, norm_eps : feed-forward activation (``gelu_tanh`` is GPT-2's) and LayerNorm eps.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
-                 scheme="lie-trotter", causal: bool = True, weights: str = "shared",
-                 step_size: float = 1.0, d_ff: int | None = None, max_len: int = 1024,
-                 dropout: float = 0.0, gate: str | None = None, gate_layers=None,
-                 method: str = "euler", activation: str = "gelu", gate_fields: str = "both",
-                 norm_eps: float = 1e-5):
+    def __init__(self, *args, **options):
         super().__init__()
-        cfg = SplitConfig(
-            vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-            scheme=scheme, causal=causal, weights=weights, step_size=step_size, d_ff=d_ff,
-            max_len=max_len, dropout=dropout, gate=gate, gate_layers=gate_layers,
-            method=method, activation=activation, gate_fields=gate_fields, norm_eps=norm_eps)
-        self._config = cfg
-        # A scheme object passed in is used as is (a config rebuilds an equal one).
-        self.scheme = scheme if hasattr(scheme, "stages") else cfg.resolved_scheme()
-        self.step_size = cfg.step_size
-        self.vocab_size, self.d_model, self.n_layers, self.max_len = (
-            vocab_size, d_model, n_layers, max_len)
-        self.weights, self.causal, self.gate, self.gate_fields = (
-            weights, causal, gate, gate_fields)
-        self.gate_layers = cfg.gated_layers
-        self.tok_emb = nn.Embedding(vocab_size, d_model)
-        self.pos_emb = nn.Embedding(max_len, d_model)
-        self.drop = nn.Dropout(dropout)
-        self.layers = nn.ModuleList(self._layer(k) for k in range(n_layers))
-        self.norm = nn.LayerNorm(d_model, eps=cfg.norm_eps)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        scheme = options.get("scheme")
+        self._config = config_from_call(SplitConfig, args, options, self.N_POSITIONAL)
+        c = self._config
+        # A scheme object passed in is used as is (the config stores an equal, rebuildable one).
+        self.scheme = scheme if hasattr(scheme, "stages") else c.resolved_scheme()
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = nn.Embedding(c.max_len, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.layers = nn.ModuleList(self._layer(k) for k in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight   # tied
         self._init_weights()
+
+    N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
+    __init__.__signature__ = config_signature(SplitConfig, N_POSITIONAL)
 
     @classmethod
     def from_config(cls, cfg: SplitConfig | dict) -> SplitTransformer:
@@ -83,7 +70,18 @@ class SplitTransformer(nn.Module):
             cfg = SplitConfig.from_dict(cfg)
         if not isinstance(cfg, SplitConfig):
             raise TypeError(f"from_config needs a SplitConfig, got {type(cfg).__name__}")
-        return cls(**cfg.to_dict())
+        return cls(config=cfg)
+
+    def __getattr__(self, name: str):
+        # Every config field reads as an attribute (model.max_len, model.weights, ...) without
+        # being copied: the config is the one place an option lives.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            cfg = self.__dict__.get("_config")
+            if cfg is not None and name in getattr(cfg, "__dataclass_fields__", ()):
+                return getattr(cfg, name)
+            raise
 
     @property
     def config(self) -> SplitConfig:
@@ -92,7 +90,7 @@ class SplitTransformer(nn.Module):
 
     # -- construction --------------------------------------------------------------------
     def _field(self, kind: str, gated: bool, width: int | None = None) -> nn.Module:
-        c = self._config
+        c = self.config
         if kind == DIFFUSION:
             f = Attention(c.d_model, c.n_heads, causal=c.causal, dropout=c.dropout,
                           norm_eps=c.norm_eps)
@@ -104,7 +102,8 @@ class SplitTransformer(nn.Module):
         return f
 
     def _layer(self, k: int) -> SplitLayer:
-        c, gated = self._config, k in self.gate_layers
+        c = self.config
+        gated = k in c.gated_layers
         if c.weights == "shared":
             dif, con = self._field(DIFFUSION, gated), self._field(CONVECTION, gated, c.d_ff)
         else:
@@ -117,7 +116,7 @@ class SplitTransformer(nn.Module):
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
         # sub-layers so the initial residual stream does not grow with depth.
-        n_res = max(1, self.n_layers * len(self.scheme.stages))
+        n_res = max(1, self.config.n_layers * len(self.scheme.stages))
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(n_res) if name.endswith(("proj.weight", "fc2.weight")) \
@@ -144,15 +143,16 @@ class SplitTransformer(nn.Module):
         T = idx.shape[1]
         if T == 0:
             raise ValueError("idx is an empty sequence: give at least one token")
-        if start + T > self.max_len:
+        c = self.config
+        if start + T > c.max_len:
             raise ValueError(f"sequence length {start + T} exceeds the model's max_len "
-                             f"{self.max_len}")
+                             f"{c.max_len}")
         if idx.device.type == "cpu" and not torch.compiler.is_compiling():
             # (on CUDA this check would cost a host sync per forward; an id out of range is a
             # device-side assert there)
             lo, hi = int(idx.min()), int(idx.max())
-            if lo < 0 or hi >= self.vocab_size:
-                raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got "
+            if lo < 0 or hi >= c.vocab_size:
+                raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got "
                                  f"[{lo}, {hi}]")
         pos = torch.arange(start, start + T, device=idx.device)
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos))    # (B, T, D)
@@ -162,7 +162,7 @@ class SplitTransformer(nn.Module):
         ``(1 + n_layers * n_stages, B, T, D)``: the embedding, then the state after every stage
         of every layer (times: :meth:`state_times`)."""
         x = self.embed(idx)
-        h = self.step_size
+        h = self.config.step_size
         if return_states:
             states = [x]
             for k, layer in enumerate(self.layers):
@@ -199,14 +199,15 @@ class SplitTransformer(nn.Module):
         ``head.weight`` itself (:func:`splitnet.losses.linear_cross_entropy`)."""
         x = self.embed(idx)
         for k, layer in enumerate(self.layers):
-            x = layer(x, k * self.step_size)
+            x = layer(x, k * self.config.step_size)
         return self.norm(x)
 
     def state_times(self) -> torch.Tensor:
         """Time of each state returned by ``forward(..., return_states=True)``: 0 for the
         embedding, then ``k h + h * stage_times`` (mean of the two fields' clocks)."""
         st = self.scheme.stage_times()
-        times = [0.0] + [(k + s) * self.step_size for k in range(self.n_layers) for s in st]
+        c = self.config
+        times = [0.0] + [(k + s) * c.step_size for k in range(c.n_layers) for s in st]
         return torch.tensor(times, dtype=torch.float64)
 
 

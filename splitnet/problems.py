@@ -31,10 +31,10 @@ import torch
 
 from .check import expm, fit_slope, random_matrices
 from .fields import Attention, FeedForward
-from .flows import SubflowMethod
 from .schemes import CustomScheme
 from .schemes import get as get_scheme
 from .stages import CONVECTION
+from .subflows import SubflowMethod
 
 
 def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,

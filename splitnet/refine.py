@@ -48,15 +48,15 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from .flows import METHODS, SubflowMethod, get_method
 from .layers import SplitLayer, WeightedSum
 from .schemes import CustomScheme, SplittingScheme, resolve
 from .stages import CONVECTION, DIFFUSION, Stage
+from .subflows import METHODS, SubflowMethod, get_method
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
 DEFAULT_SCHEMES = ("lie-trotter", "strang", "yoshida4")
 DEFAULT_SUBSTEPS = (1, 2, 4, 8)
-DEFAULT_METHODS = ("euler", "midpoint", "rk4", "exact")
+DEFAULT_METHODS = tuple(METHODS)
 
 
 @dataclass(frozen=True)

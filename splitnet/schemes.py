@@ -177,7 +177,7 @@ class SplittingScheme(ABC):
         is ``min(p, q + 1)``. With Euler (q = 1) the weights c^2 are positive: every real splitting
         is first order, Macaron included.
         """
-        from .flows import get_method
+        from .subflows import get_method
 
         m = get_method(method)
         if m.order is None:

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .flows import default_tolerances
 from .models import SplitTransformer
+from .subflows import default_tolerances
 
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
 EMBEDDING = "embedding"

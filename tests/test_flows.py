@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 import splitnet as sn
 from splitnet.check import adaptive_errors, matrix_step, window_fit
-from splitnet.flows import get_method
 from splitnet.problems import (
     ClosedFormFlow,
     WrongClock,
@@ -21,6 +20,7 @@ from splitnet.problems import (
     time_dependent_linear,
     time_dependent_particle,
 )
+from splitnet.subflows import get_method
 from splitnet.validate import CountingField
 
 REGISTRY = sn.schemes.available()      # a new scheme is tested without editing this file

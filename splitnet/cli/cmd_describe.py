@@ -7,6 +7,7 @@ import sys
 from ..config import SplitConfig
 from ._args import add_config_options, csv, given_options, positive_int
 
+RANK = 30   # place in `splitnet --help`
 HELP = "parameters, field evaluations and FLOPs per token of a model"
 # describe's own defaults: a mid-size model (see splitnet.cost.REFERENCE_SIZE)
 SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6}

@@ -6,6 +6,7 @@ import sys
 
 from ._args import nonempty
 
+RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
 FORMATS = ("auto", "gpt2", "splitnet")
 TOLERANCE = 1e-4   # float32 logits of the same maths through two code paths

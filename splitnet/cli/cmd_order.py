@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 import time
 
+from ..subflows import METHODS
 from ._args import check_writable, csv, csv_floats, positive_int
 
+RANK = 10   # place in `splitnet --help`
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
         "(float64): the fitted local (or global) error slope against theory")
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
@@ -17,8 +19,8 @@ def configure(p) -> None:
                    help=f"comma-separated scheme names or s/f patterns (default: "
                         f"{DEFAULT_SCHEMES})")
     p.add_argument("--method", type=csv, default=["exact"],
-                   help="sub-flow method(s): exact, euler, midpoint, rk4; comma-separated "
-                        "(default: exact)")
+                   help=f"sub-flow method(s): {', '.join(METHODS)}; comma-separated "
+                        f"(default: exact)")
     p.add_argument("--kind", choices=["local", "global"], default="local",
                    help="local: one step, slope = order + 1; global: error at T = 1, slope = "
                         "order (default: local)")
@@ -36,8 +38,9 @@ def configure(p) -> None:
 
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
-    from ..flows import get_method, n_steps_for
+    from ..flows import n_steps_for
     from ..schemes import resolve
+    from ..subflows import get_method
     from ..validate import check_step_size
 
     if args.d_model % 2:

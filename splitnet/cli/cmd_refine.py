@@ -15,6 +15,7 @@ import sys
 from ..config import DEVICES, METHODS
 from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int, torch_device
 
+RANK = 80   # place in `splitnet --help`
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.refine.DEFAULT_SCHEMES
 OWN = "own"

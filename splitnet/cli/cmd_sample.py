@@ -9,6 +9,7 @@ import sys
 from ..config import DEVICES
 from ._args import nonempty, nonnegative_int, positive_int, torch_device
 
+RANK = 60   # place in `splitnet --help`
 HELP = "generate text from a trained checkpoint"
 START = b"\n"   # what an empty prompt starts from: a line break (the corpus is lines of text)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ._args import nonempty, positive_int
 
+RANK = 20   # place in `splitnet --help`
 HELP = ("list the registered schemes by order with their cost, or check a stage list's order "
         "on random matrices")
 

@@ -8,6 +8,7 @@ import sys
 from ..config import SplitConfig, TrainConfig
 from ._args import add_config_options, given_options
 
+RANK = 40   # place in `splitnet --help`
 HELP = "train a SplitTransformer byte-level language model"
 _MODEL_SKIP = ("max_len",)           # set from --context
 

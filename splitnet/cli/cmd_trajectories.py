@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ._args import check_writable, csv, nonempty, nonnegative_int, positive_int
 
+RANK = 50   # place in `splitnet --help`
 HELP = "plot token embeddings as particles"
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
 
