@@ -30,17 +30,17 @@ mp.mp.dps = 40
 ONE = mp.mpf(1)
 
 
-def residual(method: zoo.Method, values, degree: int) -> list:
+def residual(method: zoo.Published, values, degree: int) -> list:
     """Every word coefficient of the scheme minus that of exp(D + C), degrees 1..degree."""
     v = word_series(method.build(*values), degree, ONE)
     return [x - ONE / mp.factorial(d) for d in range(1, degree + 1) for x in v[d]]
 
 
-def defect(method: zoo.Method, values, degree: int | None = None) -> mp.mpf:
+def defect(method: zoo.Published, values, degree: int | None = None) -> mp.mpf:
     return max(abs(x) for x in residual(method, values, degree or method.order))
 
 
-def refine(method: zoo.Method, values, iters: int = 6) -> list:
+def refine(method: zoo.Published, values, iters: int = 6) -> list:
     """Minimum-norm Gauss-Newton on the order conditions (finite-difference Jacobian at
     40 digits, step 1e-18; singular values below 1e-20 of the largest dropped)."""
     x = [mp.mpf(v) for v in values]
@@ -70,7 +70,7 @@ def refine(method: zoo.Method, values, iters: int = 6) -> list:
     return x
 
 
-def row(method: zoo.Method, do_refine: bool) -> tuple[str, list[str]]:
+def row(method: zoo.Published, do_refine: bool) -> tuple[str, list[str]]:
     stored = [zoo.number(p, ONE) for p in method.params]
     d_stored = defect(method, stored)
     cells = [method.name, str(method.order), mp.nstr(d_stored, 2)]
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated zoo names")
     ap.add_argument("--refine", action="store_true", help="re-derive from the order conditions")
     args = ap.parse_args(argv)
-    names = [n for n in args.only.split(",") if n] or [m.name for m in zoo.METHODS]
+    names = [n for n in args.only.split(",") if n] or [m.name for m in zoo.PUBLISHED]
     unknown = sorted(set(names) - set(zoo.BY_NAME))
     if unknown:
         ap.error(f"unknown zoo names {unknown}")

@@ -13,14 +13,14 @@ it.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 __version__ = "0.2.0"
 
-_SUBMODULES = (
-    "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "generation", "interop", "layers", "models", "plots", "problems", "reference",
-    "schemes", "stages", "tracking", "train", "trajectories", "validate",
-)
+# Every public module of the package is served (found on disk, so a new module needs no entry
+# here): sn.refine, sn.zoo, sn.hf (which needs the hf extra), ...
+_SUBMODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)
+                           if not m.name.startswith("_")))
 # name -> module that defines it
 _NAMES = {
     "SplittingScheme": "schemes", "Stage": "stages", "check_order": "schemes",
@@ -30,14 +30,7 @@ _NAMES = {
     "particle_system": "problems",
 }
 
-__all__ = [  # noqa: RUF022 - grouped: submodules, then names
-    "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "generation", "interop", "layers", "models", "plots", "problems", "reference", "schemes",
-    "stages", "tracking", "train", "trajectories", "validate",
-    "ConvergenceResult", "SplitConfig", "SplitLayer", "SplitTransformer", "SplittingScheme",
-    "Stage", "check_order", "convergence_study", "lie_bracket", "particle_system",
-    "reference_solution", "work_precision", "__version__",
-]
+__all__ = [*_SUBMODULES, *sorted(_NAMES), "__version__"]  # noqa: PLE0604 - derived above
 
 
 def __getattr__(name: str):

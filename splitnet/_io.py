@@ -73,3 +73,7 @@ def remove_stale_temporaries(folder, name: str) -> int:
         p.unlink(missing_ok=True)
         n += 1
     return n
+
+
+__all__ = ["atomic_write", "atomic_write_text", "nearest_existing", "probe_writable",
+           "remove_stale_temporaries", "require_writable_dir"]

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, as_stages, coefficient_sums
+from .stages import CONVECTION, DIFFUSION, Stage, as_stages, coefficient_sums
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 FLOOR = 1e-13        # round-off floor of 6x6 float64 products of up to ~100 exponentials
@@ -59,8 +59,10 @@ class OrderCheck:
     [``floor``, ``ceiling``]; ``tail`` the same over its three smallest h (the asymptotic
     order: a set right to a few digits only has the right slope at large h and a lower one once
     its defect takes over). ``sums`` are the raw per-field coefficient sums; ``detectable`` the
-    smallest coefficient error (max-norm, sums kept, symmetry kept for a symmetric list) that
-    changes the error at the smallest fitted h by as much as the scheme's own error there."""
+    smallest coefficient error (max-norm, sums kept; symmetry kept for a symmetric list of order
+    4 or more, broken for one of order 2, where no symmetric move lowers the order) that changes
+    the error at the smallest fitted h by as much as the scheme's own error there (NaN with
+    ``detectable_reason`` when no coefficient can move)."""
 
     name: str
     declared: int | None
@@ -77,6 +79,7 @@ class OrderCheck:
     tolerance: float = 0.3
     floor: float = FLOOR
     ceiling: float = CEILING
+    detectable_reason: str = ""    # why ``detectable`` is NaN, when it is
 
     @property
     def ok(self) -> bool:
@@ -93,7 +96,8 @@ class OrderCheck:
             return f"{head}: {self.reason} (coefficient sums: {sums}) -> {self.verdict.upper()}"
         n = int(self.used.sum())
         h = self.step_sizes[self.used]
-        det = "n/a" if not np.isfinite(self.detectable) else f"{self.detectable:.1g}"
+        det = (f"n/a ({self.detectable_reason})" if not np.isfinite(self.detectable)
+               else f"{self.detectable:.1g}")
         norm = ", normalised" if self.normalized else ""
         return (f"{head}, measured {self.measured:.2f} (smallest h: {self.tail:.2f}; {n} points, "
                 f"h {h.max():.3g} .. {h.min():.3g}) on random non-commuting matrices -> "
@@ -247,36 +251,51 @@ def _normalized(stages, sums: dict) -> tuple[tuple[Stage, ...] | None, str]:
     return tuple(Stage(s.field, s.coeff / sums[s.field]) for s in stages), ""
 
 
-def perturbation_direction(stages, seed: int = 0) -> np.ndarray | None:
+def perturbation_direction(stages, seed: int = 0, keep_symmetry: bool = True) -> np.ndarray | None:
     """A random coefficient direction (max-norm 1) that keeps each field's sum and, when the
-    stage list is a palindrome, the symmetry; None when there is no such direction."""
+    stage list is a palindrome and ``keep_symmetry``, the symmetry; None when there is no such
+    direction (e.g. one stage per field: no move keeps the sums)."""
     rng = np.random.default_rng(seed)
     v = rng.standard_normal(len(stages))
     fields = [s.field for s in stages]
-    mirror = all(a.field == b.field and abs(a.coeff - b.coeff) <= 1e-12 * max(1.0, abs(a.coeff))
-                 for a, b in zip(stages, reversed(stages)))
-    if mirror:
+    if keep_symmetry and is_mirrored(stages):
         v = (v + v[::-1]) / 2
-    for f in FIELDS:
+    for f in set(fields):
         mask = np.array([x == f for x in fields])
         v[mask] -= v[mask].mean()
     scale = np.abs(v).max()
     return None if scale < 1e-12 else v / scale
 
 
-def detectable_error(stages, a: np.ndarray, b: np.ndarray, h: float, err: float) -> float:
+def is_mirrored(stages) -> bool:
+    """The stage list reads the same backwards (as written, not merged)."""
+    return all(a.field == b.field and abs(a.coeff - b.coeff) <= 1e-12 * max(1.0, abs(a.coeff))
+               for a, b in zip(stages, reversed(stages)))
+
+
+def detectable_error(stages, a: np.ndarray, b: np.ndarray, h: float, err: float,
+                     order: int | None = None) -> tuple[float, str]:
     """Coefficient error ``delta`` whose effect on the local error at ``h`` equals ``err`` (the
     scheme's own error there): ``err / s`` with ``s`` the sensitivity along
     :func:`perturbation_direction`, measured by finite differences (``delta0 = 1e-5``: linear
-    regime, far above round-off). Larger coefficient errors change the tail slope; NaN when no
-    coefficient can move without breaking consistency (or symmetry)."""
-    v = perturbation_direction(stages)
+    regime, far above round-off). Larger coefficient errors change the tail slope.
+
+    The direction must be one that can lower the order: a symmetric perturbation of a
+    symmetric list keeps it symmetric, and a consistent symmetric method is of even order, so
+    for a symmetric list of ``order`` <= 2 no symmetric move lowers it -- there the direction
+    breaks the symmetry (to order 1). Returns ``(delta, reason)``; ``delta`` is NaN, with the
+    reason, when no coefficient can move without breaking consistency."""
+    keep = not (order is not None and order <= 2)
+    v = perturbation_direction(stages, keep_symmetry=keep)
     if v is None:
-        return float("nan")
+        return float("nan"), ("no coefficient can move with every field's sum kept (one stage "
+                              "per field): any coefficient error is an inconsistency")
     d0 = 1e-5
     moved = tuple(Stage(s.field, s.coeff + d0 * x) for s, x in zip(stages, v))
     diff = np.linalg.norm(matrix_step(moved, a, b, h) - matrix_step(stages, a, b, h), 2)
-    return float(err * d0 / diff) if diff > 0 else float("nan")
+    if not diff > 0:
+        return float("nan"), "the local error does not depend on the coefficients at this h"
+    return float(err * d0 / diff), ""
 
 
 def _verdict(declared, measured: float, tail: float, tolerance: float) -> str:
@@ -328,12 +347,12 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     rescaled = bool(reason and normalize)
 
     def result(verdict, measured=float("nan"), tail=float("nan"), hs=None, errs=None,
-               used=None, why="", det=float("nan")):
+               used=None, why="", det=float("nan"), det_why=""):
         hs = np.zeros(0) if hs is None else hs
         errs = np.zeros(0) if errs is None else errs
         used = np.zeros(0, dtype=bool) if used is None else used
         return OrderCheck(name, declared, verdict, measured, tail, hs, errs, used, sums, why,
-                          det, rescaled, tolerance, floor, ceiling)
+                          det, rescaled, tolerance, floor, ceiling, det_why)
 
     if rescaled:
         stages, reason = _normalized(stages, sums)
@@ -352,9 +371,10 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
                       why=_undetermined_reason(errs, used, floor, ceiling))
     tail = _tail(hs, errs, used)
     h_min = hs[used].min()
-    det = detectable_error(stages, a, b, h_min, errs[hs == h_min][0])
+    target = declared if declared is not None else round(tail)
+    det, det_why = detectable_error(stages, a, b, h_min, errs[hs == h_min][0], target)
     return result(_verdict(declared, slope - 1.0, tail, tolerance), slope - 1.0, tail, hs, errs,
-                  used, det=det)
+                  used, det=det, det_why=det_why)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,3 +430,9 @@ def algebraic_order(stages, max_degree: int = 11, tol: float = 1e-13, one=1.0) -
             break
         p = d
     return p
+
+
+__all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "OrderCheck", "adaptive_errors",
+           "algebraic_order", "condition_defects", "consistency", "detectable_error", "expm",
+           "fit_slope", "is_mirrored", "local_error", "matrix_step", "measure_order",
+           "perturbation_direction", "random_matrices", "window_fit", "word_series"]

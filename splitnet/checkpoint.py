@@ -294,23 +294,7 @@ def move_aside(folder) -> Path | None:
     return prev
 
 
-__all__ = [
-    "CKPT",
-    "LOCK",
-    "METRICS",
-    "PLOT",
-    "VERSION",
-    "RunLock",
-    "RunLocked",
-    "checkpoint_file",
-    "load",
-    "load_model",
-    "model_from_state",
-    "move_aside",
-    "read_metrics",
-    "remove_torn_saves",
-    "rng_state",
-    "save",
-    "set_rng_state",
-    "truncate_metrics",
-]
+__all__ = ["CKPT", "LOCK", "METRICS", "PLOT", "VERSION", "RunLock", "RunLocked",
+           "checkpoint_file", "load", "load_model", "model_from_state", "move_aside",
+           "plain_rng_state", "read_metrics", "remove_torn_saves", "rng_state", "save",
+           "set_rng_state", "truncate_metrics"]

@@ -488,29 +488,8 @@ def cli_fields(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
-__all__ = [
-    "ACTIVATIONS",
-    "ADAMW_IMPLS",
-    "COMPILE_MODES",
-    "COMPILE_SCOPES",
-    "CUDAGRAPH_MODES",
-    "FIXED",
-    "FREE",
-    "GATES",
-    "GATE_FIELDS",
-    "LOSSES",
-    "METHODS",
-    "PARAM_DTYPES",
-    "SDPA_BACKENDS",
-    "SESSION",
-    "WEIGHTS",
-    "MissingDependency",
-    "SplitConfig",
-    "TrainConfig",
-    "cli_fields",
-    "config_from_call",
-    "config_signature",
-    "int_list",
-    "option",
-    "require",
-]
+__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
+           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LOSSES", "METHODS",
+           "PARAM_DTYPES", "SDPA_BACKENDS", "SESSION", "WEIGHTS", "MissingDependency",
+           "SplitConfig", "TrainConfig", "cli_fields", "config_from_call", "config_signature",
+           "int_list", "option", "require"]

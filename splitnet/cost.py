@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .config import SplitConfig
+from .config import WEIGHTS, SplitConfig
 from .schemes import available
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS, get_method
@@ -115,7 +115,7 @@ def describe(config: SplitConfig | None = None, seq_len: int = 256, batch: int =
         flops_forward=fwd / ntok, flops_train=train / ntok)
 
 
-def table(schemes=None, weights=("shared", "per-stage"), progress: bool = False,
+def table(schemes=None, weights=WEIGHTS, progress: bool = False,
           **size) -> list[Cost]:
     """:func:`describe` for every scheme (default: the registry) and weights mode."""
     schemes = list(available() if schemes is None else schemes)
@@ -156,3 +156,6 @@ def format_table(rows: list[Cost], markdown: bool = False) -> str:
     w = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w[i]}}}" if i < 2 else f"{{:>{w[i]}}}" for i in range(len(head)))
     return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in body])
+
+
+__all__ = ["REFERENCE_SIZE", "Cost", "describe", "format_table", "table"]

@@ -305,3 +305,8 @@ def val_batches(corpus: Corpus, starts: torch.Tensor, batch_size: int, context: 
     for i in range(0, len(starts), batch_size):
         yield _windows(corpus.val, starts[i:i + batch_size], context)
 
+
+__all__ = ["ARCHIVES", "LN2", "VOCAB_SIZE", "Corpus", "check_context", "decode",
+           "describe_fingerprint", "encode", "is_text", "is_val_file", "load_corpus", "load_file",
+           "load_stdlib", "load_text", "stdlib_files", "stdlib_root", "step_generator",
+           "train_batch", "val_batches", "val_starts"]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ACTIVATIONS
+from .config import ACTIVATIONS, GATES
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -134,8 +134,8 @@ class SDU(nn.Module):
 
     def __init__(self, d_model: int, gate: str = "sigmoid"):
         super().__init__()
-        if gate not in ("sigmoid", "tanh"):
-            raise ValueError(f"gate must be 'sigmoid' or 'tanh', got {gate!r}")
+        if gate not in GATES:
+            raise ValueError(f"gate must be one of {', '.join(GATES)}, got {gate!r}")
         self.gate = gate
         self.w1 = nn.Linear(d_model, d_model)
         self.w2 = nn.Linear(d_model, d_model)
@@ -160,3 +160,6 @@ class Gated(nn.Module):
         if cache is not None:
             return self.field(t, x, cache=cache) + self.sdu(x)
         return self.field(t, x) + self.sdu(x)
+
+
+__all__ = ["SDU", "Attention", "FeedForward", "Gated", "activation_function", "gelu_tanh"]

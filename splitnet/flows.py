@@ -1,7 +1,7 @@
 """Stepping: the two numerical verbs every scheme shares, :func:`step` and :func:`integrate`,
 written on plain stage tuples and field callables (this module never imports
 :mod:`~splitnet.schemes`; schemes call it). How each stage is advanced is a sub-flow method of
-:mod:`splitnet.subflows` (euler, midpoint, rk4, exact), re-exported here.
+:mod:`splitnet.subflows`, re-exported here.
 """
 
 from __future__ import annotations
@@ -118,3 +118,6 @@ def integrate(stages: Sequence[Stage], diffusion, convection, x0, t_span, step_s
                  check=check, name=name, **options)
         out.append(x)
     return torch.stack(out)
+
+
+__all__ = ["integrate", "n_steps_for", "stage_fields", "step"]

@@ -117,3 +117,6 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
 def layer_method_name(model) -> str:
     """The sub-flow method the model's layers use (``euler`` = residual sub-layers)."""
     return model.layers[0].method.name
+
+
+__all__ = ["GapResult", "discretization_gap", "layer_method_name"]

@@ -264,3 +264,7 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     new = list(stream(model, idx, max_new_tokens, temperature, top_k, generator=generator,
                       use_cache=use_cache))
     return torch.cat([idx, *new], dim=1)
+
+
+__all__ = ["GenerationCache", "KVCache", "cache_unsupported", "check_request", "forward_cached",
+           "forward_last", "generate", "sample", "stream"]

@@ -368,5 +368,6 @@ def load_hf_for_analysis(directory, dtype: torch.dtype | None = None) -> Importe
     return Imported(model=model, tokenizer=tok, directory=p)
 
 
-__all__ = ["ACT_TO_HF", "FORMATS", "HF_TO_ACT", "Imported", "byte_tokenizer", "from_hf",
-           "gpt2_mismatch", "load_hf_for_analysis", "load_tokenizer", "to_hf"]
+__all__ = ["ACT_TO_HF", "FORMATS", "HF_TO_ACT", "LIE_TROTTER", "TOKENIZER_FILES", "Imported",
+           "byte_tokenizer", "from_hf", "gpt2_mismatch", "load_hf_for_analysis", "load_tokenizer",
+           "to_hf"]

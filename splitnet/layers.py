@@ -169,3 +169,6 @@ class SplitLayer(nn.Module):
     def extra_repr(self) -> str:
         return (f"scheme={self.name!r} [{diagram(self.stages)}], h={self.step_size}, "
                 f"method={self.method.name!r}")
+
+
+__all__ = ["SplitLayer", "WeightedSum"]

@@ -264,3 +264,8 @@ class NystromProblem:
         for _ in range(substeps):
             qr, pr = self.step(ref, qr, pr, h / substeps)
         return float(np.hypot(np.linalg.norm(q - qr), np.linalg.norm(p - pr)))
+
+
+__all__ = ["ClosedFormFlow", "LinearField", "Modulated", "NystromProblem", "Problem",
+           "WrongClock", "local_errors", "matrix_problem", "particle_problem", "particle_system",
+           "slope", "time_dependent_linear", "time_dependent_particle"]

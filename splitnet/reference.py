@@ -94,3 +94,6 @@ class RefGPT(nn.Module):
     @property
     def head(self):
         return self.lm_head
+
+
+__all__ = ["RefAttention", "RefBlock", "RefGPT", "RefMLP"]

@@ -115,8 +115,8 @@ def _check_model(model) -> None:
 
 def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     """``model`` with every layer advanced by ``substeps`` steps of ``scheme`` (default: the
-    model's own, with its own stage callables) with sub-flows ``method`` (``euler``,
-    ``midpoint``, ``rk4``, ``exact`` or a :class:`~splitnet.flows.SubflowMethod` instance).
+    model's own, with its own stage callables) with sub-flows ``method`` (a name of
+    :data:`splitnet.subflows.METHODS` or a :class:`~splitnet.subflows.SubflowMethod` instance).
 
     Returns a :class:`~splitnet.models.SplitTransformer` that shares every module and parameter
     of ``model`` (no copy: training one trains the other; ``eval()`` on one reaches the shared

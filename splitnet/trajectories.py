@@ -443,3 +443,8 @@ def fresh_model(scheme="lie-trotter", d_model: int = 64, n_heads: int = 4, n_lay
     return SplitTransformer(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads,
                             n_layers=n_layers, scheme=scheme, causal=causal, weights=weights,
                             step_size=step_size).eval()
+
+
+__all__ = ["DEFAULT_TEXT", "EMBEDDING", "PCA", "Clustering", "Trajectories", "clustering",
+           "collect", "effective_rank", "encode", "fresh_model", "pairwise_cosines", "pca",
+           "token_label", "token_labels", "with_scheme"]

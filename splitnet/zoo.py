@@ -1,6 +1,6 @@
 """A zoo of published splitting and composition methods, as data.
 
-Each :class:`Method` holds a name, its primary citation, the published independent
+Each :class:`Published` holds a name, its primary citation, the published independent
 coefficients (decimal strings, so no digit is lost on the way in), how the stage list is built
 from them, the declared order as a general splitting, and whether the method is symmetric.
 :mod:`splitnet.schemes` registers every entry; ``experiments/zoo.py`` measures them all and
@@ -106,7 +106,7 @@ def number(text: str, one=1.0):
 
 
 @dataclass(frozen=True)
-class Method:
+class Published:
     """One published method. ``params`` are the independent coefficients (strings) that
     ``build`` turns into the stage list; ``closed_form(one)`` (when the coefficients have one)
     returns them in the number type of ``one``."""
@@ -215,40 +215,40 @@ def _p(*xs: str) -> tuple[str, ...]:
 _SQRT2 = _cf(lambda one: 1 / _root(2, 2, one))
 _THETA = _cf(lambda one: 1 / (2 - _root(2, 3, one)) / 2, lambda one: 1 / (2 - _root(2, 3, one)))
 
-METHODS: tuple[Method, ...] = (
+PUBLISHED: tuple[Published, ...] = (
     # -- order 2 -------------------------------------------------------------------------------
-    Method("mclachlan-atela2", 2, MCATE, lambda r: alternating(C, 1 - r, r, r, 1 - r),
+    Published("mclachlan-atela2", 2, MCATE, lambda r: alternating(C, 1 - r, r, r, 1 - r),
            _p("0.707106781186547524400844362105"), False, closed_form=_SQRT2,
            formula="r = 1/sqrt(2): C (1 - r), D r, C r, D (1 - r)",
            note="the optimal two-stage second-order method"),
-    Method("omelyan2", 2, f"{OMF}; the value 0.1932 already in {MCLACHLAN95}",
+    Published("omelyan2", 2, f"{OMF}; the value 0.1932 already in {MCLACHLAN95}",
            lambda lam: palindrome(C, lam), _p("0.193183327503783573962899765027"), True,
            closed_form=_omelyan2,
            formula="C l, D 1/2, C (1 - 2l), D 1/2, C l with l = (y^2 + 6y - 2) / (12y), "
                    "y = (2 sqrt(326) - 36)^(1/3)",
            note="the minimum error norm among two-stage second-order methods"),
     # -- order 3 -------------------------------------------------------------------------------
-    Method("ruth3", 3, RUTH, lambda *c: alternating(C, *c),
+    Published("ruth3", 3, RUTH, lambda *c: alternating(C, *c),
            _p("7/24", "2/3", "3/4", "-2/3", "-1/24", "1"), False,
            formula="C 7/24, D 2/3, C 3/4, D -2/3, C -1/24, D 1 (the kick first)"),
-    Method("mclachlan-atela3", 3, MCATE, _mclachlan_atela3, _p("0.9196615230173999"), False,
+    Published("mclachlan-atela3", 3, MCATE, _mclachlan_atela3, _p("0.9196615230173999"), False,
            formula="a2 = 1/(4 a1) - a1/2, a3 = 1 - a1 - a2: C a3, D a1, C a2, D a2, C a1, D a3",
            note="a1 = 0.9196615230173999 as published (16 digits)"),
     # -- order 4 -------------------------------------------------------------------------------
-    Method("forest-ruth4", 4, FOREST_RUTH, lambda h, t: palindrome(C, h, t),
+    Published("forest-ruth4", 4, FOREST_RUTH, lambda h, t: palindrome(C, h, t),
            _p("0.675603595979828817023843904486", "1.35120719195965763404768780897"), True,
            closed_form=_THETA,
            formula="t = 1/(2 - 2^(1/3)): C t/2, D t, C (1-t)/2, D (1-2t), C (1-t)/2, D t, C t/2",
            note="the triple jump with adjacent stages merged (7 stages, yoshida4 has 9)"),
-    Method("pefrl", 4, OMF, lambda xi, lam, chi: palindrome(C, xi, (1 - 2 * lam) / 2, chi),
+    Published("pefrl", 4, OMF, lambda xi, lam, chi: palindrome(C, xi, (1 - 2 * lam) / 2, chi),
            _p("0.1786178958448091", "-0.2123418310626054", "-0.06626458266981849"), True,
            formula="C xi, D (1-2l)/2, C chi, D l, C (1 - 2(chi + xi)), mirrored",
            note="position-extended Forest-Ruth-like; xi, l, chi minimise an error norm"),
-    Method("vefrl", 4, OMF, lambda xi, lam, chi: palindrome(C, xi, (1 - 2 * lam) / 2, chi),
+    Published("vefrl", 4, OMF, lambda xi, lam, chi: palindrome(C, xi, (1 - 2 * lam) / 2, chi),
            _p("0.1644986515575760", "-0.02094333910398989", "1.235692651138917"), True,
            formula="as pefrl, with the velocity-version parameters",
            note="velocity-extended Forest-Ruth-like"),
-    Method("mclachlan4", 4, MCLACHLAN95, lambda *b: lie_adjoint(*b[::-1], *b),
+    Published("mclachlan4", 4, MCLACHLAN95, lambda *b: lie_adjoint(*b[::-1], *b),
            _p("0.310730545773524755113305388739", "0.308066588410420263128665332138", "0.2",
               "-0.408066588410420263128665332138", "0.0892694542264752448866946112606"), True,
            closed_form=_mclachlan4,
@@ -256,30 +256,30 @@ METHODS: tuple[Method, ...] = (
                    "(-2 + 10r)/135, 1/5, (-23 - 20r)/270, (14 - r)/108), r = sqrt(19), "
                    "a = b reversed",
            note="m = 5, minimum error; the adjoint pairs merge into 11 stages"),
-    Method("blanes-moan4-srkn", 4, BLANES_MOAN, lambda *p: palindrome(C, *p),
+    Published("blanes-moan4-srkn", 4, BLANES_MOAN, lambda *p: palindrome(C, *p),
            _p("0.0829844064174052", "0.245298957184271", "0.396309801498368",
               "0.604872665711080", "-0.0390563049223486"), True,
            formula="SRKN_6^b: C b1, D a1, C b2, D a2, C b3, D a3, C b4, mirrored",
            note="optimised for RKN problems (kick = convection); fourth order for general "
                 "splittings too, as a symmetric method gets its even orders for free"),
     # -- order 6 -------------------------------------------------------------------------------
-    Method("blanes-moan6", 6, BLANES_MOAN, lambda *p: palindrome(C, *p),
+    Published("blanes-moan6", 6, BLANES_MOAN, lambda *p: palindrome(C, *p),
            _p("0.0502627644003922", "0.148816447901042", "0.413514300428344",
               "-0.132385865767784", "0.0450798897943977", "0.067307604692185",
               "-0.188054853819569", "0.432666402578175", "0.541960678450780"), True,
            formula="S10: C a1, D b1, ..., C a5, D b5, C a6, mirrored",
            note="the sixth-order partner of blanes-moan4 (S6)"),
-    Method("yoshida6b", 6, YOSHIDA, yoshida,
+    Published("yoshida6b", 6, YOSHIDA, yoshida,
            _p("-2.132285222001451520705993", "0.004260681870792016196083714",
               "1.439848167976783090930499"), True, family="composition",
            published=_p("-2.13228522200144", "0.00426068187079180", "1.43984816797678"),
            formula="solution B: S(w3) S(w2) S(w1) S(w0) S(w1) S(w2) S(w3)"),
-    Method("yoshida6c", 6, YOSHIDA, yoshida,
+    Published("yoshida6c", 6, YOSHIDA, yoshida,
            _p("0.001528862284249270252267239", "-2.144035316305389310601302",
               "1.447782562399297932897897"), True, family="composition",
            published=_p("0.00152886228424922", "-2.14403531630539", "1.44778256239930"),
            formula="solution C"),
-    Method("triple-jump6", 6, f"{YOSHIDA}; M. Creutz and A. Gocksch, Higher-order hybrid Monte "
+    Published("triple-jump6", 6, f"{YOSHIDA}; M. Creutz and A. Gocksch, Higher-order hybrid Monte "
            f"Carlo algorithms, Phys. Rev. Lett. 63 (1989) 9-12",
            lambda t3, t5: full_composition(*_power_composition([t3, 1 - 2 * t3, t3],
                                                                [t5, 1 - 2 * t5, t5])),
@@ -287,30 +287,30 @@ METHODS: tuple[Method, ...] = (
            family="composition", closed_form=_triple_jump6,
            formula="the triple jump of triple jumps, t_k = 1/(2 - 2^(1/(k+1))) for k = 2, 4: "
                    "9 Strang steps"),
-    Method("suzuki6", 6, SUZUKI,
+    Published("suzuki6", 6, SUZUKI,
            lambda p3, p5: full_composition(*_power_composition([p3, p3, 1 - 4 * p3, p3, p3],
                                                                [p5, p5, 1 - 4 * p5, p5, p5])),
            _p("0.414490771794375737142354062861", "0.373065827733272824775863041073"), True,
            family="composition", closed_form=_suzuki6,
            formula="Suzuki's fractal of fractals, p_k = 1/(4 - 4^(1/(k+1))) for k = 2, 4: "
                    "25 Strang steps"),
-    Method("kahan-li6", 6, KAHAN_LI, composition,
+    Published("kahan-li6", 6, KAHAN_LI, composition,
            _p("0.39216144400731413927925056", "0.33259913678935943859974864",
               "-0.70624617255763935980996482", "0.08221359629355080023149045"), True,
            family="composition", formula="s9odr6a: 9 Strang steps"),
-    Method("kahan-li6b", 6, KAHAN_LI, composition,
+    Published("kahan-li6b", 6, KAHAN_LI, composition,
            _p("0.39103020330868478817", "0.33403728961113601749", "-0.70622728118756134346",
               "0.081877549648059445768"), True, family="composition",
            formula="s9odr6b: 9 Strang steps"),
     # -- order 8 -------------------------------------------------------------------------------
-    Method("mclachlan8", 8, MCLACHLAN95, composition,
+    Published("mclachlan8", 8, MCLACHLAN95, composition,
            _p("0.74167036435061295344822780", "-0.40910082580003159399730010",
               "0.19075471029623837995387626", "-0.57386247111608226665638773",
               "0.29906418130365592384446354", "0.33462491824529818378495798",
               "0.31529309239676659663205666"), True, family="composition",
            formula="s15odr8: 15 Strang steps",
            note="some libraries call this set 'Yoshida8'; it is not one of Yoshida's"),
-    Method("yoshida8a", 8, YOSHIDA, yoshida,
+    Published("yoshida8a", 8, YOSHIDA, yoshida,
            _p("-1.615823741500653784787940", "-2.446991823704245889294691",
               "-0.007169894197095332099806129", "2.440027326166344063816896",
               "0.1577399281237083213428258", "1.820206309706980069331733",
@@ -319,7 +319,7 @@ METHODS: tuple[Method, ...] = (
                         "2.44002732616735", "0.157739928123617", "1.82020630970714",
                         "1.04242620869991"),
            formula="solution A: 15 Strang steps"),
-    Method("yoshida8b", 8, YOSHIDA, yoshida,
+    Published("yoshida8b", 8, YOSHIDA, yoshida,
            _p("-0.001692485877717065591702166", "2.891957443158173912479733",
               "0.003780395883626682236870708", "-2.896882503304239868589323",
               "2.891051489721989000613590", "-2.338648151010419430977558",
@@ -328,7 +328,7 @@ METHODS: tuple[Method, ...] = (
                         "-2.89688250328827", "2.89105148970595", "-2.33864815101035",
                         "1.48819229202922"),
            formula="solution B"),
-    Method("yoshida8c", 8, YOSHIDA, yoshida,
+    Published("yoshida8c", 8, YOSHIDA, yoshida,
            _p("0.3117908124184667725520546", "-1.559468038214702588209395",
               "-1.678969282596738471212613", "1.663358099633505179757657",
               "-1.064587147891825070535125", "1.369349464168817700556148",
@@ -337,7 +337,7 @@ METHODS: tuple[Method, ...] = (
                         "1.66335809963315", "-1.06458714789183", "1.36934946416871",
                         "0.629030650210433"),
            formula="solution C"),
-    Method("yoshida8e", 8, YOSHIDA, yoshida,
+    Published("yoshida8e", 8, YOSHIDA, yoshida,
            _p("0.02277388401263122598349087", "2.527789273180283391827628",
               "-0.07191800536507050747810125", "0.005360189213752380834896529",
               "-2.048097958834902056442552", "0.1079904677180982796054063",
@@ -346,19 +346,19 @@ METHODS: tuple[Method, ...] = (
                         "0.00536018921307285", "-2.04809795887393", "0.107990467703699",
                         "1.30300165760014"),
            formula="solution E"),
-    Method("kahan-li8", 8, KAHAN_LI, composition,
+    Published("kahan-li8", 8, KAHAN_LI, composition,
            _p("0.13020248308889008087881763", "0.56116298177510838456196441",
               "-0.38947496264484728640807860", "0.15884190655515560089621075",
               "-0.39590389413323757733623154", "0.18453964097831570709183254",
               "0.25837438768632204729397911", "0.29501172360931029887096624"), True,
            family="composition", formula="s17odr8a: 17 Strang steps"),
-    Method("kahan-li8b", 8, KAHAN_LI, composition,
+    Published("kahan-li8b", 8, KAHAN_LI, composition,
            _p("0.12713692773487857916", "0.56170253798880269972", "-0.38253471994883018888",
               "0.16007605629464743119", "-0.40181637432680696673", "0.18736671654227849724",
               "0.26070870920779240570", "0.29039738812516162389"), True,
            family="composition", formula="s17odr8b: 17 Strang steps"),
     # -- order 10 ------------------------------------------------------------------------------
-    Method("kahan-li10", 10, KAHAN_LI, composition,
+    Published("kahan-li10", 10, KAHAN_LI, composition,
            _p("0.070428877682658066880", "0.87415651735353949041", "0.055414604963802442707",
               "-0.066800477898797011598", "-0.62641308958799555593", "0.23682621087528762872",
               "-0.42221063403170054210", "0.24222942201040859249", "0.047374515478601436594",
@@ -366,7 +366,7 @@ METHODS: tuple[Method, ...] = (
               "0.71608567578450563608", "-0.80016730247310573512", "0.23778185292256770747",
               "-0.32330301550863943389"), True, family="composition",
            formula="s33odr10a: 33 Strang steps"),
-    Method("kahan-li10c", 10, KAHAN_LI, composition,
+    Published("kahan-li10c", 10, KAHAN_LI, composition,
            _p("0.12313526870982994083", "0.77644981696937310520", "0.14905490079567045613",
               "-0.17250761219393744420", "-0.54871240818800177942", "0.14289765421841842100",
               "-0.31419193263986861997", "0.12670943739561041022", "0.17444734584181312998",
@@ -374,7 +374,7 @@ METHODS: tuple[Method, ...] = (
               "0.64509023524410605020", "-0.71936337169922060719", "0.20951381813463649682",
               "-0.26828113140636051966"), True, family="composition",
            formula="s33odr10c: 33 Strang steps"),
-    Method("sofroniou-spaletta10", 10, SOFRONIOU, composition,
+    Published("sofroniou-spaletta10", 10, SOFRONIOU, composition,
            _p("0.07879572252168641926390768", "0.31309610341510852776481247",
               "0.02791838323507806610952027", "-0.22959284159390709415121340",
               "0.13096206107716486317465686", "-0.26973340565451071434460973",
@@ -409,19 +409,19 @@ def kick_drift(*ab):
     return alternating(C, *[x for pair in zip(ab[m:], ab[:m]) for x in pair])
 
 
-METHODS += (
-    Method("mclachlan-atela4-rkn", 3, MCATE, kick_drift, _MCATE4, False, problem_class=RKN,
+PUBLISHED += (
+    Published("mclachlan-atela4-rkn", 3, MCATE, kick_drift, _MCATE4, False, problem_class=RKN,
            class_order=4, formula="kick b1, drift a1, ..., kick b4, drift a4",
            note="fourth order for q'' = f(q) only"),
-    Method("calvo-sanz4-rkn", 3, CALVO_SANZ, kick_drift, _CALVO_SANZ4, False, problem_class=RKN,
+    Published("calvo-sanz4-rkn", 3, CALVO_SANZ, kick_drift, _CALVO_SANZ4, False, problem_class=RKN,
            class_order=4, formula="kick b1, drift a1, ..., kick b5 (a5 = 0)",
            note="fourth order for q'' = f(q) only; 14-15 digits as published (the kick "
                 "coefficients sum to 1 + 6e-15), not re-derivable from the general conditions",
            accuracy=1e-14),
-    Method("mclachlan-atela5-rkn", 3, MCATE, kick_drift, _MCATE5, False, problem_class=RKN,
+    Published("mclachlan-atela5-rkn", 3, MCATE, kick_drift, _MCATE5, False, problem_class=RKN,
            class_order=5, formula="kick b1, drift a1, ..., kick b6, drift a6",
            note="fifth order for q'' = f(q) only"),
-    Method("blanes-moan6-rkn", 4, BLANES_MOAN, lambda *p: palindrome(D, *p),
+    Published("blanes-moan6-rkn", 4, BLANES_MOAN, lambda *p: palindrome(D, *p),
            _p("0.0378593198406116", "0.09171915262446165", "0.102635633102435", "0.183983170005006",
               "-0.0258678882665587", "-0.05653436583288827", "0.314241403071447",
               "0.004914688774712854", "-0.130144459517415", "0.143761127168358",
@@ -431,4 +431,33 @@ METHODS += (
            note="sixth order for q'' = f(q) only; fourth as a general splitting"),
 )
 
-BY_NAME = {m.name: m for m in METHODS}
+BY_NAME = {m.name: m for m in PUBLISHED}
+
+
+__all__ = [
+    "BLANES_MOAN",
+    "BY_NAME",
+    "CALVO_SANZ",
+    "FOREST_RUTH",
+    "GENERAL",
+    "KAHAN_LI",
+    "MCATE",
+    "MCLACHLAN95",
+    "OMF",
+    "PROBLEM_CLASSES",
+    "PUBLISHED",
+    "RKN",
+    "RUTH",
+    "SOFRONIOU",
+    "SUZUKI",
+    "YOSHIDA",
+    "Published",
+    "alternating",
+    "composition",
+    "full_composition",
+    "kick_drift",
+    "lie_adjoint",
+    "number",
+    "palindrome",
+    "yoshida",
+]

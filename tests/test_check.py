@@ -232,6 +232,29 @@ def test_from_stages_normalises_but_warns():
         sn.SplittingScheme.from_stages(sn.schemes.get("yoshida8").stages, order=8)
 
 
+@pytest.mark.parametrize("name", ["yoshida6", "kahan-li6"])
+def test_from_stages_order_is_a_lower_bound_with_one_meaning(name):
+    """A declared order means "at least": a sixth-order set declared as order 2 or 4 is
+    accepted (keeping the declared order) with a warning naming the measured order, declared 6
+    is silent, declared 8 is refused -- the same rule for p = 2 as for p >= 3."""
+    stages = _get(name).stages
+    for p in (2, 4):
+        with pytest.warns(UserWarning, match="higher than the declared"):
+            s = sn.SplittingScheme.from_stages(stages, order=p, name="low")
+        assert s.order == p
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sn.SplittingScheme.from_stages(stages, order=6).order == 6
+    with pytest.raises(ValueError, match="declares order 8"):
+        sn.SplittingScheme.from_stages(stages, order=8)
+
+
+def test_a_stage_string_declares_the_order_its_stages_measure():
+    assert sn.schemes.resolve("c:0.5,d:1,c:0.5").order == 2
+    assert sn.schemes.resolve("d:1,c:1").order == 1
+    assert sn.schemes.resolve(sn.schemes.get("yoshida4").stage_string()).order == 4
+
+
 # ---------------------------------------------------------------------------------------------
 # Wrong coefficients: caught, and the size the check can see
 
@@ -304,7 +327,27 @@ def test_detectable_coefficient_error_is_what_the_check_sees(name):
         assert sn.check_order(moved, order=s.order).verdict == ("mismatch" if caught else "ok")
 
 
+@pytest.mark.parametrize("name", ["strang", "omelyan2"])
+def test_detectable_for_symmetric_second_order_lists_breaks_the_symmetry(name):
+    """No symmetric move lowers a symmetric order-2 list (a consistent symmetric method has
+    even order), so ``detectable`` is measured along a direction that breaks the symmetry:
+    30 times larger is caught (order 1), 30 times smaller is not."""
+    from splitnet.check import perturbation_direction
+
+    s = _get(name)
+    r = sn.check_order(s)
+    assert 1e-9 < r.detectable < 1e-3, r.summary()
+    v = perturbation_direction(s.stages, keep_symmetry=False)
+    for factor, caught in ((30.0, True), (1 / 30, False)):
+        moved = [(st.field, st.coeff + factor * r.detectable * x) for st, x in zip(s.stages, v)]
+        assert sn.check_order(moved, order=2).verdict == ("mismatch" if caught else "ok")
+    # a symmetric perturbation of any size keeps order 2: measuring along it would be meaningless
+    big = [(st.field, st.coeff + 0.3 * x) for st, x in zip(s.stages, (v + v[::-1]) / 2)]
+    assert sn.check_order(big, order=2).ok
+
+
 def test_nothing_detectable_when_no_coefficient_can_move():
     """Lie-Trotter has one stage per field: no consistent perturbation exists."""
     r = sn.check_order("lie-trotter")
     assert r.ok and np.isnan(r.detectable) and "n/a" in r.summary()
+    assert "one stage per field" in r.summary()

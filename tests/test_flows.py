@@ -88,18 +88,28 @@ def test_step_with_exact_subflows_is_the_product_of_exponentials(name):
 # ---------------------------------------------------------------------------------------------
 # Symmetry: step(h) then step(-h) returns to the start for symmetric schemes (exact flows)
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(name=st.sampled_from(SYMMETRIC), seed=st.integers(0, 10_000),
        h=st.floats(0.05, 0.6), time_dependent=st.booleans())
 def test_symmetric_schemes_return_to_the_start(name, seed, h, time_dependent):
     """Exact sub-flows in closed form (matrix exponentials of the integrated modulation); the
-    time-dependent case also needs the backward step's clocks to retrace the forward ones."""
+    time-dependent case also needs the backward step's clocks to retrace the forward ones.
+
+    Round-off grows with the number of stages and with the largest intermediate state (large
+    coefficients, e.g. yoshida8a's, swell it), so the tolerance is 1e-13 per stage times that
+    norm: over 800 random draws the worst error was 1/57 of it. Derandomised: the same 40 draws
+    every run."""
+    from splitnet import flows
+
     s = sn.schemes.get(name)
     p = time_dependent_linear(4, seed, t0=0.1) if time_dependent else matrix_problem(4, seed)
-    flow = ClosedFormFlow()
-    x1 = s.step(p.diffusion, p.convection, p.x0, t=p.t0, step_size=h, method=flow)
-    back = s.step(p.diffusion, p.convection, x1, t=p.t0 + h, step_size=-h, method=flow)
-    assert float((back - p.x0).norm()) < 1e-12 * max(1.0, float(x1.norm()))
+    flow, states = ClosedFormFlow(), []
+    x1 = flows.step(s.stages, p.diffusion, p.convection, p.x0, p.t0, h, flow,
+                    clocks=s.clocks(), states=states)
+    back = flows.step(s.stages, p.diffusion, p.convection, x1, p.t0 + h, -h, flow,
+                      clocks=s.clocks(), states=states)
+    largest = max(float(p.x0.norm()), *(float(x.norm()) for x in states))
+    assert float((back - p.x0).norm()) < 1e-13 * len(s.stages) * largest
     assert float((x1 - p.x0).norm()) > 1e-3          # it did move
 
 

@@ -21,9 +21,9 @@ from splitnet.check import adaptive_errors, window_fit
 from splitnet.problems import NystromProblem, local_errors, particle_problem
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = [m.name for m in zoo.METHODS]
-GENERAL = [m.name for m in zoo.METHODS if m.problem_class == zoo.GENERAL]
-RESTRICTED = [m.name for m in zoo.METHODS if m.problem_class != zoo.GENERAL]
+NAMES = [m.name for m in zoo.PUBLISHED]
+GENERAL = [m.name for m in zoo.PUBLISHED if m.problem_class == zoo.GENERAL]
+RESTRICTED = [m.name for m in zoo.PUBLISHED if m.problem_class != zoo.GENERAL]
 
 
 def _get(name):
@@ -74,7 +74,7 @@ def test_every_entry_measures_its_declared_order_on_matrices(name, seed):
     assert r.ok, r.summary()
 
 
-def _defects(m: zoo.Method, values, degree: int):
+def _defects(m: zoo.Published, values, degree: int):
     mp = pytest.importorskip("mpmath")
     from splitnet.check import condition_defects
 
@@ -82,7 +82,7 @@ def _defects(m: zoo.Method, values, degree: int):
         return condition_defects(m.build(*values), degree, mp.mpf(1))
 
 
-def _mp_params(m: zoo.Method, which=None):
+def _mp_params(m: zoo.Published, which=None):
     mp = pytest.importorskip("mpmath")
     with mp.workdps(40):
         return [zoo.number(p, mp.mpf(1)) for p in (which or m.params)]
@@ -100,7 +100,7 @@ def test_coefficients_satisfy_the_order_conditions_to_double_precision(name):
     assert d[m.order] > 1e-9
 
 
-@pytest.mark.parametrize("name", [m.name for m in zoo.METHODS if m.closed_form is not None])
+@pytest.mark.parametrize("name", [m.name for m in zoo.PUBLISHED if m.closed_form is not None])
 def test_closed_forms_re_derived_at_40_digits(name):
     """The stored strings (30 digits) are the closed forms evaluated at 40 digits."""
     mp = pytest.importorskip("mpmath")

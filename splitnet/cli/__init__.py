@@ -84,3 +84,6 @@ def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename and str(e.filename) not in msg:
         msg = f"{msg}: {e.filename}"
     return msg
+
+
+__all__ = ["COMMANDS", "build_parser", "main"]

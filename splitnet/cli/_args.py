@@ -224,3 +224,8 @@ def torch_device(name: str):
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
+
+
+__all__ = ["OneLineParser", "add_config_options", "check_writable", "csv", "csv_floats",
+           "csv_positive_ints", "finite_float", "fixed_options", "given_options", "nonempty",
+           "nonnegative_int", "positive_int", "set_stdout_guard", "torch_device"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..config import SplitConfig
+from ..config import WEIGHTS, SplitConfig
 from ._args import add_config_options, csv, given_options, positive_int
 
 RANK = 30   # place in `splitnet --help`
@@ -17,7 +17,7 @@ def configure(p) -> None:
     p.add_argument("--scheme", type=csv, default=["lie-trotter"],
                    help="scheme name, s/f pattern, comma-separated list, or 'all' for the "
                         "registry (default lie-trotter)")
-    p.add_argument("--weights", choices=["shared", "per-stage", "both"], default="both",
+    p.add_argument("--weights", choices=[*WEIGHTS, "both"], default="both",
                    help="weights mode (default both)")
     g = p.add_argument_group("model (splitnet.models.SplitConfig)")
     add_config_options(g, SplitConfig, defaults=SIZE, skip=("scheme", "weights"))
@@ -36,7 +36,7 @@ def run(args) -> int:
     from ..schemes import available
 
     names = available() if args.scheme == ["all"] else args.scheme
-    weights = ("shared", "per-stage") if args.weights == "both" else (args.weights,)
+    weights = WEIGHTS if args.weights == "both" else (args.weights,)
     size = {**SIZE, **given_options(args, SplitConfig, skip=("scheme", "weights"))}
     size.update(vocab_size=args.vocab_size, max_len=args.seq_len)
     for n in names:                     # every problem before any work
@@ -59,3 +59,6 @@ def run(args) -> int:
         print(f"{s:<14} {diag}")
     sys.stdout.flush()
     return 0
+
+
+__all__ = ["HELP", "RANK", "SIZE", "configure", "run"]

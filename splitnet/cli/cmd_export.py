@@ -87,3 +87,6 @@ def run(args) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+__all__ = ["FORMATS", "HELP", "RANK", "TOLERANCE", "configure", "run"]

@@ -91,3 +91,6 @@ def run(args) -> int:
                                                      f"system")
     print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")
     return 1 if (bad and args.strict) else 0
+
+
+__all__ = ["DEFAULT_SCHEMES", "HELP", "RANK", "configure", "run"]

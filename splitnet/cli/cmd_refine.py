@@ -151,3 +151,6 @@ def run(args) -> int:
         atomic_write_text(args.json, json.dumps(res.to_dict(), indent=1))
         print(f"json: {args.json}")
     return 0
+
+
+__all__ = ["DEFAULT_SCHEMES", "HELP", "OWN", "RANK", "configure", "run"]

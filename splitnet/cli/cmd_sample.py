@@ -129,3 +129,6 @@ def _how(model, n_prompt: int, n: int, reason: str | None) -> str:
         return "no cache: the prompt fills the context, the window slides from the first token"
     return (f"key/value cache for {cached} tokens, then a sliding window (a full forward per "
             f"token) for {n - cached}")
+
+
+__all__ = ["HELP", "RANK", "START", "configure", "nonnegative_float", "prompt_bytes", "run"]

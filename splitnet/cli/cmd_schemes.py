@@ -94,3 +94,6 @@ def run(args) -> int:
           "stages of one field merged. s = diffusion (attention), f = convection "
           "(feed-forward); first stage applied first. Citations: docs/zoo.md.")
     return 0
+
+
+__all__ = ["HELP", "RANK", "configure", "run"]

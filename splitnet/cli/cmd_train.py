@@ -62,3 +62,6 @@ def _dry_run(cfg: TrainConfig, explicit) -> int:
     print(f"corpus: {corpus.describe()}")
     print(f"memory estimate: {T.estimate_memory(cfg) / 2**30:.2f} GiB per process")
     return 0
+
+
+__all__ = ["HELP", "RANK", "config_from_args", "configure", "run"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import WEIGHTS
 from ._args import check_writable, csv, nonempty, nonnegative_int, positive_int
 
 RANK = 50   # place in `splitnet --help`
@@ -56,7 +57,7 @@ def configure(p) -> None:
     g.add_argument("--n-heads", type=positive_int, default=4, help="attention heads (default 4)")
     g.add_argument("--n-layers", type=positive_int, default=6, help="layers (default 6)")
     g.add_argument("--step-size", type=float, default=1.0, help="h (default 1.0)")
-    g.add_argument("--weights", choices=["shared", "per-stage"], default="shared",
+    g.add_argument("--weights", choices=WEIGHTS, default="shared",
                    help="sub-layer weights (default shared)")
     g.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
 
@@ -182,3 +183,6 @@ def run(args) -> int:
     for k, v in written.items():
         print(f"{k}: {v}")
     return 0
+
+
+__all__ = ["DEFAULT_TEXT", "HELP", "RANK", "compare_path", "configure", "run"]
