@@ -122,9 +122,10 @@ def test_no_function_longer_than_80_lines():
 
 
 def test_plotting_lives_in_plots_only():
+    """matplotlib is imported in the ``splitnet/plots/`` package and nowhere else."""
     offenders = []
     for path in PKG.rglob("*.py"):
-        if path.name == "plots.py":
+        if PKG / "plots" in path.parents:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
