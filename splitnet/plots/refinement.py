@@ -15,10 +15,24 @@ from .style import readable_log_ticks, save_figure, series_style
 __all__ = ["plot_refinement", "plot_refinement_summary"]
 
 
-# sub-flow method -> (line style, marker); never "^", which marks values off the scale, and
-# never dotted, which marks the ODE level (as everywhere in splitnet's figures)
-_METHOD_STYLE = {"euler": ("-", "o"), "midpoint": ("--", "s"), "rk4": ("-.", "D"),
-                 "exact": ((0, (7, 2, 1, 2, 1, 2)), "X")}
+# The i-th sub-flow method of splitnet.flows.METHODS gets the i-th dash and marker (cycling);
+# never "^", which marks values off the scale, and never dotted, which marks the ODE level (as
+# everywhere in splitnet's figures). A method not in the registry: solid line, pentagons.
+_METHOD_DASHES = ("-", "--", "-.", (0, (7, 2, 1, 2, 1, 2)))
+_METHOD_MARKERS = "osDXPhv*"
+_OTHER_METHOD = ("-", "p")
+
+
+def _method_style(method: str) -> tuple:
+    """(line style, marker) of a sub-flow method, from its place in ``flows.METHODS`` (imported
+    here: it imports torch, which importing the plots does not)."""
+    from ..flows import METHODS
+
+    names = list(METHODS)
+    if method not in names:
+        return _OTHER_METHOD
+    i = names.index(method)
+    return _METHOD_DASHES[i % len(_METHOD_DASHES)], _METHOD_MARKERS[i % len(_METHOD_MARKERS)]
 
 
 def _refinement_styles(keys) -> dict:
@@ -26,7 +40,7 @@ def _refinement_styles(keys) -> dict:
     schemes = list(dict.fromkeys(s for s, _ in keys))
     out = {}
     for s, m in keys:
-        ls, mk = _METHOD_STYLE.get(m, ("-", "p"))
+        ls, mk = _method_style(m)
         out[(s, m)] = {"color": series_style(schemes.index(s))["color"], "ls": ls, "marker": mk}
     return out
 
