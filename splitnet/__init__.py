@@ -18,8 +18,8 @@ __version__ = "0.2.0"
 
 _SUBMODULES = (
     "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "generation", "interop", "layers", "models", "plots", "problems", "reference",
-    "schemes", "stages", "tracking", "train", "trajectories", "validate",
+    "generation", "interop", "layers", "models", "plots", "problems", "reference", "runenv",
+    "schemes", "stages", "tracking", "train", "trainsetup", "trajectories", "validate",
 )
 # name -> module that defines it
 _NAMES = {
@@ -32,8 +32,8 @@ _NAMES = {
 
 __all__ = [  # noqa: RUF022 - grouped: submodules, then names
     "analysis", "check", "checkpoint", "cli", "config", "cost", "data", "fields", "flows", "gap",
-    "generation", "interop", "layers", "models", "plots", "problems", "reference", "schemes",
-    "stages", "tracking", "train", "trajectories", "validate",
+    "generation", "interop", "layers", "models", "plots", "problems", "reference", "runenv",
+    "schemes", "stages", "tracking", "train", "trainsetup", "trajectories", "validate",
     "ConvergenceResult", "SplitConfig", "SplitLayer", "SplitTransformer", "SplittingScheme",
     "Stage", "check_order", "convergence_study", "lie_bracket", "particle_system",
     "reference_solution", "work_precision", "__version__",
