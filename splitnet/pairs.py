@@ -1,238 +1,508 @@
-"""Parallel corpora for translation, offline: sources, cleaning, split, tokenizers, batches.
+"""Parallel corpora for translation, offline: sources, cleaning, a stable split, the result.
 
 Sources (:func:`load_pairs`):
 
 * the machine's own gettext catalogues (default): ``/usr/share/locale/<lang>/LC_MESSAGES/*.mo``
   (and ``.po``), msgid -> msgstr as (English, target) pairs; a source language other than
-  English joins two languages' catalogues on (catalogue, msgctxt, msgid). A folder laid out
-  the same way (``<lang>/LC_MESSAGES/``) is read the same way.
+  English joins two languages' catalogues on (catalogue, msgctxt, msgid, msgid_plural). A
+  folder laid out the same way (``<lang>/LC_MESSAGES/``) is read the same way.
 * a folder of a user's own ``.po`` / ``.mo`` files: msgid -> msgstr, the target language read
-  from the files (their ``Language:`` header, else the file name).
+  from the files (their ``Language:`` header, else a file name such as ``de.po``).
 * a TSV file, ``source<TAB>target`` per line (UTF-8).
-* ``"bible"``: the Reina-Valera 1909 (es) / World English Bible (en) SWORD modules of Debian's
-  ``sword-text-sparv`` / ``sword-text-web``, read with ``pysword`` (extra ``bible``), verse by
+* ``"bible"``: the World English Bible (en) / Reina-Valera 1909 (es) SWORD modules of Debian's
+  ``sword-text-web`` / ``sword-text-sparv``, read with ``pysword`` (extra ``bible``), verse by
   verse.
 
-The stdlib's ``gettext`` is not used: it decodes the catalogue header as UTF-8 before reading
-its ``charset=`` and fails on real catalogues (net-tools' German one is ISO-8859-1). The readers
-here decode by the declared charset, fall back to latin-1 string by string, and a catalogue that
-still cannot be read is skipped and named in the statistics instead of failing the corpus.
+Catalogues are read by :mod:`splitnet.catalogs` (the stdlib's ``gettext`` fails on real ones);
+a catalogue that cannot be read is skipped and named in the statistics instead of failing the
+corpus.
 
-Split: by group (catalogue name, Bible book; a TSV line's source text), with the sha256 rule of
+Split: by group (catalogue name, Bible book; a TSV line's source text) with the sha256 rule of
 :func:`splitnet.data.is_val_file` over the group name, so a message family never straddles two
 splits and the split is the same on every machine. Deduplication runs once over all splits in
-one deterministic order, so no source sentence of valid/test is also in train.
-
-Tokenizers: :class:`ByteTokenizer` (UTF-8 bytes + pad/bos/eos), and byte-level BPE
-(:func:`train_bpe`, extra ``translate``); both serialise to plain data for a ``weights_only``
-checkpoint. Batches: :func:`pair_batch` is a pure function of ``(seed, step)`` like
-:func:`splitnet.data.train_batch`. Loading is pure Python; torch is imported by the batch
-functions only, so a command line can describe a corpus without it.
+one deterministic order, so no source sentence of valid/test is also in train. Pure Python (no
+torch): a command line can describe a corpus quickly. Tokens and batches:
+:mod:`splitnet.pair_batches`.
 """
 
 from __future__ import annotations
 
-import codecs
+import functools
+import hashlib
+import html
 import re
-import struct
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+
+from .catalogs import Message, read_mo, read_po
+from .config import require
 
 LOCALE_ROOT = Path("/usr/share/locale")
 SWORD_ROOT = Path("/usr/share/sword")
 BIBLE_MODULES = {"en": "engWEB2015eb", "es": "spaRV1909eb"}
 SPLITS = ("train", "valid", "test")
 # Reasons a candidate pair is left out, in the order they are checked (and reported).
-DROP_REASONS = ("unreadable", "fuzzy", "unmatched", "empty", "no_text", "too_long", "duplicate",
-                "conflict")
-_MO_MAGIC = 0x950412DE
+DROP_REASONS = ("fuzzy", "unmatched", "empty", "no_text", "too_long", "identical",
+                "duplicate", "conflict")
 _LANG = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*(@[A-Za-z0-9]+)?")
 
 
-class Message(NamedTuple):
-    """One catalogue entry: ``msgstr`` holds one form, or one per plural form."""
+# ---------------------------------------------------------------------------------------------
+# sources: each returns (group, source text, target text) items in a deterministic order and
+# fills ``info`` (files read, unreadable files, drops that happen before cleaning)
 
-    msgid: str
-    msgstr: tuple[str, ...]
-    context: str = ""
-    plural: str = ""
-    fuzzy: bool = False
+
+def _new_info(unit: str, description: str) -> dict:
+    return {"unit": unit, "description": description, "files": 0, "unreadable": {},
+            "dropped": Counter()}
+
+
+def _read_catalogues(files, root: Path, info: dict) -> dict[str, list[Message]]:
+    """group -> messages of ``(group, path)`` files; an unreadable file is recorded and skipped
+    (one broken catalogue must not cost the corpus), fuzzy entries are counted and dropped."""
+    out: dict[str, list[Message]] = {}
+    for group, path in files:
+        rel = path.relative_to(root).as_posix()
+        try:
+            data = path.read_bytes()
+            msgs = read_mo(data, rel) if path.suffix == ".mo" else read_po(data, rel)
+        except (OSError, ValueError) as e:
+            info["unreadable"][rel] = str(e)
+            continue
+        info["files"] += 1
+        info["dropped"]["fuzzy"] += sum(m.fuzzy for m in msgs)
+        out.setdefault(group, []).extend(m for m in msgs if not m.fuzzy)
+    return out
+
+
+def _catalogue_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".mo", ".po") and p.is_file()) \
+        if folder.is_dir() else []
+
+
+def catalogue_family(name: str) -> str:
+    """A catalogue's group: its name without trailing version or part numbers. ``iso_639-3``
+    and ``iso_639_3`` (the same catalogue under its old and new name) and ``iso_3166-2`` are
+    one family ``iso``, ``postgres-15`` is ``postgres`` on a machine with version 16 too."""
+    return re.sub(r"([-_.]?\d+)+$", "", name) or name
+
+
+def installed_languages(root: Path | str = LOCALE_ROOT) -> list[str]:
+    """Languages with at least one catalogue under a locale root, sorted."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if _catalogue_files(d / "LC_MESSAGES"))
+
+
+def _locale_side(root: Path, lang: str, info: dict) -> dict[str, list[Message]]:
+    files = _catalogue_files(root / lang / "LC_MESSAGES")
+    if not files:
+        have = installed_languages(root)
+        listed = ", ".join(have[:12]) + (", ..." if len(have) > 12 else "")
+        raise ValueError(f"no gettext catalogues for {lang!r} under {root}; installed "
+                         f"languages: {listed or 'none'}")
+    return _read_catalogues([(catalogue_family(p.stem), p) for p in files], root, info)
+
+
+def _gettext_items(root: Path, src: str, tgt: str, info: dict) -> list[tuple[str, str, str]]:
+    """msgid -> msgstr when one side is English (``en`` means the msgids); otherwise the two
+    languages' msgstr joined on (catalogue, msgctxt, msgid, msgid_plural)."""
+    if "en" in (src, tgt):
+        other = tgt if src == "en" else src
+        cats = _locale_side(root, other, info)
+        flip = src != "en"
+        return [(g, *((m.msgstr[0], m.msgid) if flip else (m.msgid, m.msgstr[0])))
+                for g in sorted(cats) for m in cats[g]]
+    a, b = _locale_side(root, src, info), _locale_side(root, tgt, info)
+    items, unmatched = [], 0
+    for g in sorted(set(a) | set(b)):
+        by_key = {(m.context, m.msgid, m.plural): m.msgstr[0] for m in b.get(g, ())}
+        seen = 0
+        for m in a.get(g, ()):
+            t = by_key.get((m.context, m.msgid, m.plural))
+            if t is None:
+                unmatched += 1
+            else:
+                items.append((g, m.msgstr[0], t))
+                seen += 1
+        unmatched += len(by_key) - seen
+    info["dropped"]["unmatched"] += unmatched
+    return items
+
+
+_LANG_HEADER = re.compile(rb'(?:^|\n|")Language:[ \t]*([A-Za-z]{2,3}[\w@-]*)')
+
+
+def _file_language(path: Path, data: bytes) -> str | None:
+    """A catalogue's language: its ``Language:`` header, else a file name such as ``de.po``."""
+    m = _LANG_HEADER.search(data[:8192])
+    if m:
+        return m.group(1).decode("ascii").replace("-", "_")
+    return path.stem if _LANG.fullmatch(path.stem) else None
+
+
+def _folder_items(root: Path, tgt: str | None, info: dict) -> tuple[list, str]:
+    """msgid -> msgstr of the ``.po``/``.mo`` files below ``root`` in ``tgt`` (all files when
+    None, which must then be one language); grouped by relative path without suffix."""
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".mo", ".po") and p.is_file()
+                   and not any(s.startswith(".") for s in p.relative_to(root).parts))
+    if not files:
+        raise ValueError(f"no .po or .mo files under {root}")
+    langs = {p: _file_language(p, p.read_bytes()) for p in files}
+    found = sorted({str(x) for x in langs.values()})
+    if tgt is None and len(found) > 1:
+        raise ValueError(f"{root} holds catalogues of several languages ({', '.join(found)}); "
+                         f"name the target language")
+    keep = [p for p in files if tgt is None or langs[p] in (tgt, None)
+            or str(langs[p]).split("_")[0] == tgt]
+    if not keep:
+        raise ValueError(f"no catalogues for {tgt!r} under {root}; its languages: "
+                         f"{', '.join(found)}")
+    cats = _read_catalogues([(p.relative_to(root).with_suffix("").as_posix(), p)
+                             for p in keep], root, info)
+    items = [(g, m.msgid, m.msgstr[0]) for g in sorted(cats) for m in cats[g]]
+    return items, tgt or (found[0] if found[0] != "None" else "und")
+
+
+def _tsv_items(path: Path, info: dict) -> list[tuple[str, str, str]]:
+    """``source<TAB>target`` lines; any bad line refuses the file, naming the line (a silently
+    shortened corpus is worse than an error). Blank lines are skipped; a BOM is allowed."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"{path}: empty file (expected source<TAB>target lines)")
+    if b"\0" in data:
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise ValueError(f"{path}:{line}: binary file (NUL byte), expected UTF-8 text")
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}), expected "
+                         f"UTF-8 text") from None
+    items = []
+    for i, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{i}: expected source<TAB>target, found {len(parts)} "
+                             f"fields: {line[:50]!r}")
+        for side, s in zip(("source", "target"), parts):
+            if not s.strip():
+                raise ValueError(f"{path}:{i}: one-sided pair (empty {side}): {line[:50]!r}")
+        items.append((parts[0].strip(), parts[0], parts[1]))
+    info["files"] = 1
+    return items
+
+
+_OSIS_DROP = re.compile(r'<note\b.*?</note>|<title\b(?![^>]*canonical="true").*?</title>', re.S)
+_OSIS_INLINE = re.compile(r"</?(?:w|q|transChange|seg|hi|foreign|divineName|name|catchWord|rdg)"
+                          r"\b[^>]*>")
+
+
+def _osis_text(s: str) -> str:
+    """Plain text of an OSIS verse: footnotes and editorial headings dropped (the other Bible
+    has none), word markup removed, other elements read as a space."""
+    s = _OSIS_INLINE.sub("", _OSIS_DROP.sub(" ", s))
+    s = html.unescape(re.sub(r"<[^>]*>", " ", s))
+    return re.sub(r" ([,.;:!?’”)])", r"\1", re.sub(r"\s+", " ", s)).strip()
+
+
+def _bible_items(src: str, tgt: str, info: dict) -> list[tuple[str, str, str]]:
+    """Verse pairs of the books both Bibles have, grouped by book, in canonical order."""
+    if {src, tgt} != set(BIBLE_MODULES):
+        raise ValueError(f"the bible corpus pairs en and es, not {src}->{tgt}")
+    require("pysword", extra="bible", feature="the bible corpus")
+    from pysword.modules import SwordModules
+
+    mods = SwordModules(str(SWORD_ROOT))
+    try:
+        found = mods.parse_modules()
+    except OSError:
+        found = {}
+    if not set(BIBLE_MODULES.values()) <= set(found):
+        raise ValueError(f"the bible corpus needs the SWORD modules "
+                         f"{' and '.join(BIBLE_MODULES.values())} under {SWORD_ROOT} "
+                         f"(Debian: apt-get install sword-text-web sword-text-sparv)")
+    bibles, books = {}, {}
+    for lang, name in BIBLE_MODULES.items():
+        bible = mods.get_bible_from_module(name)
+        if hasattr(bible, "_decompressed_text"):
+            # pysword inflates a whole book for every verse (5 ms each, minutes per Bible);
+            # remembering the last few blocks makes a book one inflation
+            bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
+        bibles[lang] = bible
+        books[lang] = {b.osis_name: b for t in bible.get_structure().get_books().values()
+                       for b in t}
+    items, unmatched = [], 0
+    for osis, book in books["es"].items():         # the 66 books of the KJV order
+        other = books["en"].get(osis)
+        if other is None:
+            continue
+        for c, lens in enumerate(zip(book.chapter_lengths, other.chapter_lengths), 1):
+            text = {lang: list(bibles[lang].get_iter(books=[osis], chapters=[c], clean=False))
+                    for lang in ("es", "en")}
+            if [len(text["es"]), len(text["en"])] != list(lens):
+                unmatched += sum(lens)              # a verse skipped by pysword: no alignment
+                continue
+            unmatched += abs(lens[0] - lens[1])
+            items += [(osis, _osis_text(text[src][v]), _osis_text(text[tgt][v]))
+                      for v in range(min(lens))]
+    info["files"] = 2
+    info["dropped"]["unmatched"] += unmatched
+    return items
 
 
 # ---------------------------------------------------------------------------------------------
-# catalogue readers
+# cleaning, the split, the corpus
+
+# printf directives (with %n$ positions, %(name)s, and gettext's %<PRIuMAX>) and {braces}
+_PLACEHOLDER = re.compile(r"%(?:\d+\$|\([^)]*\))?[-+ #0'I]*(?:\d+|\*)?(?:\.(?:\d+|\*))?"
+                          r"(?:<\w+>|(?:hh|h|ll|l|L|q|j|z|Z|t)?[diouxXeEfFgGaAcspn%])|\{[^{}]*\}")
 
 
-def _charset(header: str) -> str:
-    """The codec named by a catalogue header's ``charset=``, UTF-8 when absent or unknown."""
-    m = re.search(r"charset=\s*([-\w.:]+)", header)
-    if m:
-        try:
-            return codecs.lookup(m.group(1)).name
-        except LookupError:
-            pass
-    return "utf-8"
+def clean_text(s: str) -> str:
+    """Newlines normalised to ``\\n``, trailing whitespace stripped from every line, blank lines
+    at both ends removed. Leading spaces stay: aligned help texts use them on both sides."""
+    s = s.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in s.split("\n")).strip("\n")
 
 
-def _decoder(charset: str):
-    def dec(b: bytes) -> str:
-        try:
-            return b.decode(charset)
-        except UnicodeDecodeError:      # a mislabelled string: latin-1 reads any byte
-            return b.decode("latin-1")
-    return dec
+def has_text(s: str) -> bool:
+    """Whether ``s`` holds a letter once format placeholders are removed (``"%s: %s"``, ``"---"``
+    and ``"%d%%"`` do not: nothing to translate)."""
+    return any(ch.isalpha() for ch in _PLACEHOLDER.sub("", s))
 
 
-def _mo_sysdep(data: bytes, order: str, name: str) -> list[tuple[bytes, bytes]]:
-    """The system-dependent strings of a revision-1 catalogue (``%<PRIuMAX>`` and the like),
-    rebuilt the way ``msgunfmt`` prints them; the stdlib's reader ignores this table."""
-    n_seg, seg_off, n_sys, o_sys, t_sys = struct.unpack_from(order + "5I", data, 28)
-    seg = []
-    for i in range(n_seg):
-        length, off = struct.unpack_from(order + "2I", data, seg_off + 8 * i)
-        tag = data[off:off + length].rstrip(b"\x00")
-        seg.append(tag if tag == b"I" else b"<" + tag + b">")   # "%Id": GNU's digits flag
-
-    def rebuild(table: int, i: int) -> bytes:
-        (pos,) = struct.unpack_from(order + "I", data, table + 4 * i)
-        (off,) = struct.unpack_from(order + "I", data, pos)
-        out = b""
-        for q in range(pos + 4, len(data), 8):
-            size, ref = struct.unpack_from(order + "2I", data, q)
-            out += data[off:off + size]
-            off += size
-            if ref == 0xFFFFFFFF:
-                return out[:-1] if out.endswith(b"\x00") else out
-            if ref >= n_seg:
-                raise ValueError(f"{name}: system-dependent string {i} names segment {ref}")
-            out += seg[ref]
-        raise ValueError(f"{name}: system-dependent string {i} has no end")
-
-    return [(rebuild(o_sys, i), rebuild(t_sys, i)) for i in range(n_sys)]
+def split_of(group: str, val_fraction: float, test_fraction: float) -> str:
+    """``"train"``, ``"valid"`` or ``"test"`` for a group: the rule of
+    :func:`splitnet.data.is_val_file` (sha256 of the name mod 1000, not Python's salted hash)
+    with test taking the first ``1000 * test_fraction`` residues and valid the next ones."""
+    h = int.from_bytes(hashlib.sha256(group.encode("utf-8")).digest()[:8], "big") % 1000
+    n_test = round(1000 * test_fraction)
+    return "test" if h < n_test else "valid" if h < n_test + round(1000 * val_fraction) \
+        else "train"
 
 
-def read_mo(data: bytes, name: str = "<mo>") -> list[Message]:
-    """Entries of a compiled catalogue (either byte order), header left out.
+@dataclass(frozen=True)
+class PairCorpus:
+    """(source, target) sentence pairs of the three splits and where they came from.
 
-    Strings are decoded with the header's charset (latin-1 for a string that is not valid in
-    it); a plural entry keeps its singular msgid, the plural msgid and every msgstr form;
-    system-dependent strings (revision 1) are read too. A malformed file is a ``ValueError``
-    naming ``name``."""
-    if len(data) < 28:
-        raise ValueError(f"{name}: not a .mo file (only {len(data)} bytes)")
-    for order in "<>":
-        magic, revision, n, o_tab, t_tab = struct.unpack(order + "5I", data[:20])
-        if magic == _MO_MAGIC:
-            break
-    else:
-        raise ValueError(f"{name}: not a .mo file (bad magic number)")
-    if revision >> 16 > 1:             # GNU writes majors 0 and 1 (1: the "I" digits flag)
-        raise ValueError(f"{name}: unsupported .mo major revision {revision >> 16}")
+    ``stats`` is plain data: ``unit`` (what a group is), ``split_by`` (the unit the split used),
+    ``groups`` and ``bytes`` per split, ``files``, ``unreadable`` (file -> reason), ``entries``
+    (candidates read), ``dropped`` (reason -> count), ``identical`` (kept pairs whose two sides
+    are equal), ``seconds`` (load time)."""
 
-    def string(table: int, i: int) -> bytes:
-        length, off = struct.unpack_from(order + "2I", data, table + 8 * i)
-        if off + length > len(data):
-            raise ValueError(f"{name}: string {i} runs past the end of the file")
-        return data[off:off + length]
+    train: tuple[tuple[str, str], ...]
+    valid: tuple[tuple[str, str], ...]
+    test: tuple[tuple[str, str], ...]
+    source: str
+    src_lang: str
+    tgt_lang: str
+    stats: dict = field(default_factory=dict, compare=False)
 
-    try:
-        raw = [(string(o_tab, i), string(t_tab, i)) for i in range(n)]
-        if revision & 0xFFFF and len(data) >= 48:
-            raw += _mo_sysdep(data, order, name)
-    except struct.error:
-        raise ValueError(f"{name}: truncated .mo file ({n} entries declared)") from None
-    header = next((t for o, t in raw if o == b""), b"").decode("latin-1")
-    dec = _decoder(_charset(header))
+    def split(self, name: str) -> tuple[tuple[str, str], ...]:
+        """The pairs of split ``name`` (train, valid or test)."""
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; choose from {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def __len__(self) -> int:
+        return len(self.train) + len(self.valid) + len(self.test)
+
+    def describe(self) -> str:
+        """The one start-up line: pairs per split, groups, size, what was dropped and why."""
+        st = self.stats
+        n_groups = sum(st.get("groups", {}).values())
+        unit = st.get("split_by", "group")
+        mb = sum(st.get("bytes", {}).values()) / 1e6
+        dropped = ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in
+                            st.get("dropped", {}).items() if n)
+        bad = st.get("unreadable", {})
+        tail = f"; dropped: {dropped}" if dropped else ""
+        if st.get("identical"):
+            tail += f"; {st['identical']:,} identical pairs kept (source = target)"
+        if bad:
+            tail += (f"; {len(bad)} unreadable file{'s' if len(bad) > 1 else ''} skipped "
+                     f"({', '.join(sorted(bad)[:3])}{', ...' if len(bad) > 3 else ''})")
+        return (f"{self.src_lang}->{self.tgt_lang} {self.source}: {len(self):,} pairs (train "
+                f"{len(self.train):,} / valid {len(self.valid):,} / test {len(self.test):,}) "
+                f"from {n_groups:,} {unit}{'s' if n_groups != 1 else ''}, {mb:.1f} MB{tail}")
+
+    def fingerprint(self) -> dict:
+        """What a checkpoint records to notice a changed corpus on resume: sha256 over every
+        pair of every split in order (length-prefixed UTF-8), the counts and the source."""
+        h = hashlib.sha256()
+        for name in SPLITS:
+            h.update(name.encode() + b"\0")
+            for pair in getattr(self, name):
+                for s in pair:
+                    b = s.encode("utf-8")
+                    h.update(len(b).to_bytes(8, "big") + b)
+        return {"source": self.source, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                "pairs": {n: len(getattr(self, n)) for n in SPLITS},
+                "bytes": int(sum(self.stats.get("bytes", {}).values())),
+                "sha256": h.hexdigest()}
+
+
+def _clean_items(items, max_bytes: int, drop_identical: bool,
+                 dropped: Counter) -> list[tuple[str, str, str]]:
+    """Items whose two cleaned sides have text and fit in ``max_bytes`` UTF-8 bytes each (and
+    differ, with ``drop_identical``)."""
     out = []
-    for orig, trans in raw:
-        if orig == b"":
-            continue
-        ctx, _, orig = orig.rpartition(b"\x04")
-        msgid, _, plural = orig.partition(b"\x00")
-        out.append(Message(dec(msgid), tuple(dec(s) for s in trans.split(b"\x00")), dec(ctx),
-                           dec(plural)))
-    return out
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
-            '"': '"', "\\": "\\", "'": "'", "?": "?"}
-_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)")
-_PO_LINE = re.compile(r'(msgctxt|msgid_plural|msgid|msgstr(?:\[(\d+)\])?)\s*(".*")\s*$|(".*")\s*$')
-
-
-def _unquote(s: str, name: str, lineno: int) -> str:
-    """A C string literal's content (the quotes included in ``s``)."""
-    if len(s) < 2 or not s.endswith('"'):
-        raise ValueError(f"{name}:{lineno}: unterminated string")
-
-    def esc(m):
-        e = m.group(1)
-        if e[0] == "x":
-            return chr(int(e[1:], 16))
-        if e[0] in "01234567":
-            return chr(int(e, 8))
-        return _ESCAPES.get(e, "\\" + e)
-    return _ESCAPE.sub(esc, s[1:-1])
-
-
-def _po_entry(fields: dict, fuzzy: bool) -> Message | None:
-    if "msgid" not in fields:
-        return None
-    forms = fields.get("msgstr", {})
-    msgstr = tuple(forms[k] for k in sorted(forms)) or ("",)
-    return Message(fields["msgid"], msgstr, fields.get("msgctxt", ""),
-                   fields.get("msgid_plural", ""), fuzzy)
-
-
-def read_po(data: bytes, name: str = "<po>") -> list[Message]:
-    """Entries of a source catalogue, header and obsolete (``#~``) entries left out; ``#, fuzzy``
-    entries are returned with ``fuzzy=True`` (the corpus drops and counts them).
-
-    Handles msgctxt, msgid_plural, msgstr[n], continuation lines and C escapes; the text is
-    decoded with the header's charset (latin-1 when it is not valid in it). A malformed line is
-    a ``ValueError`` naming ``name`` and the line number."""
-    m = re.search(rb"charset=\s*([-\w.:]+)", data[:4096])
-    text = _decoder(_charset(m.group(0).decode("latin-1") if m else ""))(data)
-    out, fields, fuzzy, key = [], {}, False, None
-
-    def flush():
-        msg = _po_entry(fields, fuzzy)
-        if msg is not None and msg.msgid != "":
-            out.append(msg)
-
-    for lineno, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            if s.startswith("#,") and "fuzzy" in s[2:].replace(",", " ").split():
-                if fields:
-                    flush()
-                    fields, key = {}, None
-                fuzzy = True
-            continue
-        m = _PO_LINE.fullmatch(s)
-        if m is None:
-            raise ValueError(f"{name}:{lineno}: not a .po line: {s[:60]!r}")
-        if m.group(4) is not None:                  # a continuation of the current string
-            if key is None:
-                raise ValueError(f"{name}:{lineno}: string without a keyword")
-            value = _unquote(m.group(4), name, lineno)
-            if isinstance(key, tuple):
-                fields["msgstr"][key[1]] += value
-            else:
-                fields[key] += value
-            continue
-        kw, value = m.group(1), _unquote(m.group(3), name, lineno)
-        if kw in ("msgctxt", "msgid") and ("msgstr" in fields or kw in fields):
-            flush()                                 # a new entry begins, not fuzzy: its
-            fields, fuzzy = {}, False               # flag would have flushed the last one
-        if kw.startswith("msgstr"):
-            key = ("msgstr", int(m.group(2) or 0))
-            fields.setdefault("msgstr", {})[key[1]] = value
+    for group, src, tgt in items:
+        src, tgt = clean_text(src), clean_text(tgt)
+        if not src or not tgt:
+            dropped["empty"] += 1
+        elif not (has_text(src) and has_text(tgt)):
+            dropped["no_text"] += 1
+        elif max(len(src.encode("utf-8")), len(tgt.encode("utf-8"))) > max_bytes:
+            dropped["too_long"] += 1
+        elif drop_identical and src == tgt:
+            dropped["identical"] += 1
         else:
-            key = kw
-            fields[kw] = value
-    flush()
+            out.append((group, src, tgt))
     return out
 
 
-__all__ = ["Message", "read_mo", "read_po"]
+def _assign(items, val_fraction: float, test_fraction: float, unit: str):
+    """The split of every item by its group; by its source text (unit ``message``) when the
+    groups are too few for three non-empty splits."""
+    groups = {g: split_of(g, val_fraction, test_fraction) for g in dict.fromkeys(
+        g for g, _, _ in items)}
+    if set(groups.values()) != set(SPLITS):
+        unit = "message"
+        groups = {s: split_of(s, val_fraction, test_fraction) for s in dict.fromkeys(
+            s for _, s, _ in items)}
+        return [groups[s] for _, s, _ in items], groups, unit
+    return [groups[g] for g, _, _ in items], groups, unit
+
+
+def _build(items, info: dict, src: str, tgt: str, opts: dict, t0: float) -> PairCorpus:
+    """Clean, split by group, deduplicate by source text once over all splits (test, valid,
+    train, each in item order: the first target of a source is kept, every later occurrence
+    dropped, so no source of valid/test is also in train)."""
+    dropped = Counter(info["dropped"])
+    entries = len(items)
+    items = _clean_items(items, opts["max_bytes"], opts["drop_identical"], dropped)
+    where, groups, unit = _assign(items, opts["val_fraction"], opts["test_fraction"],
+                                  info["unit"])
+    out = {s: [] for s in SPLITS}
+    seen: dict[str, str] = {}
+    # test first, then valid, then train: a held-out split is a function of its own groups
+    # alone (not of which other catalogues a machine has), and train gives up the overlap
+    rank = {"test": 0, "valid": 1, "train": 2}
+    for i in sorted(range(len(items)), key=lambda i: rank[where[i]]):
+        (_, s, t), split = items[i], where[i]
+        if s in seen:
+            dropped["duplicate" if seen[s] == t else "conflict"] += 1
+            continue
+        seen[s] = t
+        out[split].append((s, t))
+    for split in SPLITS:
+        if not out[split]:
+            total = sum(map(len, out.values()))
+            raise ValueError(f"{info['description']}: the {split} split is empty ({total} "
+                             f"pairs in all); give more data or larger fractions")
+    stats = {"unit": info["unit"], "split_by": unit,
+             "groups": {s: sum(v == s for v in groups.values()) for s in SPLITS},
+             "bytes": {s: sum(len(a.encode()) + len(b.encode()) for a, b in out[s])
+                       for s in SPLITS},
+             "files": info["files"], "unreadable": dict(info["unreadable"]), "entries": entries,
+             "dropped": {r: dropped[r] for r in DROP_REASONS},
+             "identical": sum(a == b for v in out.values() for a, b in v),
+             "seconds": round(time.perf_counter() - t0, 3)}
+    return PairCorpus(tuple(out["train"]), tuple(out["valid"]), tuple(out["test"]),
+                      info["description"], src, tgt, stats)
+
+
+def _check_args(src, tgt, val_fraction, test_fraction, max_bytes) -> None:
+    for name, v in (("src_lang", src), ("tgt_lang", tgt)):
+        if v is not None and (not isinstance(v, str) or not _LANG.fullmatch(v)):
+            raise ValueError(f"{name} must be a language code such as 'de' or 'pt_BR', "
+                             f"got {v!r}")
+    if src is not None and src == tgt:
+        raise ValueError(f"source and target language are both {src!r}")
+    for name, v in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+            raise ValueError(f"{name} must be in (0, 1), got {v!r}")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
+                         f"{val_fraction + test_fraction:g}")
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+
+
+NAMED_SOURCES = ("gettext", "bible")
+
+
+def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = None, *,
+               val_fraction: float = 0.1, test_fraction: float = 0.1,
+               max_bytes: int = 512, drop_identical: bool = False) -> PairCorpus:
+    """A parallel corpus, cleaned, split and deduplicated.
+
+    ``source``: None or ``"gettext"`` (this machine's catalogues, en->de unless told), a
+    locale folder (``<lang>/LC_MESSAGES/``, read the same way), a folder of ``.po``/``.mo``
+    files (msgid -> msgstr; the target language read from the files, or the one named),
+    a TSV file (``source<TAB>target``), or ``"bible"`` (en->es unless told). Languages
+    default to the source's own; ``max_bytes`` caps each side of a pair in UTF-8 bytes.
+
+    ``val_fraction`` / ``test_fraction`` are fractions of groups (catalogue families, books),
+    not of pairs: a group's split depends on its name alone, and groups differ in size.
+    Pairs whose two sides are equal ("OK" -> "OK", a place name) are kept and counted: they
+    teach what to copy; ``drop_identical=True`` leaves them out."""
+    t0 = time.perf_counter()
+    _check_args(src_lang, tgt_lang, val_fraction, test_fraction, max_bytes)
+    opts = {"val_fraction": val_fraction, "test_fraction": test_fraction,
+            "max_bytes": max_bytes, "drop_identical": bool(drop_identical)}
+    if source is None or source == "gettext":
+        root, source = LOCALE_ROOT, None
+    elif source == "bible":
+        src, tgt = src_lang or ("es" if tgt_lang == "en" else "en"), tgt_lang
+        tgt = tgt or ("en" if src == "es" else "es")
+        info = _new_info("book", "bible (World English Bible / Reina-Valera 1909)")
+        items = _bible_items(src, tgt, info)
+        return _build(items, info, src, tgt, opts, t0)
+    else:
+        root = Path(source)
+        if not root.exists():
+            raise ValueError(f"unknown pair source {str(source)!r}: give one of "
+                             f"{', '.join(NAMED_SOURCES)}, a folder of .po/.mo files or a TSV "
+                             f"file")
+    if root.is_file():
+        src, tgt = src_lang or "src", tgt_lang or "tgt"
+        info = _new_info("line", f"TSV {root}")
+        items = _tsv_items(root, info)
+    elif source is None or any(_catalogue_files(d / "LC_MESSAGES") for d in root.iterdir()):
+        src, tgt = src_lang or "en", tgt_lang or ("de" if src_lang in (None, "en") else "en")
+        info = _new_info("catalogue", f"gettext catalogues under {root}")
+        items = _gettext_items(root, src, tgt, info)
+    else:
+        if src_lang not in (None, "en"):
+            raise ValueError(f"{root}: a folder of catalogues pairs msgid (en) with its "
+                             f"translations; joining {src_lang} needs a <lang>/LC_MESSAGES tree")
+        info = _new_info("catalogue", f"catalogues under {root}")
+        items, tgt = _folder_items(root, tgt_lang, info)
+        src = "en"
+    return _build(items, info, src, tgt, opts, t0)
+
+
+__all__ = [
+    "BIBLE_MODULES",
+    "DROP_REASONS",
+    "LOCALE_ROOT",
+    "NAMED_SOURCES",
+    "SPLITS",
+    "SWORD_ROOT",
+    "PairCorpus",
+    "catalogue_family",
+    "clean_text",
+    "has_text",
+    "installed_languages",
+    "load_pairs",
+    "split_of",
+]

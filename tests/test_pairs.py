@@ -1,5 +1,5 @@
 """Parallel corpora: catalogue readers, sources, cleaning, the stable split, tokenizers, batches,
-and the real catalogues of this machine (skipped where it has none)."""
+scores, and the real catalogues of this machine (skipped where it has none)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from splitnet import catalogs as C
 from splitnet import pairs as P
 
 # ---------------------------------------------------------------------------------------------
@@ -44,7 +45,7 @@ MO_ENTRIES = [
 
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_mo_round_trip_with_plural_context_and_both_byte_orders(order):
-    msgs = P.read_mo(write_mo(MO_ENTRIES, order=order), "x.mo")
+    msgs = C.read_mo(write_mo(MO_ENTRIES, order=order), "x.mo")
     by_id = {(m.context, m.msgid): m for m in msgs}
     assert len(msgs) == 4                                   # the header is not an entry
     assert by_id[("", "Open file")].msgstr == ("Datei öffnen",)
@@ -56,10 +57,10 @@ def test_mo_round_trip_with_plural_context_and_both_byte_orders(order):
 def test_mo_latin1_header_and_a_mislabelled_string():
     data = write_mo([("Size", "Größe")], charset="ISO-8859-1")
     assert "Größe".encode("latin-1") in data
-    assert P.read_mo(data, "l1.mo")[0].msgstr == ("Größe",)
+    assert C.read_mo(data, "l1.mo")[0].msgstr == ("Größe",)
     # declared UTF-8 but holding a latin-1 string: that string falls back to latin-1
     bad = write_mo([("Size", "x")]).replace(b"x\x00", "ö".encode("latin-1") + b"\x00")
-    assert P.read_mo(bad, "bad.mo")[0].msgstr == ("ö",)
+    assert C.read_mo(bad, "bad.mo")[0].msgstr == ("ö",)
 
 
 @pytest.mark.parametrize("data, words", [
@@ -70,7 +71,7 @@ def test_mo_latin1_header_and_a_mislabelled_string():
 ])
 def test_mo_malformed_is_a_value_error_naming_the_file(data, words):
     with pytest.raises(ValueError, match=f"broken.mo: .*{words}"):
-        P.read_mo(data, "broken.mo")
+        C.read_mo(data, "broken.mo")
 
 
 PO = r'''# a translator comment
@@ -110,7 +111,7 @@ msgstr ""
 
 
 def test_po_continuations_escapes_context_plural_fuzzy_obsolete():
-    msgs = P.read_po(PO.encode("utf-8"), "de.po")
+    msgs = C.read_po(PO.encode("utf-8"), "de.po")
     by_id = {m.msgid: m for m in msgs}
     assert set(by_id) == {"Hello, world", "Quit", "Old guess",
                           'Tab\there "quoted" back\\slash AB\n', "%d apple", "Untranslated"}
@@ -127,11 +128,11 @@ def test_po_continuations_escapes_context_plural_fuzzy_obsolete():
 def test_po_latin1_and_malformed_line():
     text = 'msgid ""\nmsgstr "Content-Type: text/plain; charset=ISO-8859-1\\n"\n\n' \
            'msgid "Size"\nmsgstr "Größe"\n'
-    assert P.read_po(text.encode("latin-1"), "l1.po")[0].msgstr == ("Größe",)
+    assert C.read_po(text.encode("latin-1"), "l1.po")[0].msgstr == ("Größe",)
     with pytest.raises(ValueError, match=r"bad.po:2: not a .po line"):
-        P.read_po(b'msgid "a"\nmsgstr oops\n', "bad.po")
+        C.read_po(b'msgid "a"\nmsgstr oops\n', "bad.po")
     with pytest.raises(ValueError, match=r"bad.po:1: string without a keyword"):
-        P.read_po(b'"dangling"\n', "bad.po")
+        C.read_po(b'"dangling"\n', "bad.po")
 
 
 @pytest.mark.skipif(shutil.which("msgunfmt") is None, reason="needs GNU msgunfmt")
@@ -143,8 +144,217 @@ def test_mo_reader_agrees_with_msgunfmt_on_real_catalogues():
         pytest.skip("no catalogues on this machine")
     for f in files:
         with open(f, "rb") as fh:
-            mine = P.read_mo(fh.read(), f)
+            mine = C.read_mo(fh.read(), f)
         po = subprocess.run(["msgunfmt", f], capture_output=True, check=True).stdout
-        theirs = P.read_po(po, f)
+        theirs = C.read_po(po, f)
         key = lambda m: (m.context, m.msgid, m.plural, m.msgstr)  # noqa: E731
         assert sorted(map(key, mine)) == sorted(map(key, theirs)), f
+
+
+# ---------------------------------------------------------------------------------------------
+# sources, cleaning, split
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
+
+
+def family_messages(i: int):
+    """Four messages of catalogue family ``i``; "Cancel" and "Help" recur in every family."""
+    own = [(f"{w} of family {i}", f"{w.upper()} DER FAMILIE {i}") for w in WORDS[:2]]
+    return own + [("Cancel", "Abbrechen"), ("Help", "Hilfe" if i % 3 else f"Hilfe {i}")]
+
+
+def PKG(i: int) -> str:
+    """Catalogue names; not "tool7": trailing numbers make one family (catalogue_family)."""
+    return f"tool{i}-gui"
+
+
+def locale_tree(root, n_families=40, langs=("de", "fr"), order=1):
+    """``root/<lang>/LC_MESSAGES/tool<i>-gui.mo``; fr has a translated subset of de's msgids."""
+    for lang in langs:
+        d = root / lang / "LC_MESSAGES"
+        d.mkdir(parents=True, exist_ok=True)
+        for i in list(range(n_families))[::order]:
+            msgs = family_messages(i)
+            if lang == "fr":
+                msgs = [(k, "FR " + v) for k, v in msgs[:3]]
+            (d / f"{PKG(i)}.mo").write_bytes(write_mo(msgs))
+    return root
+
+
+def test_locale_tree_en_to_de_dedup_and_no_leakage(tmp_path):
+    c = P.load_pairs(locale_tree(tmp_path), tgt_lang="de", val_fraction=0.2, test_fraction=0.2)
+    assert (c.src_lang, c.tgt_lang) == ("en", "de")
+    srcs = {name: [s for s, _ in c.split(name)] for name in P.SPLITS}
+    all_src = [s for v in srcs.values() for s in v]
+    assert len(all_src) == len(set(all_src))               # each source once, over all splits
+    assert not set(srcs["test"]) & (set(srcs["train"]) | set(srcs["valid"]))
+    assert all_src.count("Cancel") == 1 and all_src.count("Help") == 1
+    assert len(c) == 40 * 2 + 2
+    # 39 repeats of Cancel with the same target; Help: same target or another one
+    d = c.stats["dropped"]
+    assert d["duplicate"] + d["conflict"] == 2 * 39 and d["conflict"] > 0
+    # a family's own messages all land where its name says
+    for i in range(40):
+        where = P.split_of(PKG(i), 0.2, 0.2)
+        assert f"alpha of family {i}" in srcs[where]
+    # the shared strings sit in test (dedup order: test, valid, train)
+    assert "Cancel" in srcs["test"]
+
+
+def test_join_two_languages_on_msgid(tmp_path):
+    c = P.load_pairs(locale_tree(tmp_path), src_lang="de", tgt_lang="fr", val_fraction=0.2,
+                     test_fraction=0.2)
+    pairs = dict(c.train + c.valid + c.test)
+    assert pairs["ALPHA DER FAMILIE 7"] == "FR ALPHA DER FAMILIE 7"
+    assert "Hilfe" not in pairs                           # no fr translation: unmatched
+    assert c.stats["dropped"]["unmatched"] == 40
+    rev = P.load_pairs(tmp_path, src_lang="fr", tgt_lang="en", val_fraction=0.2,
+                       test_fraction=0.2)
+    assert dict(rev.train + rev.valid + rev.test)["FR Abbrechen"] == "Cancel"
+
+
+def test_split_is_stable_and_independent_of_file_order(tmp_path, monkeypatch):
+    a = P.load_pairs(locale_tree(tmp_path / "a"), tgt_lang="de", val_fraction=0.2,
+                     test_fraction=0.2)
+    b = P.load_pairs(locale_tree(tmp_path / "b", order=-1), tgt_lang="de", val_fraction=0.2,
+                     test_fraction=0.2)
+    orig = type(tmp_path).iterdir
+    monkeypatch.setattr(type(tmp_path), "iterdir", lambda self: reversed(list(orig(self))))
+    c = P.load_pairs(tmp_path / "a", tgt_lang="de", val_fraction=0.2, test_fraction=0.2)
+    assert (a.train, a.valid, a.test) == (b.train, b.valid, b.test) == (c.train, c.valid, c.test)
+    assert a.fingerprint()["sha256"] == b.fingerprint()["sha256"] == c.fingerprint()["sha256"]
+
+
+def test_split_rule_is_sha256_of_the_group_name():
+    import hashlib
+
+    for name in ["coreutils", "iso", "Gen", "pkg7"]:
+        h = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % 1000
+        want = "test" if h < 100 else "valid" if h < 250 else "train"
+        assert P.split_of(name, 0.15, 0.1) == want
+    assert P.catalogue_family("iso_639-3") == P.catalogue_family("iso_639_3") == "iso"
+    assert P.catalogue_family("postgres-15") == "postgres"
+    assert P.catalogue_family("coreutils") == "coreutils"
+
+
+def test_unreadable_catalogue_is_skipped_counted_and_named(tmp_path):
+    root = locale_tree(tmp_path)
+    (root / "de" / "LC_MESSAGES" / "zz-broken.mo").write_bytes(b"\xde\xad" * 30)
+    c = P.load_pairs(root, tgt_lang="de", val_fraction=0.2, test_fraction=0.2)
+    assert list(c.stats["unreadable"]) == ["de/LC_MESSAGES/zz-broken.mo"]
+    assert c.stats["groups"]["train"] + c.stats["groups"]["valid"] + c.stats["groups"]["test"] \
+        == 40
+    assert "bad magic" in c.stats["unreadable"]["de/LC_MESSAGES/zz-broken.mo"]
+    assert "1 unreadable file skipped (de/LC_MESSAGES/zz-broken.mo)" in c.describe()
+    assert c.stats["files"] == 40
+
+
+def test_missing_language_names_root_and_installed_languages(tmp_path):
+    root = locale_tree(tmp_path)
+    with pytest.raises(ValueError, match=r"no gettext catalogues for 'xx' under .*; installed "
+                                         r"languages: de, fr$"):
+        P.load_pairs(root, tgt_lang="xx")
+
+
+def test_folder_of_catalogues_reads_language_from_the_files(tmp_path):
+    po_head = 'msgid ""\nmsgstr "Language: {}\\nContent-Type: text/plain; charset=UTF-8\\n"\n\n'
+    for i in range(30):
+        for lang in ("de", "fr"):
+            body = "".join(f'msgid "word {j} of {i}"\nmsgstr "{lang} {j} {i}"\n\n'
+                           for j in range(3))
+            (tmp_path / f"proj{i}").mkdir(exist_ok=True)
+            (tmp_path / f"proj{i}" / f"{lang}.po").write_text(po_head.format(lang) + body)
+    c = P.load_pairs(tmp_path, tgt_lang="fr", val_fraction=0.2, test_fraction=0.2)
+    assert c.tgt_lang == "fr" and len(c) == 90
+    assert all(t.startswith("fr ") for _, t in c.train)
+    with pytest.raises(ValueError, match="several languages \\(de, fr\\)"):
+        P.load_pairs(tmp_path)
+    with pytest.raises(ValueError, match="no catalogues for 'it'"):
+        P.load_pairs(tmp_path, tgt_lang="it")
+
+
+def test_one_catalogue_falls_back_to_a_split_by_message(tmp_path):
+    body = "".join(f'msgid "message number {j}"\nmsgstr "Nachricht {j}"\n\n' for j in range(200))
+    (tmp_path / "de.po").write_text(body)
+    c = P.load_pairs(tmp_path)
+    assert c.tgt_lang == "de" and c.stats["split_by"] == "message" and len(c) == 200
+    assert min(len(c.train), len(c.valid), len(c.test)) > 0
+    assert "from 200 messages" in c.describe()
+
+
+def test_cleaning_rules():
+    assert P.clean_text("a  \r\nb\t\r\n\n") == "a\nb"
+    assert P.clean_text("\n  indented  \n") == "  indented"
+    assert not P.has_text("%s: %s") and not P.has_text("%1$s (%2$d%%)")
+    assert not P.has_text("{0} -- {name}") and not P.has_text("%<PRIuMAX>")
+    assert P.has_text("Error: %s") and P.has_text("文件")
+
+
+def test_cleaning_drops_and_counts(tmp_path):
+    lines = ["ok\tgut", "ok\tgut", "ok\tanders", "%s: %s\t%s: %s", "same\tsame",
+             "x" * 600 + "\tlong", "  spaced  \t  gespaced  "] + [f"s{i}\tt{i}" for i in range(60)]
+    f = tmp_path / "p.tsv"
+    f.write_text("\n".join(lines) + "\n")
+    c = P.load_pairs(f, val_fraction=0.2, test_fraction=0.2)
+    d = c.stats["dropped"]
+    assert (d["duplicate"], d["conflict"], d["no_text"], d["too_long"]) == (1, 1, 1, 1)
+    assert c.stats["identical"] == 1 and len(c) == 60 + 3
+    assert ("  spaced", "  gespaced") in c.train + c.valid + c.test
+    assert P.load_pairs(f, val_fraction=0.2, test_fraction=0.2,
+                        drop_identical=True).stats["dropped"]["identical"] == 1
+
+
+def test_tsv_split_by_hash_of_source_and_describe(tmp_path):
+    f = tmp_path / "p.tsv"
+    f.write_bytes(b"\xef\xbb\xbf" + "".join(f"src {i}\ttgt {i}\r\n\n" for i in range(300))
+                  .encode())
+    c = P.load_pairs(f, src_lang="en", tgt_lang="de")
+    for s, _ in c.test:
+        assert P.split_of(s, 0.1, 0.1) == "test"
+    assert c.train[0] == ("src 0", "tgt 0") or P.split_of("src 0", 0.1, 0.1) != "train"
+    line = c.describe()
+    assert line.startswith(f"en->de TSV {f}: 300 pairs (train ")
+    assert "from 300 lines" in line
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", r": empty file"),
+    (b"  \n\n", r": empty file"),
+    (b"a\tb\nno tab here\n", r":2: expected source<TAB>target, found 1 fields"),
+    (b"a\tb\tc\n", r":1: expected source<TAB>target, found 3 fields"),
+    (b"a\tb\n\n\t b\n", r":3: one-sided pair \(empty source\)"),
+    (b"a\t \n", r":1: one-sided pair \(empty target\)"),
+    (b"a\tb\nc\x00\td\n", r":2: binary file \(NUL byte\)"),
+    (b"a\tb\nc\td\n\xff\xfe\tz\n", r":3: not UTF-8 \(byte 0xff\)"),
+])
+def test_tsv_bad_input_names_file_and_line(tmp_path, content, words):
+    f = tmp_path / "bad.tsv"
+    f.write_bytes(content)
+    with pytest.raises(ValueError, match=f"^{f}{words}") as e:
+        P.load_pairs(f)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"source": "wikipedia"}, r"unknown pair source 'wikipedia': give one of gettext, bible"),
+    ({"tgt_lang": "../etc"}, r"tgt_lang must be a language code"),
+    ({"src_lang": "de", "tgt_lang": "de"}, r"both 'de'"),
+    ({"val_fraction": 0.6, "test_fraction": 0.5}, r"must be < 1"),
+    ({"test_fraction": 0}, r"test_fraction must be in \(0, 1\)"),
+    ({"max_bytes": 0}, r"max_bytes must be a positive int"),
+])
+def test_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        P.load_pairs(**kwargs)
+
+
+def test_fingerprint_is_plain_and_changes_with_the_data(tmp_path):
+    import json
+
+    f = tmp_path / "p.tsv"
+    f.write_text("".join(f"s{i}\tt{i}\n" for i in range(100)))
+    fp = P.load_pairs(f).fingerprint()
+    assert json.loads(json.dumps(fp)) == fp
+    assert fp["pairs"] == {k: len(getattr(P.load_pairs(f), k)) for k in P.SPLITS}
+    f.write_text("".join(f"s{i}\tt{i}\n" for i in range(99)) + "s99\tT99\n")
+    assert P.load_pairs(f).fingerprint()["sha256"] != fp["sha256"]
