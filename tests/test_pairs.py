@@ -358,3 +358,263 @@ def test_fingerprint_is_plain_and_changes_with_the_data(tmp_path):
     assert fp["pairs"] == {k: len(getattr(P.load_pairs(f), k)) for k in P.SPLITS}
     f.write_text("".join(f"s{i}\tt{i}\n" for i in range(99)) + "s99\tT99\n")
     assert P.load_pairs(f).fingerprint()["sha256"] != fp["sha256"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the real catalogues of this machine, and the Bible
+
+
+def _has_catalogues(lang: str) -> bool:
+    return bool(glob.glob(f"/usr/share/locale/{lang}/LC_MESSAGES/*.mo"))
+
+
+@pytest.mark.skipif(not _has_catalogues("de"), reason="no German gettext catalogues here")
+def test_real_catalogues_en_to_de():
+    c = P.load_pairs(tgt_lang="de")
+    assert len(c) > 1000 and min(len(c.train), len(c.valid), len(c.test)) > 0
+    assert c.stats["unreadable"] == {}              # net-tools' latin-1 header included
+    line = c.describe()
+    assert line.startswith("en->de gettext catalogues under /usr/share/locale: ")
+    assert f"{len(c):,} pairs (train {len(c.train):,} / valid " in line and "\n" not in line
+    assert not any("\ufffd" in t for _, t in c.train[:5000])
+    srcs = [s for s, _ in c.train]
+    assert not {s for s, _ in c.test} & set(srcs)
+
+
+BIBLE = pytest.mark.skipif(
+    not (P.SWORD_ROOT / "mods.d").is_dir()
+    or __import__("importlib").util.find_spec("pysword") is None,
+    reason="needs pysword and the sword-text-web / sword-text-sparv modules")
+
+
+@BIBLE
+def test_bible_en_to_es_by_book():
+    c = P.load_pairs("bible")
+    assert (c.src_lang, c.tgt_lang) == ("en", "es") and c.stats["split_by"] == "book"
+    assert sum(c.stats["groups"].values()) == 66 and len(c) > 25_000
+    pairs = dict(c.train + c.valid + c.test)
+    john = next(s for s in pairs if s.startswith("For God so loved the world"))
+    assert "only born Son" in john and "<" not in john        # footnote out, words apart
+    assert pairs[john].startswith("Porque de tal manera amó Dios al mundo")
+
+
+def test_bible_without_pysword_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from splitnet.config import MissingDependency
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pysword" else real(name, *a))
+    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[bible\]'"):
+        P.load_pairs("bible")
+    with pytest.raises(ValueError, match="pairs en and es, not en->de"):
+        P.load_pairs("bible", tgt_lang="de")
+
+
+@BIBLE
+def test_bible_without_the_modules_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, "SWORD_ROOT", tmp_path)
+    with pytest.raises(ValueError, match=r"apt-get install sword-text-web sword-text-sparv"):
+        P.load_pairs("bible")
+
+
+# ---------------------------------------------------------------------------------------------
+# tokenizers
+
+
+def test_byte_tokenizer_round_trip_and_specials():
+    from splitnet.pair_batches import ByteTokenizer, tokenizer_from_dict
+
+    tok = ByteTokenizer()
+    s = "Größe\n\t%s: 文件 🙂"
+    ids = tok.encode(s)
+    assert ids == list(s.encode("utf-8")) and max(ids) < 256
+    assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.vocab_size) == (256, 257, 258, 259)
+    assert tok.decode([tok.bos_id, *ids, tok.eos_id, 65, 66]) == s          # stops at eos
+    assert tok.decode([72, tok.pad_id, 105]) == "Hi"                         # pad skipped
+    assert tok.decode([0xC3]) == "\ufffd"                                    # broken UTF-8
+    with pytest.raises(ValueError, match="outside the byte vocabulary"):
+        tok.decode([259])
+    assert tokenizer_from_dict(tok.to_dict()) == tok
+    with pytest.raises(ValueError, match="unknown tokenizer kind 'wordpiece'"):
+        tokenizer_from_dict({"kind": "wordpiece"})
+
+
+def test_bpe_round_trip_shared_vocabulary_and_checkpoint():
+    pytest.importorskip("tokenizers")
+    import torch
+
+    from splitnet.pair_batches import BPETokenizer, tokenizer_from_dict, train_bpe
+
+    texts = [f"open the file number {i}" for i in range(200)] + [
+        f"öffne die Datei Nummer {i}" for i in range(200)]
+    tok = train_bpe(texts, 300)
+    assert isinstance(tok, BPETokenizer) and tok.vocab_size == 300
+    assert train_bpe(texts, 300).to_dict() == tok.to_dict()                  # deterministic
+    for s in ["open the file", "öffne die Datei", "unseen: 文件 🙂\n\t x  y "]:
+        ids = tok.encode(s)
+        assert tok.decode(ids) == s and tok.decode([tok.bos_id, *ids, tok.eos_id, 5]) == s
+    assert len(tok.encode("open the file")) < len("open the file")           # merges learned
+    d = tok.to_dict()
+    assert isinstance(d["json"], str)
+    path = __import__("io").BytesIO()
+    torch.save({"tokenizer": d}, path)
+    path.seek(0)
+    back = tokenizer_from_dict(torch.load(path, weights_only=True)["tokenizer"])
+    assert back == tok and back.encode("öffne") == tok.encode("öffne")
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 260"):
+        train_bpe(texts, 100)
+
+
+def test_bpe_without_tokenizers_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from splitnet.config import MissingDependency
+    from splitnet.pair_batches import train_bpe
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tokenizers" else real(name, *a))
+    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[translate\]'"):
+        train_bpe(["a b"], 300)
+
+
+# ---------------------------------------------------------------------------------------------
+# batches
+
+
+def _encoded(n=100):
+    from splitnet.pair_batches import ByteTokenizer, encode_pairs
+
+    # lengths 1..40, the target's following the source's as in real pairs
+    pairs = [("s" * (1 + (i * 7) % 40), "t" * (1 + (i * 7) % 40 + i % 3) + str(i))
+             for i in range(n)]
+    return pairs, encode_pairs(pairs, ByteTokenizer())
+
+
+def test_pair_batch_is_a_pure_function_of_seed_and_step():
+    import torch
+
+    from splitnet.pair_batches import ByteTokenizer, encode_pairs, pair_batch
+
+    pairs, enc = _encoded()
+    a = pair_batch(enc, 17, 8, seed=3, max_len=64)
+    fresh = encode_pairs(pairs, ByteTokenizer())            # no cached plan
+    pair_batch(fresh, 40, 8, seed=3, max_len=64)                 # another epoch first
+    b = pair_batch(fresh, 17, 8, seed=3, max_len=64)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    c = pair_batch(enc, 17, 8, seed=4, max_len=64)
+    assert not torch.equal(a[0], c[0]) or not torch.equal(a[1], c[1])
+    # one epoch (12 batches of 8) sees 96 distinct pairs
+    rows = set()
+    for step in range(12):
+        src, tgt_in, _, mask = pair_batch(enc, step, 8, seed=0, max_len=64)
+        rows |= {tuple(r[~m].tolist()) + tuple(t.tolist()) for r, m, t in zip(src, mask, tgt_in)}
+    assert len(rows) == 96
+
+
+def test_batches_shift_pad_and_mask():
+    import torch
+
+    from splitnet.pair_batches import eval_batches, pair_batch
+
+    pairs, enc = _encoded()
+    src, tgt_in, tgt_out, mask = pair_batch(enc, 5, 8, seed=1, max_len=64)
+    pad, bos, eos = enc.pad_id, enc.bos_id, enc.eos_id
+    assert mask.dtype == torch.bool and mask.equal(src == pad)
+    assert (tgt_in[:, 0] == bos).all()
+    for tin, tout in zip(tgt_in.tolist(), tgt_out.tolist()):
+        n = tout.index(eos) + 1
+        assert tin[1:n] == tout[:n - 1] and set(tin[n:]) <= {pad} and set(tout[n:]) <= {pad}
+    rows = list(eval_batches(enc, 32, 64))
+    assert [len(r[0]) for r in rows] == [32, 32, 32, 4]
+    src, tgt_in, tgt_out, mask = rows[1]
+    s, t = pairs[32 + 3]
+    assert bytes(src[3][~mask[3]].tolist()).decode() == s
+    assert bytes(tgt_out[3].tolist()[:len(t)]).decode() == t and tgt_out[3, len(t)] == eos
+
+
+def test_truncation_to_max_len_is_counted():
+    from splitnet.pair_batches import eval_batches
+
+    _, enc = _encoded()
+    src, tgt_in, tgt_out, _ = next(eval_batches(enc, 100, 10))
+    assert src.shape[1] == 10 and tgt_in.shape[1] == tgt_out.shape[1] == 10
+    long = [i for i, t in enumerate(enc.tgt) if len(t) >= 10]
+    assert enc.n_truncated(10) == sum(len(s) > 10 or len(t) + 1 > 10
+                                      for s, t in zip(enc.src, enc.tgt)) > 0
+    i = long[0]
+    assert tgt_out[i].tolist() == list(enc.tgt[i][:10])                   # cut: no eos
+    assert tgt_in[i].tolist() == [enc.bos_id, *enc.tgt[i][:9]]
+
+
+def _padding(batches, pad):
+    real = sum(int((b[0] != pad).sum() + (b[2] != pad).sum()) for b in batches)
+    return 1 - real / sum(b[0].numel() + b[2].numel() for b in batches)
+
+
+def test_bucketing_pads_less_than_random_batches():
+    import torch
+
+    from splitnet.pair_batches import ByteTokenizer, encode_pairs, eval_batches, pair_batch
+
+    pairs, enc = _encoded(2000)
+    bucketed = _padding([pair_batch(enc, s, 32, seed=0, max_len=64) for s in range(30)],
+                        enc.pad_id)
+    # random batches: the split in a random order, read in order
+    perm = torch.randperm(2000, generator=torch.Generator().manual_seed(0)).tolist()
+    shuffled = encode_pairs([pairs[i] for i in perm], ByteTokenizer())
+    rand = _padding(list(eval_batches(shuffled, 32, 64))[:30], enc.pad_id)
+    assert bucketed < 0.1 and rand > 0.3            # measured: 0.047 and 0.45
+    assert pair_batch(enc, 0, 32, 0, 64, rank=1, world_size=2)[0].shape[0] == 16
+    with pytest.raises(ValueError, match="larger than the split"):
+        pair_batch(enc, 0, 4000, 0, 64)
+    with pytest.raises(ValueError, match="must divide into world size 3"):
+        pair_batch(enc, 0, 32, 0, 64, rank=0, world_size=3)
+    assert torch.is_tensor(pair_batch(enc, 10**6, 32, 0, 64)[0])        # any step: an epoch
+
+
+def test_ranks_concatenate_to_the_single_process_batch():
+    import torch
+
+    from splitnet.pair_batches import pair_batch
+
+    _, enc = _encoded()
+    whole = pair_batch(enc, 9, 8, seed=2, max_len=64)[1]
+    parts = [pair_batch(enc, 9, 8, seed=2, max_len=64, rank=r, world_size=2)[1]
+             for r in range(2)]
+    for r, part in enumerate(parts):
+        assert torch.equal(part, whole[r * 4:(r + 1) * 4, :part.shape[1]])
+
+
+# ---------------------------------------------------------------------------------------------
+# scores
+
+
+def test_bleu_chrf_equals_sacrebleu():
+    sacrebleu = pytest.importorskip("sacrebleu")
+    from splitnet.scores import bleu_chrf
+
+    hyps = ["the cat sat on the mat", "hello there", "Öffne die Datei."]
+    refs = ["the cat sat on a mat", "hello there friend", "Öffne die Datei."]
+    got = bleu_chrf(hyps, refs)
+    assert got["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
+    assert got["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)
+    assert "tok:13a" in got["signature"] and "nc:6" in got["signature"]
+    assert bleu_chrf(refs, refs)["bleu"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
+        bleu_chrf(hyps[:2], refs)
+
+
+def test_scores_without_sacrebleu_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from splitnet.config import MissingDependency
+    from splitnet.scores import bleu_chrf
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sacrebleu" else real(name, *a))
+    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[translate\]'"):
+        bleu_chrf(["a"], ["a"])
