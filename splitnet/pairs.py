@@ -17,11 +17,15 @@ Catalogues are read by :mod:`splitnet.catalogs` (the stdlib's ``gettext`` fails 
 a catalogue that cannot be read is skipped and named in the statistics instead of failing the
 corpus.
 
-Split: by group (catalogue name, Bible book; a TSV line's source text) with the sha256 rule of
-:func:`splitnet.data.is_val_file` over the group name, so a message family never straddles two
-splits and the split is the same on every machine. Deduplication runs once over all splits in
-one deterministic order, so no source sentence of valid/test is also in train. Pure Python (no
-torch): a command line can describe a corpus quickly. Tokens and batches:
+Split: by group (catalogue family, Bible book; a TSV line's source text) with the sha256 rule
+of :func:`splitnet.data.is_val_file` over the group name, so a message family never straddles
+two splits and the split is the same on every machine. A TSV is split by a hash of each source,
+not by position: a line keeps its split when lines are added or reordered, and a file sorted by
+length or topic does not put all its longest or last-topic lines in test.
+
+Deduplication runs once over all splits (test first, then valid, then train), so no source
+sentence of valid/test is also in train, and a held-out split depends on its own groups alone.
+Pure Python (no torch): a command line can describe a corpus quickly. Tokens and batches:
 :mod:`splitnet.pair_batches`.
 """
 
@@ -145,26 +149,28 @@ def _file_language(path: Path, data: bytes) -> str | None:
 
 
 def _folder_items(root: Path, tgt: str | None, info: dict) -> tuple[list, str]:
-    """msgid -> msgstr of the ``.po``/``.mo`` files below ``root`` in ``tgt`` (all files when
-    None, which must then be one language); grouped by relative path without suffix."""
+    """msgid -> msgstr of the ``.po``/``.mo`` files below ``root``, grouped by relative path
+    without suffix. With ``tgt`` named: the files in it, and those that declare no language
+    (the user named it); without: every file, which must then be of one language."""
     files = sorted(p for p in root.rglob("*") if p.suffix in (".mo", ".po") and p.is_file()
                    and not any(s.startswith(".") for s in p.relative_to(root).parts))
     if not files:
         raise ValueError(f"no .po or .mo files under {root}")
     langs = {p: _file_language(p, p.read_bytes()) for p in files}
-    found = sorted({str(x) for x in langs.values()})
-    if tgt is None and len(found) > 1:
-        raise ValueError(f"{root} holds catalogues of several languages ({', '.join(found)}); "
-                         f"name the target language")
-    keep = [p for p in files if tgt is None or langs[p] in (tgt, None)
-            or str(langs[p]).split("_")[0] == tgt]
-    if not keep:
-        raise ValueError(f"no catalogues for {tgt!r} under {root}; its languages: "
-                         f"{', '.join(found)}")
+    declared = sorted({x for x in langs.values() if x})
+    if tgt is None:
+        if len(declared) > 1:
+            raise ValueError(f"{root} holds catalogues of several languages "
+                             f"({', '.join(declared)}); name the target language")
+        keep, tgt = files, (declared[0] if declared else "und")
+    else:
+        keep = [p for p in files if langs[p] is None or tgt in (langs[p], langs[p].split("_")[0])]
+        if not keep:
+            raise ValueError(f"no catalogues for {tgt!r} under {root}; its languages: "
+                             f"{', '.join(declared)}")
     cats = _read_catalogues([(p.relative_to(root).with_suffix("").as_posix(), p)
                              for p in keep], root, info)
-    items = [(g, m.msgid, m.msgstr[0]) for g in sorted(cats) for m in cats[g]]
-    return items, tgt or (found[0] if found[0] != "None" else "und")
+    return [(g, m.msgid, m.msgstr[0]) for g in sorted(cats) for m in cats[g]], tgt
 
 
 def _tsv_items(path: Path, info: dict) -> list[tuple[str, str, str]]:
@@ -190,7 +196,7 @@ def _tsv_items(path: Path, info: dict) -> list[tuple[str, str, str]]:
         parts = line.split("\t")
         if len(parts) != 2:
             raise ValueError(f"{path}:{i}: expected source<TAB>target, found {len(parts)} "
-                             f"fields: {line[:50]!r}")
+                             f"field{'s' if len(parts) > 1 else ''}: {line[:50]!r}")
         for side, s in zip(("source", "target"), parts):
             if not s.strip():
                 raise ValueError(f"{path}:{i}: one-sided pair (empty {side}): {line[:50]!r}")
@@ -288,11 +294,30 @@ def split_of(group: str, val_fraction: float, test_fraction: float) -> str:
         else "train"
 
 
+_DROP_WORDS = {"no_text": "without text", "too_long": "over max_bytes",
+               "duplicate": "duplicates", "conflict": "same source with another target"}
+_UNIT_WORDS = {"family": ("catalogue family", "catalogue families"), "book": ("book", "books")}
+
+
+def _origin(st: dict) -> str:
+    """Where the pairs came from and what the split went by, for :meth:`PairCorpus.describe`."""
+    files, unit, by = st.get("files", 0), st.get("unit"), st.get("split_by")
+    n_files = f"{files:,} file{'s' if files != 1 else ''}"
+    if by == "line":
+        return f"from {n_files}, split by a hash of each source"
+    if by == "message":
+        return f"from {n_files}, split by message (too few {unit} groups for three splits)"
+    n = sum(st.get("groups", {}).values())
+    one, many = _UNIT_WORDS.get(by, (str(by), f"{by}s"))
+    return f"from {n:,} {one if n == 1 else many}" + (f" ({n_files})" if by == "family" else "")
+
+
 @dataclass(frozen=True)
 class PairCorpus:
     """(source, target) sentence pairs of the three splits and where they came from.
 
-    ``stats`` is plain data: ``unit`` (what a group is), ``split_by`` (the unit the split used),
+    ``stats`` is plain data: ``unit`` (what a group is: ``family`` of catalogues, ``book``,
+    ``line``), ``split_by`` (the unit the split used: the same, or ``message``),
     ``groups`` and ``bytes`` per split, ``files``, ``unreadable`` (file -> reason), ``entries``
     (candidates read), ``dropped`` (reason -> count), ``identical`` (kept pairs whose two sides
     are equal), ``seconds`` (load time)."""
@@ -315,23 +340,22 @@ class PairCorpus:
         return len(self.train) + len(self.valid) + len(self.test)
 
     def describe(self) -> str:
-        """The one start-up line: pairs per split, groups, size, what was dropped and why."""
+        """The one start-up line: pairs per split, where from, size, what was dropped and why."""
         st = self.stats
-        n_groups = sum(st.get("groups", {}).values())
-        unit = st.get("split_by", "group")
         mb = sum(st.get("bytes", {}).values()) / 1e6
-        dropped = ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in
+        dropped = ", ".join(f"{n:,} {_DROP_WORDS.get(r, r)}" for r, n in
                             st.get("dropped", {}).items() if n)
         bad = st.get("unreadable", {})
         tail = f"; dropped: {dropped}" if dropped else ""
         if st.get("identical"):
-            tail += f"; {st['identical']:,} identical pairs kept (source = target)"
+            n = st["identical"]
+            tail += f"; {n:,} identical pair{'s' if n > 1 else ''} kept (source = target)"
         if bad:
             tail += (f"; {len(bad)} unreadable file{'s' if len(bad) > 1 else ''} skipped "
                      f"({', '.join(sorted(bad)[:3])}{', ...' if len(bad) > 3 else ''})")
         return (f"{self.src_lang}->{self.tgt_lang} {self.source}: {len(self):,} pairs (train "
                 f"{len(self.train):,} / valid {len(self.valid):,} / test {len(self.test):,}) "
-                f"from {n_groups:,} {unit}{'s' if n_groups != 1 else ''}, {mb:.1f} MB{tail}")
+                f"{_origin(st)}, {mb:.1f} MB{tail}")
 
     def fingerprint(self) -> dict:
         """What a checkpoint records to notice a changed corpus on resume: sha256 over every
@@ -479,13 +503,15 @@ def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = 
         items = _tsv_items(root, info)
     elif source is None or any(_catalogue_files(d / "LC_MESSAGES") for d in root.iterdir()):
         src, tgt = src_lang or "en", tgt_lang or ("de" if src_lang in (None, "en") else "en")
-        info = _new_info("catalogue", f"gettext catalogues under {root}")
+        if src == tgt:
+            raise ValueError(f"source and target language are both {src!r}")
+        info = _new_info("family", f"gettext catalogues under {root}")
         items = _gettext_items(root, src, tgt, info)
     else:
         if src_lang not in (None, "en"):
             raise ValueError(f"{root}: a folder of catalogues pairs msgid (en) with its "
                              f"translations; joining {src_lang} needs a <lang>/LC_MESSAGES tree")
-        info = _new_info("catalogue", f"catalogues under {root}")
+        info = _new_info("family", f"catalogues under {root}")
         items, tgt = _folder_items(root, tgt_lang, info)
         src = "en"
     return _build(items, info, src, tgt, opts, t0)

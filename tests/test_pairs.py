@@ -279,7 +279,7 @@ def test_one_catalogue_falls_back_to_a_split_by_message(tmp_path):
     c = P.load_pairs(tmp_path)
     assert c.tgt_lang == "de" and c.stats["split_by"] == "message" and len(c) == 200
     assert min(len(c.train), len(c.valid), len(c.test)) > 0
-    assert "from 200 messages" in c.describe()
+    assert "from 1 file, split by message (too few family groups" in c.describe()
 
 
 def test_cleaning_rules():
@@ -314,13 +314,13 @@ def test_tsv_split_by_hash_of_source_and_describe(tmp_path):
     assert c.train[0] == ("src 0", "tgt 0") or P.split_of("src 0", 0.1, 0.1) != "train"
     line = c.describe()
     assert line.startswith(f"en->de TSV {f}: 300 pairs (train ")
-    assert "from 300 lines" in line
+    assert "from 1 file, split by a hash of each source" in line
 
 
 @pytest.mark.parametrize("content, words", [
     (b"", r": empty file"),
     (b"  \n\n", r": empty file"),
-    (b"a\tb\nno tab here\n", r":2: expected source<TAB>target, found 1 fields"),
+    (b"a\tb\nno tab here\n", r":2: expected source<TAB>target, found 1 field:"),
     (b"a\tb\tc\n", r":1: expected source<TAB>target, found 3 fields"),
     (b"a\tb\n\n\t b\n", r":3: one-sided pair \(empty source\)"),
     (b"a\t \n", r":1: one-sided pair \(empty target\)"),
@@ -339,6 +339,7 @@ def test_tsv_bad_input_names_file_and_line(tmp_path, content, words):
     ({"source": "wikipedia"}, r"unknown pair source 'wikipedia': give one of gettext, bible"),
     ({"tgt_lang": "../etc"}, r"tgt_lang must be a language code"),
     ({"src_lang": "de", "tgt_lang": "de"}, r"both 'de'"),
+    ({"tgt_lang": "en"}, r"both 'en'"),
     ({"val_fraction": 0.6, "test_fraction": 0.5}, r"must be < 1"),
     ({"test_fraction": 0}, r"test_fraction must be in \(0, 1\)"),
     ({"max_bytes": 0}, r"max_bytes must be a positive int"),
