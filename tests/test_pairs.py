@@ -7,6 +7,7 @@ import glob
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -74,44 +75,11 @@ def test_mo_malformed_is_a_value_error_naming_the_file(data, words):
         C.read_mo(data, "broken.mo")
 
 
-PO = r'''# a translator comment
-msgid ""
-msgstr ""
-"Content-Type: text/plain; charset=UTF-8\n"
-
-#: src/main.c:10
-msgid "Hello, "
-"world"
-msgstr "Hallo, "
-"Welt"
-
-msgctxt "button"
-msgid "Quit"
-msgstr "Beenden"
-
-#, fuzzy, c-format
-msgid "Old guess"
-msgstr "Alte Vermutung"
-
-#, c-format
-msgid "Tab\there \"quoted\" back\\slash \101\x42\n"
-msgstr "Tab\there \"zitiert\" Rück\\strich \101\x42\n"
-
-msgid "%d apple"
-msgid_plural "%d apples"
-msgstr[0] "%d Apfel"
-msgstr[1] "%d Äpfel"
-
-#~ msgid "Gone"
-#~ msgstr "Weg"
-
-msgid "Untranslated"
-msgstr ""
-'''
+PO = Path(__file__).parent / "data" / "sample.po"    # continuations, escapes, fuzzy, ...
 
 
 def test_po_continuations_escapes_context_plural_fuzzy_obsolete():
-    msgs = C.read_po(PO.encode("utf-8"), "de.po")
+    msgs = C.read_po(PO.read_bytes(), "de.po")
     by_id = {m.msgid: m for m in msgs}
     assert set(by_id) == {"Hello, world", "Quit", "Old guess",
                           'Tab\there "quoted" back\\slash AB\n', "%d apple", "Untranslated"}
@@ -399,16 +367,38 @@ def test_bible_en_to_es_by_book():
     assert pairs[john].startswith("Porque de tal manera amó Dios al mundo")
 
 
-def test_bible_without_pysword_names_the_extra(monkeypatch):
+def _bible():
+    return P.load_pairs("bible")
+
+
+def _bpe():
+    from splitnet.pair_batches import train_bpe
+
+    return train_bpe(["a b"], 300)
+
+
+def _scores():
+    from splitnet.scores import bleu_chrf
+
+    return bleu_chrf(["a"], ["a"])
+
+
+@pytest.mark.parametrize("module, extra, call", [
+    ("pysword", "bible", _bible), ("tokenizers", "translate", _bpe),
+    ("sacrebleu", "translate", _scores)])
+def test_a_missing_extra_is_named(monkeypatch, module, extra, call):
     import importlib.util
 
     from splitnet.config import MissingDependency
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pysword" else real(name, *a))
-    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[bible\]'"):
-        P.load_pairs("bible")
+                        lambda name, *a: None if name == module else real(name, *a))
+    with pytest.raises(MissingDependency, match=rf"pip install 'splitnet\[{extra}\]'"):
+        call()
+
+
+def test_bible_pairs_en_and_es_only():
     with pytest.raises(ValueError, match="pairs en and es, not en->de"):
         P.load_pairs("bible", tgt_lang="de")
 
@@ -466,19 +456,6 @@ def test_bpe_round_trip_shared_vocabulary_and_checkpoint():
     assert back == tok and back.encode("öffne") == tok.encode("öffne")
     with pytest.raises(ValueError, match="vocab_size must be an int >= 260"):
         train_bpe(texts, 100)
-
-
-def test_bpe_without_tokenizers_names_the_extra(monkeypatch):
-    import importlib.util
-
-    from splitnet.config import MissingDependency
-    from splitnet.pair_batches import train_bpe
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tokenizers" else real(name, *a))
-    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[translate\]'"):
-        train_bpe(["a b"], 300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -606,16 +583,3 @@ def test_bleu_chrf_equals_sacrebleu():
     assert bleu_chrf(refs, refs)["bleu"] == pytest.approx(100.0)
     with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
         bleu_chrf(hyps[:2], refs)
-
-
-def test_scores_without_sacrebleu_names_the_extra(monkeypatch):
-    import importlib.util
-
-    from splitnet.config import MissingDependency
-    from splitnet.scores import bleu_chrf
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "sacrebleu" else real(name, *a))
-    with pytest.raises(MissingDependency, match=r"pip install 'splitnet\[translate\]'"):
-        bleu_chrf(["a"], ["a"])
