@@ -447,6 +447,7 @@ def test_bpe_round_trip_shared_vocabulary_and_checkpoint():
         ids = tok.encode(s)
         assert tok.decode(ids) == s and tok.decode([tok.bos_id, *ids, tok.eos_id, 5]) == s
     assert len(tok.encode("open the file")) < len("open the file")           # merges learned
+    assert tok.decode(tok.encode("é")[:1]) == "\ufffd"                      # broken UTF-8
     d = tok.to_dict()
     assert isinstance(d["json"], str)
     path = __import__("io").BytesIO()
