@@ -9,6 +9,12 @@ The command line is ``splitnet train`` (:mod:`splitnet.cli.cmd_train`); several 
         _log(run, loss)                        # metrics.jsonl, progress bar, validation
         _save(run) every ckpt_every steps, at the end and on a signal
 
+What a run is set up from (the ``--resume`` configuration, optimiser and schedule, memory check,
+the model built and wrapped, the corpus: :func:`~splitnet.trainsetup.plan_run`) lives in
+:mod:`splitnet.trainsetup`; processes, device and signals in :mod:`splitnet.runenv`. The public
+names of both that callers used from here (``resume_config``, ``plan``, ``lr_at``, ...) are
+served from here too.
+
 Optimisation: AdamW (weight decay on matrices only), linear warmup then cosine decay to
 ``min_lr_ratio * lr``, gradient clipping by global norm, gradient accumulation. The loss is the
 mean cross-entropy in nats per byte; ``bpb = loss / ln 2`` (bits per byte).
@@ -32,25 +38,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import random
-import signal
 import statistics
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ck
 from . import data as D
-from ._io import require_writable_dir
-from .config import FIXED, FREE, SplitConfig, TrainConfig
+from .config import FIXED, FREE, TrainConfig
 from .refine import refined, refinement_at
+from .runenv import Interrupted, RunEnv, Signals, run_env, setup_phase
+from .trainsetup import (
+    build_model,
+    build_optimizer,
+    compile_scope,
+    estimate_memory,
+    flops_per_token,
+    lr_at,
+    plan,
+    plan_run,
+    resume_config,
+    wrap_model,
+)
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
 PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
@@ -62,245 +76,13 @@ class TrainingError(RuntimeError):
 
 
 # ----------------------------------------------------------------------------------------------
-# configuration on --resume
-
-
-def _explicit_fields(cfg: TrainConfig) -> set[str]:
-    """Options that differ from their defaults (``model.x`` for model options): what a Python
-    caller 'gave' when no explicit set is passed."""
-    out = {f.name for f in dataclasses.fields(TrainConfig)
-           if f.name != "model" and getattr(cfg, f.name) != _default(TrainConfig, f)}
-    base = SplitConfig()
-    out |= {f"model.{f.name}" for f in dataclasses.fields(SplitConfig)
-            if f.name != "max_len" and getattr(cfg.model, f.name) != getattr(base, f.name)}
-    return out
-
-
-def _default(cls, f):
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-
-def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = None
-                  ) -> TrainConfig:
-    """The configuration of a resumed run: the checkpoint's, with the explicitly given options
-    applied. A given option that defines the run (``fixed``) and differs is a ValueError naming
-    it; ``free`` ones (steps, logging, device...) are taken; session ones always come from
-    ``given``. ``explicit``: names given (``model.d_model`` for model options); default: the
-    options of ``given`` that differ from their defaults."""
-    explicit = _explicit_fields(given) if explicit is None else set(explicit)
-    old = TrainConfig.from_dict({**stored, "out": given.out})
-    changes, bad = {}, []
-    for f in dataclasses.fields(TrainConfig):
-        name, kind = f.name, f.metadata.get("resume", FIXED)
-        if name == "model":
-            continue
-        if kind not in (FIXED, FREE):                      # session options: from `given`
-            changes[name] = getattr(given, name)
-        elif name in explicit and getattr(given, name) != getattr(old, name):
-            if kind == FREE:
-                changes[name] = getattr(given, name)
-            elif not (name == "text" and _same_path(given.text, old.text)):
-                bad.append(f"{name}: checkpoint {getattr(old, name)!r}, given "
-                           f"{getattr(given, name)!r}")
-    for name in sorted(e[6:] for e in explicit if e.startswith("model.")):
-        if getattr(given.model, name) != getattr(old.model, name):
-            bad.append(f"{name}: checkpoint {getattr(old.model, name)!r}, given "
-                       f"{getattr(given.model, name)!r}")
-    if bad:
-        raise ValueError("incompatible checkpoint: --resume with options that differ from the "
-                         "checkpoint (" + "; ".join(bad) + "); drop them, or start a new run "
-                         "with another --out")
-    return old.replace(**changes)
-
-
-def _same_path(a, b) -> bool:
-    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
-
-
-# ----------------------------------------------------------------------------------------------
-# pieces
-
-
-def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float) -> float:
-    """Learning-rate multiplier for optimiser step ``step`` (0-based): linear warmup over
-    ``warmup`` steps, then cosine from 1 to ``min_lr_ratio`` at ``steps``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    if steps <= warmup:
-        return 1.0
-    p = min(1.0, (step - warmup) / max(1, steps - warmup))
-    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p))
-
-
-def build_optimizer(model, cfg: TrainConfig):
-    """AdamW with weight decay on matrices only; ``cfg.adamw`` picks the implementation (auto:
-    fused on CUDA)."""
-    from .accel import adamw_kwargs
-
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kw = adamw_kwargs(cfg.adamw, next(model.parameters()).device)
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kw)
-
-
-def flops_per_token(model, context: int) -> float:
-    """Training FLOPs per token, nanoGPT style: 6 x (matrix weights applied per token, each
-    counted once per stage that uses it) + 12 x context x d_model per attention call + head."""
-    from torch import nn
-
-    from .stages import CONVECTION, DIFFUSION
-
-    matmul, attn_calls = 0, 0
-    for layer in model.layers:
-        for name in (DIFFUSION, CONVECTION):
-            mods = layer.field_modules(name)
-            for m in mods:
-                matmul += sum(x.weight.numel() for x in m.modules() if isinstance(x, nn.Linear))
-            if name == DIFFUSION:
-                attn_calls += len(mods)
-    matmul += model.head.weight.numel()
-    return 6.0 * matmul + 12.0 * attn_calls * context * model.d_model
-
-
-def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
-    """Rough bytes a training step needs on one process: weights, gradients and AdamW moments
-    (16 bytes per parameter), plus activations kept for the backward pass: per token and stage
-    about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a feed-forward stage,
-    and the attention matrix when no fused kernel applies (heads x context floats per token).
-    Used to refuse a run that cannot fit before anything is allocated."""
-    m = cfg.model
-    sch = m.resolved_scheme()
-    n_d = sch.n_stages("diffusion")
-    n_c = sch.n_stages("convection")
-    d, ff = m.d_model, m.d_ff
-    params = 2 * 256 * d + m.n_layers * (n_d if m.weights == "per-stage" else 1) * 4 * d * d \
-        + m.n_layers * 2 * d * ff * (n_d if m.weights == "per-stage" else 1)
-    tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
-    per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
-    per_token += 2 * 256     # logits and their float32 copy
-    low = 2.0 * params if cfg.param_dtype == "bfloat16" else 0.0    # the bf16 compute copy
-    return 16.0 * params + low + 4.0 * tokens * per_token
-
-
-def _available_memory(device) -> float | None:
-    if device.type == "cuda":
-        return float(torch.cuda.mem_get_info(device)[0])
-    try:
-        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
-    need, have = estimate_memory(cfg, world), _available_memory(device)
-    if have is None:
-        return
-    if need > 0.9 * have:
-        raise ValueError(f"this run needs about {need / 2**30:.1f} GiB per process "
-                         f"(context {cfg.context}, batch {cfg.batch_size}, d_model "
-                         f"{cfg.model.d_model}) but {device} has {have / 2**30:.1f} GiB free; "
-                         f"lower --context or --batch-size, or raise --grad-accum")
-    if need > 0.5 * have:
-        log(f"warning: this run needs about {need / 2**30:.1f} GiB of the "
-            f"{have / 2**30:.1f} GiB free on {device}")
-
-
-# ----------------------------------------------------------------------------------------------
-# processes and devices
-
-
-@dataclass
-class _Env:
-    world: int
-    rank: int
-    local_rank: int
-    device: torch.device
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def _env(device_name: str) -> _Env:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device_name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    if device_name == "auto":
-        device_name = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(f"cuda:{local}") if device_name == "cuda" else torch.device("cpu")
-    return _Env(world, rank, local, dev)
-
-
-# ----------------------------------------------------------------------------------------------
-# signals: honoured at the next step boundary, or at once inside forward/backward/evaluation
-
-
-class _Interrupted(Exception):
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Signals:
-    """SIGINT/SIGTERM handlers for a run. Outside :meth:`interruptible` sections a signal only
-    sets :attr:`received` (the loop saves at the next step boundary); inside (forward, backward,
-    evaluation: nothing there changes the weights) it raises at once, so even a long step
-    stops within seconds."""
-
-    def __init__(self):
-        self.received: int | None = None
-        self._armed = False
-        self._old: dict = {}
-
-    def __enter__(self) -> _Signals:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[s] = signal.signal(s, self._handle)
-            except ValueError:   # not the main thread: the default behaviour stays
-                pass
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
-
-    def _handle(self, signum, frame) -> None:
-        self.received = signum
-        if self._armed:
-            self._armed = False
-            raise _Interrupted(signum)
-
-    def interruptible(self):
-        sig = self
-
-        class _Section:
-            def __enter__(self):
-                if sig.received is not None:
-                    raise _Interrupted(sig.received)
-                sig._armed = True
-
-            def __exit__(self, *exc):
-                sig._armed = False
-
-        return _Section()
-
-
-# ----------------------------------------------------------------------------------------------
 # one run
 
 
 @dataclass
 class _Run:
     cfg: TrainConfig
-    env: _Env
+    env: RunEnv
     corpus: D.Corpus
     model: torch.nn.Module        # the raw model (checkpoints, evaluation)
     step_fn: object               # callable (fwd, x, y) -> loss, compiled with --compile
@@ -310,7 +92,7 @@ class _Run:
     step: int
     amp: object
     out: Path
-    signals: _Signals
+    signals: Signals
     fpt: float
     peak: float | None
     vstarts: torch.Tensor
@@ -326,94 +108,10 @@ class _Run:
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
 
 
-def _loss(fwd, x, y):
-    """Mean cross-entropy of one micro-batch: ``fwd`` is the :class:`~splitnet.losses.LMLoss`
-    (model and loss in one module, maybe DDP-wrapped)."""
-    return fwd(x, y)
-
-
-def _seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2 ** 32)
-
-
-def _build(cfg: TrainConfig, state: dict | None, env: _Env):
-    """Model, optimiser and schedule, restored from ``state`` when resuming."""
-    from .models import SplitTransformer
-
-    _seed_everything(cfg.seed)
-    model = SplitTransformer.from_config(cfg.model)
-    if state is not None:
-        try:
-            model.load_state_dict(state["model"])
-        except RuntimeError as e:
-            raise ValueError(f"incompatible checkpoint: weights do not fit the model "
-                             f"({str(e).splitlines()[0]})") from None
-    model.to(env.device)
-    opt = build_optimizer(model, cfg)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
-    step = 0
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
-            g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio)
-        step = state["step"]
-        ck.set_rng_state(state["rng"], env.device)
-    return model, opt, sched, step
-
-
-def compile_scope(cfg: TrainConfig, model) -> str | None:
-    """What ``--compile`` compiles: ``"model+loss"`` (one graph of network and loss),
-    ``"regional"`` (each distinct field module, then head + loss), or None without --compile."""
-    from .accel import regional_default
-
-    if not cfg.compile:
-        return None
-    if cfg.compile_scope == "auto":
-        return "regional" if regional_default(model) else "model+loss"
-    return cfg.compile_scope
-
-
-def _wrap(model, opt, cfg: TrainConfig, env: _Env):
-    """Model and loss as trained (an LMLoss): on a bf16 copy with float32 master weights when
-    asked; compiled together as one graph (the float32 upcast of the logits fuses into it;
-    fullgraph, except under DDP, whose optimiser splits the graph at bucket boundaries) or
-    region by region; DDP-wrapped across processes."""
-    from . import accel
-    from .losses import LMLoss
-
-    compute = model
-    if cfg.param_dtype == "bfloat16":
-        compute = accel.MasterWeights(model, torch.bfloat16, opt).copy
-    scope = compile_scope(cfg, model)
-    if scope is not None:
-        # dynamo caches compiled code per code object (_loss, Attention.forward, ...), at most
-        # 8 variants each: after 8 differently shaped models in one process (a comparison
-        # harness) the next would run eagerly with only a warning. Nothing compiled is shared
-        # between runs, so each compiled run starts afresh.
-        torch._dynamo.reset()
-    fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
-    if scope == "regional":
-        accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
-        fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
-                                    **accel.compile_kwargs(cfg.compile_mode))
-    if env.distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None)
-    if scope == "model+loss":
-        return fwd, torch.compile(_loss, fullgraph=not env.distributed,
-                                  **accel.compile_kwargs(cfg.compile_mode))
-    return fwd, _loss
-
-
-def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: _Env, signals,
+def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
            log) -> _Run:
-    model, opt, sched, step = _build(cfg, state, env)
-    fwd, step_fn = _wrap(model, opt, cfg, env)
+    model, opt, sched, step = build_model(cfg, state, env)
+    fwd, step_fn = wrap_model(model, opt, cfg, env)
     cuda = env.device.type == "cuda"
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -639,7 +337,7 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
         try:
             vl = _evaluate(run)
-        except _Interrupted:
+        except Interrupted:
             for rec in recs:        # the steps themselves are complete: keep their lines
                 _log(run, rec)
             raise
@@ -668,7 +366,7 @@ def _loop(run: _Run) -> int | None:
     while run.step < cfg.steps:
         try:
             _one_step(run)
-        except _Interrupted as e:
+        except Interrupted as e:
             run.opt.zero_grad(set_to_none=True)      # an abandoned step: no update was made
             _settle(run, evaluate=False)             # the finished ones keep their lines
             _save(run)
@@ -691,80 +389,6 @@ def _loop(run: _Run) -> int | None:
 # the front door
 
 
-def _prepare(cfg: TrainConfig, explicit, env: _Env):
-    """Validated configuration and the checkpoint to resume from (read-only: nothing is
-    written yet)."""
-    out = Path(cfg.out)
-    require_writable_dir(out)
-    state = None
-    if cfg.resume:
-        state = ck.load(out, trust=cfg.trust_checkpoint)
-        if "train_config" not in state:
-            raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
-                             f"options (not written by splitnet train)")
-        cfg = resume_config(cfg, state["train_config"], explicit)
-        if cfg.steps < state["step"]:
-            raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
-                             f"{state['step']}")
-        if SplitConfig.from_dict(state["model_config"]) != cfg.model:
-            raise ValueError("incompatible checkpoint: its model config differs from its run "
-                             "options (edited by hand?)")
-    elif (out / ck.CKPT).exists() and not cfg.overwrite:
-        raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
-                         f"--overwrite to start again")
-    if cfg.param_dtype != "float32" and env.distributed:
-        raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
-                         f"gradients are taken before DDP averages them); use float32 with "
-                         f"torchrun")
-    if cfg.batch_size % (env.world * cfg.grad_accum):
-        raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
-                         f"{env.world} x --grad-accum {cfg.grad_accum}")
-    if cfg.tensorboard_dir() is not None and env.is_main:
-        from .tracking import check
-
-        check(cfg.tensorboard_dir())
-    return cfg, state
-
-
-def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
-    corpus = D.load_corpus(cfg.text, cfg.val_fraction)
-    D.check_context(corpus, cfg.context)
-    if state is not None and state.get("corpus") != corpus.fingerprint():
-        msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
-               f"{D.describe_fingerprint(state.get('corpus'))}; now: "
-               f"{D.describe_fingerprint(corpus.fingerprint())})")
-        if not cfg.allow_data_change:
-            raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
-        log(f"warning: {msg}; going on (--allow-data-change)")
-    return corpus
-
-
-def _plan(cfg: TrainConfig, explicit, env: _Env, log):
-    cfg, state = _prepare(cfg, explicit, env)
-    _check_memory(cfg, env.device, env.world, log)
-    corpus = _corpus(cfg, state, log)
-    return cfg, state, corpus
-
-
-def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfig, D.Corpus]:
-    """What :func:`train` would run (the configuration after ``--resume`` merging, and the
-    corpus), with every check :func:`train` makes first; writes nothing."""
-    env = _env(cfg.device)
-    cfg, _, corpus = _plan(cfg, explicit, env, lambda msg: print(msg, file=sys.stderr))
-    return cfg, corpus
-
-
-@contextmanager
-def _setup_phase(signals: _Signals):
-    """Set-up work (reading the corpus, building and compiling the model): a signal stops it at
-    once as a KeyboardInterrupt (the command line prints one line, exit 130)."""
-    try:
-        with signals.interruptible():
-            yield
-    except _Interrupted:
-        raise KeyboardInterrupt from None
-
-
 def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     """Run (or resume) training; returns a summary dict (steady-state speed included).
 
@@ -776,12 +400,12 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train() takes a TrainConfig, got {type(cfg).__name__}")
     t_start = time.perf_counter()
-    env = _env(cfg.device)
+    env = run_env(cfg.device)
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if env.is_main else \
         (lambda msg: None)
-    with _Signals() as signals:
-        with _setup_phase(signals):          # a signal before the first step: stop, write nothing
-            cfg, state, corpus = _plan(cfg, explicit, env, log)
+    with Signals() as signals:
+        with setup_phase(signals):          # a signal before the first step: stop, write nothing
+            cfg, state, corpus = plan_run(cfg, explicit, env, log)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         if env.distributed:
@@ -793,7 +417,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
         try:
             lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
             with lock, sdpa_backend(cfg.sdpa):
-                with _setup_phase(signals):
+                with setup_phase(signals):
                     run = _setup(cfg, state, corpus, env, signals, log)
                 return _session(run, t_start)
         finally:

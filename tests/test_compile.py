@@ -6,7 +6,7 @@ core, ``ruth3`` and ``sofroniou-spaletta10`` with 105 stages a layer under ``-m 
 run also compiles these (all but the 105-stage one) and a pattern with inductor, runs forward and
 backward and compares with eager (about 30-70 s per scheme on 2 CPU cores, hence ``-m slow``).
 
-The trainer's compiled step (``splitnet.train._wrap``) is checked the same way: with
+The trainer's compiled step (``splitnet.trainsetup.wrap_model``) is checked the same way: with
 ``--compile`` one full graph holds network and loss; with ``--compile-scope regional`` one graph
 per kind of field module plus one for head and loss; and (``-m slow``, inductor, fresh processes,
 cold caches) Yoshida4's regional compile costs at most twice Lie–Trotter's.
@@ -144,7 +144,7 @@ def test_reference_gpt_equals_lie_trotter_with_copied_weights():
 
 
 # ---------------------------------------------------------------------------------------------
-# the trainer's compiled step (splitnet.train._wrap) and regional compilation
+# the trainer's compiled step (splitnet.trainsetup.wrap_model) and regional compilation
 
 
 def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss="plain"):
@@ -152,6 +152,8 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
     (and the options it was given) instead of running inductor."""
     from splitnet import train as T
     from splitnet.config import SplitConfig, TrainConfig
+    from splitnet.runenv import run_env
+    from splitnet.trainsetup import wrap_model
 
     torch._dynamo.reset()
     backend, graphs = _recording_backend()
@@ -167,7 +169,7 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
                       compile_scope=scope, loss=loss, loss_chunk=5)
     torch.manual_seed(0)
     model = SplitTransformer.from_config(cfg.model)
-    fwd, step_fn = T._wrap(model, T.build_optimizer(model, cfg), cfg, T._env("cpu"))
+    fwd, step_fn = wrap_model(model, T.build_optimizer(model, cfg), cfg, run_env("cpu"))
     x, y = torch.randint(0, 256, (2, 8)), torch.randint(0, 256, (2, 8))
     loss = step_fn(fwd, x, y)
     from splitnet.losses import plain_cross_entropy
@@ -209,11 +211,13 @@ import sys, time, torch
 from splitnet import train as T
 from splitnet.config import SplitConfig, TrainConfig
 from splitnet.models import SplitTransformer
+from splitnet.runenv import run_env
+from splitnet.trainsetup import wrap_model
 torch.set_num_threads(1)
 cfg = TrainConfig(model=SplitConfig(d_model=64, n_heads=4, n_layers=4, scheme=sys.argv[1]),
                   context=32, compile=True, compile_scope="regional")
 model = SplitTransformer.from_config(cfg.model)
-fwd, step_fn = T._wrap(model, T.build_optimizer(model, cfg), cfg, T._env("cpu"))
+fwd, step_fn = wrap_model(model, T.build_optimizer(model, cfg), cfg, run_env("cpu"))
 x = torch.randint(0, 256, (4, 32))
 times = []
 for _ in range(3):

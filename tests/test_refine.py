@@ -422,3 +422,16 @@ def test_summary_figure_takes_panels_with_different_seed_counts(tmp_path):
               "trained 1200 steps": {"A": rng.random((1, 5)), "B": rng.random((3, 5))}}
     out = plot_refinement_summary(panels, [1, 2, 4, 8, "ODE"], tmp_path / "s.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_subflow_method_has_its_own_line_style_in_the_refinement_figure():
+    """The style follows splitnet.flows.METHODS (no second list of names to drift): each
+    registered method a distinct (dash, marker), never dotted or "^" (those mark the ODE level
+    and values off the scale); an unknown name still gets a style."""
+    from splitnet.flows import METHODS
+    from splitnet.plots.refinement import _method_style
+
+    styles = [_method_style(m) for m in METHODS]
+    assert len(set(map(repr, styles))) == len(styles)
+    assert all(ls != ":" and mk != "^" for ls, mk in styles)
+    assert _method_style("not-a-method") == ("-", "p")

@@ -248,8 +248,8 @@ def test_a_trusted_old_checkpoint_loads(text, tmp_path):
 
 SLOW_STEP = """
 import sys, time
-import splitnet.train as T
-real = T._loss
+import splitnet.trainsetup as S
+real = S._loss
 calls = {"n": 0}
 def slow(model, x, y):
     calls["n"] += 1
@@ -258,7 +258,7 @@ def slow(model, x, y):
         for _ in range(600):          # a long step: 60 s of Python work
             time.sleep(0.1)
     return real(model, x, y)
-T._loss = slow
+S._loss = slow
 from splitnet.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -1,4 +1,5 @@
-"""The shape of the package: no import cycle, short functions, one room per concern.
+"""The shape of the package: no import cycle, short functions and modules, one room per
+concern.
 
 Read with ``ast`` from the source files (imports inside functions count), so these tests fail
 on a change that breaks the layering, before anything runs.
@@ -15,6 +16,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "splitnet"
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
 
 
 def _modules() -> dict[str, Path]:
@@ -122,9 +124,10 @@ def test_no_function_longer_than_80_lines():
 
 
 def test_plotting_lives_in_plots_only():
+    """matplotlib is imported in the ``splitnet/plots/`` package and nowhere else."""
     offenders = []
     for path in PKG.rglob("*.py"):
-        if path.name == "plots.py":
+        if PKG / "plots" in path.parents:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -148,8 +151,20 @@ def test_no_private_names_across_modules():
     assert not bad, bad
 
 
-def test_trajectories_module_is_one_concern():
-    assert len((PKG / "trajectories.py").read_text().splitlines()) < 450
+# Modules over the limit whose split is under way in another task; an entry must go as soon as
+# its module fits (the test below fails on a stale entry).
+BEING_SPLIT = {"splitnet/schemes.py"}
+
+
+def test_no_module_longer_than_600_lines():
+    """A module over 600 lines holds more than one concern: split it into rooms."""
+    sizes = {str(path.relative_to(PKG.parent)): len(path.read_text().splitlines())
+             for path in sorted(PKG.rglob("*.py"))}
+    long = [f"{m} ({n} lines)" for m, n in sizes.items()
+            if n > MAX_MODULE_LINES and m not in BEING_SPLIT]
+    assert not long, long
+    stale = [m for m in BEING_SPLIT if sizes.get(m, 0) <= MAX_MODULE_LINES]
+    assert not stale, f"{stale} fit(s) in {MAX_MODULE_LINES} lines now: drop from BEING_SPLIT"
 
 
 def test_front_door_lists_what_it_serves():
