@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .flows import field_map, stage_fields
-from .stages import as_stages, clocks, diagram, field_coeffs, field_name, field_names
+from .stages import BUILTIN, as_stages, clocks, diagram, field_coeffs, field_name, field_names
 from .subflows import Euler, get_method
 from .validate import check_step_size
 
@@ -101,7 +101,10 @@ class SplitLayer(nn.Module):
         self.field_names = field_names(self.stages)
         given = field_map(self.field_names, diffusion, convection, fields, self.name)
         self._fields = stage_fields(self.stages, given, self.name, h)
-        for name, f in given.items():
+        # registered in a fixed order (diffusion, convection, cross, then others): parameter
+        # order, which optimiser states and checkpoints follow, must not depend on the scheme
+        order = [f for f in BUILTIN if f in given] + [f for f in given if f not in BUILTIN]
+        for name, f in ((n, given[n]) for n in order):
             if hasattr(nn.Module, name) or name in ("stages", "name", "method", "step_size"):
                 raise ValueError(f"field name {name!r} clashes with an attribute of the layer; "
                                  f"choose another name")
