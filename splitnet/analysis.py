@@ -28,7 +28,7 @@ from .flows import n_steps_for
 from .gap import GapResult, discretization_gap  # the network against its ODE, served here
 from .refine import rediscretize  # the same fields, another integrator, served here
 from .schemes import resolve
-from .stages import CONVECTION, DIFFUSION, STRING_LETTER
+from .stages import CONVECTION, DIFFUSION, STRING_LETTER, pair_defects
 from .subflows import default_tolerances, get_method
 from .validate import (
     CheckedField,
@@ -141,6 +141,25 @@ def lie_bracket(F, G, x: torch.Tensor, t: float = 0.0) -> torch.Tensor:
         fg = _jvp(lambda y: F(t, y), x, g_x)
         gf = _jvp(lambda y: G(t, y), x, f_x)
     return fg - gf
+
+
+def leading_term(scheme, x: torch.Tensor, t: float = 0.0, *, fields) -> torch.Tensor:
+    """The ``h^2`` term of the local error of a consistent scheme with exact sub-flows:
+    ``exact(h) - step(h) = h^2 E(x) + O(h^3)`` with
+
+        E = -1/2 sum_(a<b) w_ab [F_a, F_b](x),   w_ab = S_ba - S_ab
+
+    (:func:`splitnet.stages.pair_defects`; ``S_ab`` = sum of ``a_i b_j`` over a-stages before
+    b-stages) and the vector-field bracket of :func:`lie_bracket`. Zero for a second-order
+    scheme. Lie–Trotter with D first: ``E = 1/2 [D, C]``; the seed's Macaron decoder ``(c/2, d,
+    x, c/2)``: ``E = 1/2 [D, X]`` -- its self- and cross-attention are a Lie–Trotter pair."""
+    scheme = resolve(scheme)
+    given = _given_fields(None, None, fields)
+    out = torch.zeros_like(x)
+    for (a, b), w in pair_defects(scheme.stages).items():
+        if w != 0.0:
+            out = out - 0.5 * w * lie_bracket(given[a], given[b], x, t)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,6 +327,15 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
     return points
 
 
-__all__ = ["ConvergenceResult", "GapResult", "WorkPrecisionPoint", "convergence_study",
-           "discretization_gap", "lie_bracket", "rediscretize", "reference_solution",
-           "work_precision"]
+__all__ = [
+    "ConvergenceResult",
+    "GapResult",
+    "WorkPrecisionPoint",
+    "convergence_study",
+    "discretization_gap",
+    "leading_term",
+    "lie_bracket",
+    "rediscretize",
+    "reference_solution",
+    "work_precision",
+]

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .algebra import algebraic_order, condition_defects, word_series
-from .stages import BUILTIN, CONVECTION, DIFFUSION, Stage, as_stages, coefficient_sums
+from .stages import BUILTIN, CONVECTION, DIFFUSION, EXACT_ORDER, Stage, as_stages, coefficient_sums
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 FLOOR = 1e-13        # round-off floor of 6x6 float64 products of up to ~100 exponentials
@@ -95,7 +95,8 @@ class OrderCheck:
         return self.verdict == "ok"
 
     def summary(self) -> str:
-        d = "-" if self.declared is None else str(self.declared)
+        d = ("-" if self.declared is None else "exact (unsplit)" if self.declared >= EXACT_ORDER
+             else str(self.declared))
         sums = ", ".join(f"{f} {v:.15g}" for f, v in self.sums.items())
         head = f"{self.name}: declared order {d}"
         if self.verdict in ("inconsistent", "undetermined") or math.isinf(self.measured):
@@ -373,6 +374,14 @@ def _undetermined_reason(errs: np.ndarray, used: np.ndarray, floor: float,
             f"{floor:.0e} and {ceiling:.0e}")
 
 
+def _is_exact_flow(stages, mats: dict, floor: float) -> bool:
+    """The step equals ``expm(h sum M)`` to round-off at h = 1/2 and 1 (relative to the flow's
+    size: at large h the exponential's own growth would swamp an absolute floor)."""
+    total = sum(mats.values())
+    return all(local_error(stages, mats, h) < floor * max(1.0, np.linalg.norm(expm(h * total), 2))
+               for h in (0.5, 1.0))
+
+
 def round_off_floor(stages, floor: float = FLOOR) -> float:
     """The error under which round-off decides, for this stage list: ``floor`` (1e-13, right
     for up to ~100 exponentials of norm-1 matrices) grown with the number of stages beyond 100
@@ -435,7 +444,7 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     if reason:
         return result("inconsistent", why=reason)
     mats = field_matrices(tuple(sums), dim, seed)
-    if all(local_error(stages, mats, h) < floor for h in (1.0, 8.0)):
+    if _is_exact_flow(stages, mats, floor):
         return result("ok", math.inf, math.inf, why="the step is the exact flow of the sum of "
                       "the fields (its local error is round-off at every h)")
     if step_sizes is None:

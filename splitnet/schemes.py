@@ -12,6 +12,7 @@ Everything of ``splitting`` and ``core`` is served here too (``sn.schemes.Strang
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -29,7 +30,7 @@ from .core import (
     ZooScheme,
     zoo_class,
 )
-from .splitting import CustomScheme, SplittingScheme
+from .splitting import EXACT_ORDER, CustomScheme, SplittingScheme
 from .stages import (
     CONVECTION,
     CROSS,
@@ -194,10 +195,13 @@ def resolve(scheme) -> SplittingScheme:
 def measured_order(stages: tuple[Stage, ...]) -> int:
     """The classical order of a consistent stage list as :func:`check_order` measures it
     (the nearest integer of the tail slope when the verdict is clean; at least 2 when the exact
-    second-order condition holds, else 1). Cached: configs resolve their scheme often."""
+    second-order conditions hold, else 1; :data:`~splitnet.splitting.EXACT_ORDER` for the exact
+    flow of the sum of the fields). Cached: configs resolve their scheme often."""
     if abs(second_order_defect(stages)) > 1e-9:
         return 1
     res = check_order(stages, normalize=True)
+    if res.ok and math.isinf(res.tail):
+        return EXACT_ORDER          # one stage advancing every field: the exact flow
     return max(2, round(res.tail)) if res.ok else 2
 
 
@@ -246,7 +250,8 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "FIELDS", "KINDS", "PATTERN_LETTERS",
+__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "KINDS",
+           "PATTERN_LETTERS",
            "BlanesMoan4", "CustomScheme", "LieTrotter", "SplittingScheme", "Stage", "Strang",
            "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
            "available", "check_order", "from_pattern", "get", "measured_order", "register",

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from . import stages as _st
-from .stages import Stage, field_name, second_order_defect
+from .stages import EXACT_ORDER, Stage, field_name, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -153,6 +153,12 @@ class SplittingScheme(ABC):
         if scheme.order >= 2:
             _confirm_declared_order(scheme)
         return scheme
+
+    @property
+    def is_exact(self) -> bool:
+        """True when the step is the exact flow of the sum of the fields (declared
+        :data:`EXACT_ORDER`): an unsplit scheme."""
+        return self.order >= EXACT_ORDER
 
     @property
     def is_symmetric(self) -> bool:
@@ -378,5 +384,5 @@ def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
                                            / len(s.components))) for s in stages)
 
 
-__all__ = ["CustomScheme", "SplittingScheme", "composition_stages", "field_list",
+__all__ = ["EXACT_ORDER", "CustomScheme", "SplittingScheme", "composition_stages", "field_list",
            "lie_trotter_stages", "strang_weights", "symmetric_step"]

@@ -35,6 +35,10 @@ ALIASES = {"d": DIFFUSION, "s": DIFFUSION, DIFFUSION: DIFFUSION,
            "c": CONVECTION, "f": CONVECTION, CONVECTION: CONVECTION,
            "x": CROSS, CROSS: CROSS}
 SUM = "+"
+# The order a scheme declares when its step is the exact flow of the sum of its fields (one stage
+# advancing all of them, e.g. the unsplit "parallel" scheme): no finite order; with sub-flows of
+# order q its effective order is q.
+EXACT_ORDER = 1000
 
 
 def field_name(name) -> str:
@@ -281,7 +285,8 @@ def parse(text: str) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-__all__ = ["ALIASES", "BUILTIN", "CONVECTION", "CROSS", "DIFFUSION", "FIELDS", "LETTER",
+__all__ = ["ALIASES", "BUILTIN", "CONVECTION", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS",
+           "LETTER",
            "STRING_LETTER", "SUM", "Stage", "as_stage", "as_stages", "clocks",
            "coefficient_sums", "component_clocks", "diagram", "field_coeffs", "field_name",
            "field_names", "format_stages", "is_palindrome", "merge", "pair_defects", "parse",
