@@ -282,7 +282,7 @@ CLI_CASES = [
     # (what is wrong, argv, exit status, regex of the one stderr line)
     ("unknown command", ["frobnicate"], 2, r"invalid choice: 'frobnicate'"),
     ("order: empty scheme list", ["order", "--schemes", ""], 2,
-     r"expected a comma-separated list, got ''"),
+     r"expected schemes separated by ';' \(names, patterns or stage strings\), got ''"),
     ("order: empty method list", ["order", "--method", ","], 2,
      r"expected a comma-separated list, got ','"),
     ("order: zero particles", ["order", "--tokens", "0"], 2,

@@ -304,3 +304,28 @@ def test_matrix_step_takes_a_field_mapping():
     for st in s.stages:
         want = scipy.linalg.expm(st.coeff * 0.1 * mats[st.field]) @ want
     np.testing.assert_allclose(matrix_step(s.stages, mats, 0.1), want, atol=1e-14)
+
+
+def test_order_command_with_three_fields(tmp_path, capsys):
+    from splitnet.cli import main
+
+    out = tmp_path / "o3.png"
+    rc = main(["order", "--fields", "3", "--schemes", "c:0.5,d:1,x:1,c:0.5;strang",
+               "--method", "exact", "--out", str(out), "--strict"])
+    text = capsys.readouterr().out
+    assert rc == 0 and out.stat().st_size > 0
+    assert "decoder layer" in text and "f/2 s x f/2" in text and "strang" in text
+    rc = main(["order", "--fields", "3", "--schemes", "strang;c:1,d:1", "--out", str(out)])
+    assert rc == 2 and "every scheme needs diffusion, cross and convection" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,want", [
+    ("strang,yoshida4", ["strang", "yoshida4"]),
+    ("c:0.5,d:1,c:0.5", ["c:0.5,d:1,c:0.5"]),
+    ("c:0.5,d:1,c:0.5; strang", ["c:0.5,d:1,c:0.5", "strang"]),
+])
+def test_scheme_lists_keep_stage_strings_whole(text, want):
+    from splitnet.cli._args import scheme_list
+
+    assert scheme_list(text) == want
