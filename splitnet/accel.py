@@ -26,7 +26,6 @@ import torch
 from torch import nn
 
 from .config import COMPILE_MODES, CUDAGRAPH_MODES, SDPA_BACKENDS
-from .stages import CONVECTION, DIFFUSION
 
 _SDPA = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
          "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
@@ -55,7 +54,7 @@ def field_regions(model) -> list[nn.Module]:
     compiles (a shared module once; a gated field as the whole ``Gated`` module)."""
     seen, out = set(), []
     for layer in model.layers:
-        for f in layer.field_modules(DIFFUSION) + layer.field_modules(CONVECTION):
+        for f in [m for name in layer.field_names for m in layer.field_modules(name)]:
             if isinstance(f, nn.Module) and id(f) not in seen:
                 seen.add(id(f))
                 out.append(f)

@@ -1,10 +1,12 @@
 """Measure the order of any stage list on random non-commuting matrices.
 
-For linear fields ``D(x) = A x``, ``C(x) = B x`` the sub-flows are exact matrix exponentials and
-one step of a scheme is the product ``expm(c_s h X_s) ... expm(c_1 h X_1)``. Its local error
-against ``expm(h (A + B))`` is ``O(h^(p+1))`` for a method of order p. Random dense 6x6 matrices
-share no structure (they do not commute and no kick/drift symmetry hides a defect), unlike a
-harmonic oscillator, on which wrong higher-order coefficient sets have passed before.
+For linear fields ``F_f(x) = M_f x`` (one random matrix per field: diffusion, convection,
+cross or any other name) the sub-flows are exact matrix exponentials and one step of a scheme is
+the product ``expm(c_s h X_s) ... expm(c_1 h X_1)`` (a sum stage's X is the sum of its fields'
+matrices). Its local error against ``expm(h sum_f M_f)`` is ``O(h^(p+1))`` for a method of order
+p. Random dense 6x6 matrices share no structure (they do not commute and no kick/drift symmetry
+hides a defect), unlike a harmonic oscillator, on which wrong higher-order coefficient sets have
+passed before.
 
 The check runs in three steps (:func:`measure_order`):
 
@@ -12,12 +14,13 @@ The check runs in three steps (:func:`measure_order`):
    whose coefficients sum to 2 is a different, inconsistent method, not "the same method,
    normalised". ``normalize=True`` rescales explicitly.
 2. **Adaptive step sizes.** h starts at 8 and is halved until the local error (for a unit
-   state: the operator norm ``||step(h) - expm(h (A + B))||_2``; A, B have norm 1) falls under
-   the round-off floor 1e-13; where fewer than 5 errors lie in the window [1e-13, 1e-6] (high
-   orders: an order-10 error drops by 2^11 per halving) the grid is refined (ratios 2^(-1/2),
-   2^(-1/4), 2^(-1/8)). The log-log slope is fitted on the window (``measured``) and on its
-   three smallest h (``tail``, the asymptotic order). Fewer than 3 usable errors: the verdict is
-   "undetermined", with the reason, never "mismatch".
+   state: the operator norm ``||step(h) - expm(h sum M)||_2``; each M has norm 1) falls under
+   the round-off floor (1e-13, grown for lists of more than 100 stages or very large
+   coefficients: :func:`round_off_floor`); where fewer than 5 errors lie in the window
+   [1e-13, 1e-6] (high orders: an order-10 error drops by 2^11 per halving) the grid is refined
+   (ratios 2^(-1/2), 2^(-1/4), 2^(-1/8)). The log-log slope is fitted on the window
+   (``measured``) and on its three smallest h (``tail``, the asymptotic order). Fewer than 3
+   usable errors: the verdict is "undetermined", with the reason, never "mismatch".
 3. **What the check can see.** A coefficient error changes the local error by about
    ``delta * s(h)``; at the smallest fitted h the scheme's own error is ``e``, so errors of size
    ``e / s`` and larger show up in the tail slope (:attr:`OrderCheck.detectable`).
@@ -30,20 +33,23 @@ In [1e-13, 1e-6] the tail is within 0.26 of the order for every zoo set up to or
 window within 0.48 (hence the verdict asks the tail for ``tolerance`` = 0.3 and the window for
 twice that).
 
-:func:`word_series` and :func:`condition_defects` are the algebraic counterpart: the scheme's
-expansion in the free algebra of the two fields, compared word by word with ``exp(D + C)``;
-with ``one=mpmath.mpf(1)`` they verify coefficient sets to any precision.
+The algebraic counterpart lives in :mod:`splitnet.algebra` (re-exported here): the scheme's
+expansion in the free algebra of its fields, compared word by word with ``exp(sum X)``, and the
+independent conditions on Lyndon words; with ``one=mpmath.mpf(1)`` they verify coefficient sets
+to any precision.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .stages import CONVECTION, DIFFUSION, Stage, as_stages, coefficient_sums
+from .algebra import algebraic_order, condition_defects, word_series
+from .stages import BUILTIN, CONVECTION, DIFFUSION, EXACT_ORDER, Stage, as_stages, coefficient_sums
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 FLOOR = 1e-13        # round-off floor of 6x6 float64 products of up to ~100 exponentials
@@ -89,10 +95,11 @@ class OrderCheck:
         return self.verdict == "ok"
 
     def summary(self) -> str:
-        d = "-" if self.declared is None else str(self.declared)
+        d = ("-" if self.declared is None else "exact (unsplit)" if self.declared >= EXACT_ORDER
+             else str(self.declared))
         sums = ", ".join(f"{f} {v:.15g}" for f, v in self.sums.items())
         head = f"{self.name}: declared order {d}"
-        if self.verdict in ("inconsistent", "undetermined"):
+        if self.verdict in ("inconsistent", "undetermined") or math.isinf(self.measured):
             return f"{head}: {self.reason} (coefficient sums: {sums}) -> {self.verdict.upper()}"
         n = int(self.used.sum())
         h = self.step_sizes[self.used]
@@ -105,12 +112,33 @@ class OrderCheck:
                 f"error ~{det}")
 
 
-def random_matrices(dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Two random dense matrices of spectral norm 1 (they do not commute)."""
+def random_matrices(dim: int = 6, seed: int = 0, n: int = 2) -> tuple[np.ndarray, ...]:
+    """``n`` random dense matrices of spectral norm 1 (they do not commute); the first two are
+    the same whatever ``n``."""
     rng = np.random.default_rng(seed)
-    a = rng.standard_normal((dim, dim))
-    b = rng.standard_normal((dim, dim))
-    return a / np.linalg.norm(a, 2), b / np.linalg.norm(b, 2)
+    out = []
+    for _ in range(n):
+        m = rng.standard_normal((dim, dim))
+        out.append(m / np.linalg.norm(m, 2))
+    return tuple(out)
+
+
+def field_matrices(fields, dim: int = 6, seed: int = 0) -> dict[str, np.ndarray]:
+    """A random matrix per field: diffusion, convection and cross always get the 1st, 2nd and
+    3rd of :func:`random_matrices` (so a two-field check sees the matrices it always saw), other
+    fields the next ones in the order given."""
+    others = [f for f in fields if f not in BUILTIN]
+    slots = {**{f: i for i, f in enumerate(BUILTIN)},
+             **{f: len(BUILTIN) + i for i, f in enumerate(others)}}
+    mats = random_matrices(dim, seed, 1 + max(slots[f] for f in fields))
+    return {f: mats[slots[f]] for f in fields}
+
+
+def _matrices(a, b=None, h=None) -> tuple[dict, float]:
+    """``(mapping, h)`` from ``(mapping, h)`` or the two-field form ``(A, B, h)``."""
+    if isinstance(a, dict):
+        return a, b
+    return {DIFFUSION: a, CONVECTION: b}, h
 
 
 def expm(m: np.ndarray) -> np.ndarray:
@@ -123,6 +151,8 @@ def expm(m: np.ndarray) -> np.ndarray:
     for measuring order 8."""
     m = np.asarray(m, dtype=np.float64)
     norm = np.abs(m).sum(axis=0).max()
+    if not np.isfinite(norm) or norm > 1e6:    # overflow: no finite answer worth computing
+        return np.full(m.shape, np.nan)
     s = max(0, int(np.ceil(np.log2(norm / 0.5)))) if norm > 0.5 else 0
     x = m / 2.0 ** s
     eye = np.eye(m.shape[0])
@@ -134,23 +164,29 @@ def expm(m: np.ndarray) -> np.ndarray:
     return p
 
 
-def matrix_step(stages, a: np.ndarray, b: np.ndarray, h: float) -> np.ndarray:
-    """One step of the scheme on ``x' = (A + B) x`` with exact sub-flows (A = diffusion):
-    the product ``expm(c_s h X_s) ... expm(c_1 h X_1)``, first stage rightmost."""
-    m = np.eye(a.shape[0])
+def matrix_step(stages, a, b=None, h=None) -> np.ndarray:
+    """One step of the scheme on ``x' = (sum_f M_f) x`` with exact sub-flows: the product
+    ``expm(c_s h X_s) ... expm(c_1 h X_1)``, first stage rightmost (a sum stage's X is the sum
+    of its fields' matrices). Called ``(stages, {field: matrix}, h)`` or, for two fields,
+    ``(stages, A, B, h)`` with A the diffusion matrix."""
+    mats, h = _matrices(a, b, h)
+    m = np.eye(next(iter(mats.values())).shape[0])
     cache: dict = {}
     for st in stages:
         key = (st.field, st.coeff)
         if key not in cache:       # compositions repeat coefficients (palindromes, patterns)
-            cache[key] = expm(st.coeff * h * (a if st.field == DIFFUSION else b))
+            cache[key] = expm(st.coeff * h * sum(mats[f] for f in st.components))
         m = cache[key] @ m
     return m
 
 
-def local_error(stages, a: np.ndarray, b: np.ndarray, h: float) -> float:
-    """``||step(h) - expm(h (A + B))||_2``: the local error for a unit initial state (the
-    largest over all of them)."""
-    return float(np.linalg.norm(matrix_step(stages, a, b, h) - expm(h * (a + b)), 2))
+def local_error(stages, a, b=None, h=None) -> float:
+    """``||step(h) - expm(h sum_f M_f)||_2``: the local error for a unit initial state (the
+    largest over all of them); arguments as :func:`matrix_step`."""
+    mats, h = _matrices(a, b, h)
+    exact = expm(h * sum(mats.values()))
+    diff = matrix_step(stages, mats, h) - exact
+    return float(np.linalg.norm(diff, 2)) if np.isfinite(diff).all() else float("nan")
 
 
 def fit_slope(step_sizes, errors, floor: float) -> tuple[float, np.ndarray]:
@@ -234,21 +270,29 @@ def adaptive_errors(error: Callable[[float], float], floor: float = FLOOR,
 
 
 def consistency(stages, tol: float = SUM_TOL) -> tuple[dict, str]:
-    """Per-field coefficient sums and, when they are not all 1 (to ``tol``), the reason, e.g.
-    ``"not consistent: convection sums to 2.0"``; ``""`` when consistent."""
-    sums = coefficient_sums(stages)
-    bad = [f"{f} sums to {s:.15g}" for f, s in sums.items() if abs(s - 1.0) > tol]
+    """Per-field coefficient sums (a sum stage counts for each of its fields) and, when they are
+    not all 1 (to ``tol``) or fewer than two fields appear, the reason, e.g. ``"not consistent:
+    convection sums to 2.0"``; ``""`` when consistent."""
+    present = coefficient_sums(stages)
+    order = [f for f in BUILTIN if f in present] + [f for f in present if f not in BUILTIN]
+    sums = {f: present[f] for f in order}       # built-in fields first, as they were always shown
+    if len(sums) < 2:
+        return sums, (f"not a splitting: only the field {', '.join(sums) or '(none)'} appears; "
+                      f"at least two fields are needed")
+    bad = [f"{f} sums to {s:.15g}" for f, s in sums.items() if not abs(s - 1.0) <= tol]
     return sums, ("not consistent: " + " and ".join(bad)) if bad else ""
 
 
 def _normalized(stages, sums: dict) -> tuple[tuple[Stage, ...] | None, str]:
-    """Each field divided by its sum, allowed only when the sums agree and are not zero (a
-    common time scale); otherwise (None, reason)."""
-    d, c = sums[DIFFUSION], sums[CONVECTION]
-    if min(abs(d), abs(c)) < SUM_TOL or abs(d - c) > 1e-9 * max(abs(d), abs(c)):
-        return None, (f"not consistent: diffusion sums to {d:.15g} but convection to {c:.15g}; "
-                      f"no common rescaling makes both 1")
-    return tuple(Stage(s.field, s.coeff / sums[s.field]) for s in stages), ""
+    """Every coefficient divided by the fields' common sum, allowed only when the sums agree
+    and are not zero (a common time scale); otherwise (None, reason)."""
+    lo, hi = min(sums.values()), max(sums.values())
+    if not (min(abs(lo), abs(hi)) >= SUM_TOL and abs(hi - lo) <= 1e-9 * max(abs(lo), abs(hi))):
+        listed = ", ".join(f"{f} to {v:.15g}" for f, v in sums.items())
+        return None, (f"not consistent: the fields sum to different totals ({listed}); no "
+                      f"common rescaling makes them all 1")
+    return tuple(Stage(s.field, s.coeff / (sum(sums[f] for f in s.components)
+                                           / len(s.components))) for s in stages), ""
 
 
 def perturbation_direction(stages, seed: int = 0, keep_symmetry: bool = True) -> np.ndarray | None:
@@ -257,12 +301,14 @@ def perturbation_direction(stages, seed: int = 0, keep_symmetry: bool = True) ->
     direction (e.g. one stage per field: no move keeps the sums)."""
     rng = np.random.default_rng(seed)
     v = rng.standard_normal(len(stages))
-    fields = [s.field for s in stages]
     if keep_symmetry and is_mirrored(stages):
         v = (v + v[::-1]) / 2
-    for f in set(fields):
-        mask = np.array([x == f for x in fields])
-        v[mask] -= v[mask].mean()
+    # keep every field's sum: project onto the null space of the field-by-stage incidence
+    # matrix (for one field per stage this subtracts each field's mean)
+    inc = np.array([[float(f in st.components) for st in stages]
+                    for f in coefficient_sums(stages)])
+    v -= inc.T @ np.linalg.lstsq(inc @ inc.T, inc @ v, rcond=None)[0]
+    v[np.abs(v) < 1e-12] = 0.0
     scale = np.abs(v).max()
     return None if scale < 1e-12 else v / scale
 
@@ -273,7 +319,7 @@ def is_mirrored(stages) -> bool:
                for a, b in zip(stages, reversed(stages)))
 
 
-def detectable_error(stages, a: np.ndarray, b: np.ndarray, h: float, err: float,
+def detectable_error(stages, mats: dict, h: float, err: float,
                      order: int | None = None) -> tuple[float, str]:
     """Coefficient error ``delta`` whose effect on the local error at ``h`` equals ``err`` (the
     scheme's own error there): ``err / s`` with ``s`` the sensitivity along
@@ -292,7 +338,7 @@ def detectable_error(stages, a: np.ndarray, b: np.ndarray, h: float, err: float,
                               "per field): any coefficient error is an inconsistency")
     d0 = 1e-5
     moved = tuple(Stage(s.field, s.coeff + d0 * x) for s, x in zip(stages, v))
-    diff = np.linalg.norm(matrix_step(moved, a, b, h) - matrix_step(stages, a, b, h), 2)
+    diff = np.linalg.norm(matrix_step(moved, mats, h) - matrix_step(stages, mats, h), 2)
     if not diff > 0:
         return float("nan"), "the local error does not depend on the coefficients at this h"
     return float(err * d0 / diff), ""
@@ -328,23 +374,62 @@ def _undetermined_reason(errs: np.ndarray, used: np.ndarray, floor: float,
             f"{floor:.0e} and {ceiling:.0e}")
 
 
+def _is_exact_flow(stages, mats: dict, floor: float) -> bool:
+    """The step equals ``expm(h sum M)`` to round-off at h = 1/2 and 1 (relative to the flow's
+    size: at large h the exponential's own growth would swamp an absolute floor)."""
+    total = sum(mats.values())
+    return all(local_error(stages, mats, h) < floor * max(1.0, np.linalg.norm(expm(h * total), 2))
+               for h in (0.5, 1.0))
+
+
+def round_off_floor(stages, floor: float = FLOOR) -> float:
+    """The error under which round-off decides, for this stage list: ``floor`` (1e-13, right
+    for up to ~100 exponentials of norm-1 matrices) grown with the number of stages beyond 100
+    (each product adds ~1e-16 relative) and with the size of the coefficients beyond the zoo's
+    largest (sum |c| ~ 60; large coefficients of both signs cancel, losing digits)."""
+    n = len(stages)
+    size = math.fsum(abs(st.coeff) for st in stages)
+    return floor * max(1.0, n / 100.0) * max(1.0, size / 60.0)
+
+
+def _check_declared(declared) -> int | None:
+    if declared is None:
+        return None
+    if isinstance(declared, bool) or not isinstance(declared, numbers.Integral) or declared < 1:
+        raise ValueError(f"order must be a positive integer (the classical order p), got "
+                         f"{declared!r}")
+    return int(declared)
+
+
+def _usable_steps(step_sizes) -> np.ndarray:
+    """Given step sizes as floats; non-finite, non-positive or subnormal ones become NaN (the
+    check reports them unusable, never a slope from them)."""
+    hs = np.asarray(step_sizes, dtype=float).ravel()
+    bad = ~np.isfinite(hs) | (hs < np.finfo(float).tiny)
+    return np.where(bad, np.nan, hs)
+
+
 def measure_order(stages, declared: int | None = None, name: str = "custom", dim: int = 6,
-                  seed: int = 0, step_sizes=None, floor: float = FLOOR,
+                  seed: int = 0, step_sizes=None, floor: float | None = None,
                   ceiling: float = CEILING, tolerance: float = 0.3,
                   normalize: bool = False) -> OrderCheck:
     """Measure the classical order of a stage sequence and compare it with ``declared``.
 
     Consistency first (each field's coefficients sum to 1 to 1e-12, else the verdict is
     "inconsistent" unless ``normalize`` rescales them); then local errors on random 6x6
-    matrices of norm 1 with exact exponentials, float64, at adaptive step sizes
+    matrices of norm 1, one per field, with exact exponentials, float64, at adaptive step sizes
     (:func:`adaptive_errors`) or the given ``step_sizes`` (then every error above ``floor``
-    counts: the caller chose the range). The verdict needs the slope over the three smallest h
+    counts: the caller chose the range; unusable step sizes count as missing). ``floor``
+    defaults to :func:`round_off_floor`. The verdict needs the slope over the three smallest h
     (``tail``) within ``tolerance`` of the declared order and the slope over the window within
-    twice that; fewer than 3 usable errors give "undetermined". :func:`splitnet.check_order` is
-    the front door (it also takes names and schemes)."""
+    twice that; fewer than 3 usable errors give "undetermined". A list whose step is the exact
+    flow (e.g. one stage advancing the sum of all fields) is "ok" with infinite order.
+    :func:`splitnet.check_order` is the front door (it also takes names and schemes)."""
+    declared = _check_declared(declared)
     stages = as_stages(stages)
     sums, reason = consistency(stages)
     rescaled = bool(reason and normalize)
+    floor = round_off_floor(stages) if floor is None else floor
 
     def result(verdict, measured=float("nan"), tail=float("nan"), hs=None, errs=None,
                used=None, why="", det=float("nan"), det_why=""):
@@ -354,17 +439,21 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
         return OrderCheck(name, declared, verdict, measured, tail, hs, errs, used, sums, why,
                           det, rescaled, tolerance, floor, ceiling, det_why)
 
-    if rescaled:
+    if rescaled and len(sums) >= 2:
         stages, reason = _normalized(stages, sums)
     if reason:
         return result("inconsistent", why=reason)
-    a, b = random_matrices(dim, seed)
+    mats = field_matrices(tuple(sums), dim, seed)
+    if _is_exact_flow(stages, mats, floor):
+        return result("ok", math.inf, math.inf, why="the step is the exact flow of the sum of "
+                      "the fields (its local error is round-off at every h)")
     if step_sizes is None:
-        hs, errs = adaptive_errors(lambda h: local_error(stages, a, b, h), floor, ceiling)
+        hs, errs = adaptive_errors(lambda h: local_error(stages, mats, h), floor, ceiling)
     else:
         ceiling = math.inf
-        hs = np.asarray(step_sizes, dtype=float)
-        errs = np.array([local_error(stages, a, b, h) for h in hs])
+        hs = _usable_steps(step_sizes)
+        errs = np.array([local_error(stages, mats, h) if np.isfinite(h) else np.nan
+                         for h in hs])
     slope, used = window_fit(hs, errs, floor, ceiling)
     if used.sum() < 3:
         return result("undetermined", hs=hs, errs=errs, used=used,
@@ -372,67 +461,13 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     tail = _tail(hs, errs, used)
     h_min = hs[used].min()
     target = declared if declared is not None else round(tail)
-    det, det_why = detectable_error(stages, a, b, h_min, errs[hs == h_min][0], target)
+    det, det_why = detectable_error(stages, mats, h_min, errs[hs == h_min][0], target)
     return result(_verdict(declared, slope - 1.0, tail, tolerance), slope - 1.0, tail, hs, errs,
                   used, det=det, det_why=det_why)
 
 
-# ---------------------------------------------------------------------------------------------
-# The order conditions, exactly: the scheme in the free algebra of the two fields
-
-def word_series(stages, max_degree: int, one=1.0) -> list[np.ndarray]:
-    """Taylor coefficients of one step ``exp(c_s X_s) ... exp(c_1 X_1)`` (h = 1; a word of d
-    letters carries h^d) in the free associative algebra of D (letter 0) and C (letter 1).
-
-    ``out[d][w]`` is the coefficient of the word of ``d`` letters whose binary digits, leftmost
-    letter most significant, spell ``w``. A stage multiplies the series from the left by
-    ``sum_k (c X)^k / k!``, which prepends k copies of X. ``stages``: Stages or
-    ``(field, coeff)`` pairs; ``one`` sets the number type (``mpmath.mpf(1)`` for high
-    precision: the arrays then hold objects)."""
-    exact = isinstance(one, float)
-    zero = one * 0
-
-    def array(n):
-        return np.zeros(n) if exact else np.full(n, zero, dtype=object)
-
-    v = [array(2 ** d) for d in range(max_degree + 1)]
-    v[0][0] = one
-    for st in stages:
-        f, c = (st.field, st.coeff) if isinstance(st, Stage) else st
-        c = c * one
-        new = [x.copy() for x in v]
-        for d in range(1, max_degree + 1):
-            ck = one
-            for k in range(1, d + 1):
-                ck = ck * c / k
-                start = (2 ** k - 1) * 2 ** (d - k) if f != DIFFUSION else 0
-                new[d][start:start + 2 ** (d - k)] += ck * v[d - k]
-        v = new
-    return v
-
-
-def condition_defects(stages, max_degree: int, one=1.0) -> list:
-    """Largest ``|coefficient of the scheme - coefficient of exp(D + C)|`` over the words of
-    each degree 1..max_degree (the exact flow has ``1/d!`` on every word of degree d). The scheme
-    has order p (for all non-commuting fields) iff the defects of degrees 1..p vanish."""
-    v = word_series(stages, max_degree, one)
-    return [max(abs(x - one / math.factorial(d)) for x in v[d])
-            for d in range(1, max_degree + 1)]
-
-
-def algebraic_order(stages, max_degree: int = 11, tol: float = 1e-13, one=1.0) -> int:
-    """The largest p <= max_degree with every defect of degree <= p at most ``tol`` (float64 by
-    default: defects of a few 1e-16 are round-off; use ``one=mpmath.mpf(1)`` and a tiny ``tol``
-    to check coefficient sets to more digits)."""
-    p = 0
-    for d, x in enumerate(condition_defects(stages, max_degree, one), 1):
-        if x > tol:
-            break
-        p = d
-    return p
-
-
 __all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "OrderCheck", "adaptive_errors",
            "algebraic_order", "condition_defects", "consistency", "detectable_error", "expm",
-           "fit_slope", "is_mirrored", "local_error", "matrix_step", "measure_order",
-           "perturbation_direction", "random_matrices", "window_fit", "word_series"]
+           "field_matrices", "fit_slope", "is_mirrored", "local_error", "matrix_step",
+           "measure_order", "perturbation_direction", "random_matrices", "round_off_floor",
+           "window_fit", "word_series"]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .stages import CONVECTION, DIFFUSION, Stage
+from .stages import CONVECTION, DIFFUSION, Stage, component_clocks, field_name
 from .stages import clocks as stage_clocks
 from .subflows import (  # noqa: F401 - the sub-flow registry, re-exported for flows' users
     METHODS,
@@ -36,13 +36,71 @@ from .validate import (
 # Stepping on stage tuples
 
 
-def stage_fields(stages: Sequence[Stage], diffusion, convection, name: str = "scheme") -> list:
-    """One callable per stage: a single field is shared by all its stages, a sequence gives each
-    stage of that field its own (``weights="per-stage"``)."""
-    given = {DIFFUSION: diffusion, CONVECTION: convection}
+class SumField:
+    """``f(t, x) = sum_j F_j(t + d_j, x)``: the field of a sum stage (``d+c``), each component
+    on its own clock (``d_j``: how far its clock runs ahead of the stage's first component, in
+    time units). A key/value ``cache`` goes to the one component that takes it
+    (``supports_cache``), a memory (``memory=``, ``memory_mask=``) to the components that read one
+    (``uses_memory``)."""
+
+    def __init__(self, fields: Sequence, offsets: Sequence[float]):
+        self.fields, self.offsets = list(fields), [float(d) for d in offsets]
+        takers = [f for f in self.fields if getattr(f, "supports_cache", False)]
+        self.supports_cache = len(takers) == 1
+        self._taker = takers[0] if self.supports_cache else None
+        self.uses_memory = any(getattr(f, "uses_memory", False) for f in self.fields)
+
+    def __call__(self, t, x, cache=None, **context):
+        out = None
+        for f, d in zip(self.fields, self.offsets):
+            kw = dict(context) if context and getattr(f, "uses_memory", False) else {}
+            if cache is not None and f is self._taker:
+                kw["cache"] = cache
+            y = f(t + d, x, **kw)
+            out = y if out is None else out + y
+        return out
+
+    def __repr__(self) -> str:
+        return f"SumField({self.fields!r})"
+
+
+def field_map(names: Sequence[str], diffusion=None, convection=None, fields=None,
+              name: str = "scheme") -> dict:
+    """The callables of a scheme's fields ``names``: ``fields={"cross": X, ...}`` and/or the
+    two-field keywords ``diffusion`` / ``convection``. A field given twice, a field of the
+    scheme not given, or one given that the scheme does not advance is a ``ValueError`` naming
+    it (a typo in a field name cannot pass silently)."""
+    given = {}
+    if fields is not None:
+        if not isinstance(fields, dict):
+            raise TypeError(f"fields must be a dict of field name -> callable f(t, x), got "
+                            f"{type(fields).__name__}")
+        for k, v in fields.items():
+            given[field_name(k)] = v
+    for k, v in ((DIFFUSION, diffusion), (CONVECTION, convection)):
+        if v is not None:
+            if k in given:
+                raise ValueError(f"the {k} field is given twice ({k}= and fields=)")
+            given[k] = v
+    missing = [f for f in names if f not in given]
+    if missing:
+        raise ValueError(f"scheme {name!r} advances {', '.join(names)}; no callable given for "
+                         f"{', '.join(missing)} (pass fields={{name: f(t, x)}})")
+    extra = [f for f in given if f not in names]
+    if extra:
+        raise ValueError(f"field(s) {', '.join(extra)} given, but scheme {name!r} advances only "
+                         f"{', '.join(names)}")
+    return given
+
+
+def stage_fields(stages: Sequence[Stage], fields: dict, name: str = "scheme",
+                 step_size: float = 1.0) -> list:
+    """One callable per stage from ``fields`` (field name -> a callable shared by all its
+    stages, or a sequence with one per stage that advances it: ``weights="per-stage"``). A sum
+    stage gets a :class:`SumField` of its components, each on its own clock."""
     per_field = {}
-    for fname, f in given.items():
-        n = sum(st.field == fname for st in stages)
+    for fname, f in fields.items():
+        n = sum(fname in st.components for st in stages)
         if isinstance(f, (list, tuple, torch.nn.ModuleList)):
             if len(f) != n:
                 raise ValueError(f"{len(f)} {fname} fields given for the {n} {fname} stages of "
@@ -53,21 +111,30 @@ def stage_fields(stages: Sequence[Stage], diffusion, convection, name: str = "sc
         for g in fs:
             check_callable(g, fname)
         per_field[fname] = iter(fs)
-    return [next(per_field[st.field]) for st in stages]
+    out = []
+    for st, clocks in zip(stages, component_clocks(stages)):
+        parts = [next(per_field[c]) for c in st.components]
+        out.append(parts[0] if len(parts) == 1 else
+                   SumField(parts, [step_size * (c - clocks[0]) for c in clocks]))
+    return out
 
 
-def step(stages: Sequence[Stage], diffusion, convection, x, t=0.0, step_size=None,
-         method="exact", clocks: Sequence[float] | None = None, check: bool = True,
-         states: list | None = None, name: str = "scheme", **options):
-    """One step ``x(t) -> x(t + h)``: stage i advances its field by ``c_i h`` from its clock
-    ``t + h clocks[i]`` (default: each field's own clock). Appends the state after each stage
-    to ``states`` if given. A negative step runs the adjoint direction; zero is an error."""
+def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method="exact",
+         clocks: Sequence[float] | None = None, check: bool = True, states: list | None = None,
+         name: str = "scheme", **options):
+    """One step ``x(t) -> x(t + h)``: stage i advances its field (or sum of fields) by
+    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock). ``fields``:
+    field name -> callable (or one per stage, see :func:`stage_fields`). Appends the state
+    after each stage to ``states`` if given. A negative step runs the adjoint direction; zero
+    is an error."""
     if step_size is None:
         raise TypeError("step() needs step_size")
+    if x is None:
+        raise TypeError("step() needs the state x")
     h = check_step_size(step_size, allow_negative=True)
     t = check_time(t)
     m = get_method(method, **options)
-    fields = stage_fields(stages, diffusion, convection, name)
+    fields = stage_fields(stages, fields, name, h)
     clocks = stage_clocks(stages) if clocks is None else clocks
     if check:
         check_state(x, "x")
@@ -99,10 +166,12 @@ def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
     return t0, h, n
 
 
-def integrate(stages: Sequence[Stage], diffusion, convection, x0, t_span, step_size,
-              method="exact", clocks: Sequence[float] | None = None, progress: bool = False,
+def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, method="exact",
+              clocks: Sequence[float] | None = None, progress: bool = False,
               check: bool = True, name: str = "scheme", **options) -> torch.Tensor:
     """``n`` steps; returns the states at ``t0 + k h``, shape ``(n + 1, *x0.shape)``."""
+    if x0 is None or t_span is None:
+        raise TypeError("integrate() needs x0 and t_span")
     t0, h, n = n_steps_for(t_span, step_size)
     check_state(x0, "x0")
     get_method(method, **options)  # fail before stepping on a bad method/option
@@ -114,10 +183,10 @@ def integrate(stages: Sequence[Stage], diffusion, convection, x0, t_span, step_s
 
         it = tqdm(it, desc=f"{name}/{method}", unit="step")
     for k in it:
-        x = step(stages, diffusion, convection, x, t0 + k * h, h, method, clocks=clocks,
-                 check=check, name=name, **options)
+        x = step(stages, fields, x, t0 + k * h, h, method, clocks=clocks, check=check,
+                 name=name, **options)
         out.append(x)
     return torch.stack(out)
 
 
-__all__ = ["integrate", "n_steps_for", "stage_fields", "step"]
+__all__ = ["SumField", "field_map", "integrate", "n_steps_for", "stage_fields", "step"]

@@ -13,11 +13,13 @@ trajectories' ODE path and re-discretisation.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
-from .flows import stage_fields
-from .stages import CONVECTION, DIFFUSION, FIELDS, as_stages, clocks, diagram, field_coeffs
+from .flows import field_map, stage_fields
+from .stages import BUILTIN, as_stages, clocks, diagram, field_coeffs, field_name, field_names
 from .subflows import Euler, get_method
 from .validate import check_step_size
 
@@ -43,11 +45,12 @@ class WeightedSum(nn.Module):
         fs = [g[0] for g in groups]
         self.terms = nn.ModuleList(fs) if all(isinstance(f, nn.Module) for f in fs) else fs
         self.coeffs = [g[1] for g in groups]
+        self.uses_memory = any(getattr(f, "uses_memory", False) for f in fs)
 
-    def forward(self, t, x):
+    def forward(self, t, x, **context):
         out = None
         for c, f in zip(self.coeffs, self.terms):
-            y = f(t, x)
+            y = f(t, x, **context) if context and getattr(f, "uses_memory", False) else f(t, x)
             y = y if c == 1.0 else c * y
             out = y if out is None else out + y
         return out
@@ -77,12 +80,13 @@ class SplitLayer(nn.Module):
     ``method``.
 
     ``scheme``: a :class:`~splitnet.schemes.SplittingScheme` (anything with ``stages`` and
-    ``clocks()``) or a plain sequence of stages. ``diffusion`` / ``convection``: one module
-    shared by all stages of that field, or a sequence with one module per stage. The plan
+    ``clocks()``) or a plain sequence of stages. The fields: ``diffusion`` / ``convection``
+    keywords or ``fields={name: ...}``, each one module shared by all stages of that field, or a
+    sequence with one module per stage; a module is registered under its field's name. The plan
     (field, c h, clock) is fixed at construction, so ``forward`` does no per-call bookkeeping."""
 
-    def __init__(self, scheme, diffusion, convection, step_size: float = 1.0,
-                 method: str = "euler"):
+    def __init__(self, scheme, diffusion=None, convection=None, step_size: float = 1.0,
+                 method: str = "euler", *, fields=None):
         super().__init__()
         if hasattr(scheme, "stages"):
             self.stages, self.name = tuple(scheme.stages), getattr(scheme, "name", "scheme")
@@ -94,25 +98,53 @@ class SplitLayer(nn.Module):
         h = check_step_size(step_size)
         self.step_size = h
         self.method = get_method(method)
-        fields = stage_fields(self.stages, diffusion, convection, self.name)
-        for name, f in ((DIFFUSION, diffusion), (CONVECTION, convection)):
+        self.field_names = field_names(self.stages)
+        given = field_map(self.field_names, diffusion, convection, fields, self.name)
+        self._fields = stage_fields(self.stages, given, self.name, h)
+        # registered in a fixed order (diffusion, convection, cross, then others): parameter
+        # order, which optimiser states and checkpoints follow, must not depend on the scheme
+        order = [f for f in BUILTIN if f in given] + [f for f in given if f not in BUILTIN]
+        for name, f in ((n, given[n]) for n in order):
+            if hasattr(nn.Module, name) or name in ("stages", "name", "method", "step_size"):
+                raise ValueError(f"field name {name!r} clashes with an attribute of the layer; "
+                                 f"choose another name")
             if isinstance(f, (list, tuple)):
                 f = nn.ModuleList(f) if all(isinstance(g, nn.Module) for g in f) else f
             if isinstance(f, nn.Module):
-                self.add_module(name, f)
+                self.add_module(name, f)          # state-dict keys: layers.K.<field>.…
             else:
                 object.__setattr__(self, name, f)
-        self._fields = fields  # plain list: modules already registered above
         self._plan = tuple((h * st.coeff, h * c) for st, c in zip(self.stages, stage_clocks))
         self._euler = isinstance(self.method, Euler)
+        # stages whose field reads a memory (cross-attention): they get forward's context
+        self._memory_stages = tuple(i for i, f in enumerate(self._fields)
+                                    if getattr(f, "uses_memory", False))
+
+    def _with_context(self, context: dict) -> list:
+        """The stage callables with ``context`` (``memory=``, ``memory_mask=``) bound to the
+        ones that read a memory."""
+        if not context:
+            return self._fields
+        if not self._memory_stages:
+            raise ValueError(f"context {sorted(context)} given, but no field of layer "
+                             f"{self.name!r} reads a memory")
+        out = list(self._fields)
+        for i in self._memory_stages:
+            out[i] = functools.partial(out[i], **context)
+        return out
 
     # -- the ODE this layer is a step of -----------------------------------------------------
     def field_modules(self, field: str) -> list:
-        """One callable per stage of ``field``, in order (the same module repeated when
-        shared)."""
-        if field not in FIELDS:
-            raise ValueError(f"field must be one of {FIELDS}, got {field!r}")
-        return [f for f, st in zip(self._fields, self.stages) if st.field == field]
+        """One callable per stage that advances ``field`` (alone or in a sum), in order (the
+        same module repeated when shared)."""
+        field = field_name(field)
+        if field not in self.field_names:
+            raise ValueError(f"field must be one of {self.field_names}, got {field!r}")
+        out = []
+        for f, st in zip(self._fields, self.stages):
+            if field in st.components:
+                out.append(f if not st.is_sum else f.fields[st.components.index(field)])
+        return out
 
     def field(self, field: str):
         """The layer's vector field for ``field``: the module itself when shared, the
@@ -120,25 +152,34 @@ class SplitLayer(nn.Module):
         mods = self.field_modules(field)
         if all(m is mods[0] for m in mods):
             return mods[0]
-        return WeightedSum(mods, field_coeffs(self.stages, field))
+        return WeightedSum(mods, field_coeffs(self.stages, field_name(field)))
 
     def ode_field(self):
-        """``f(t, x) = D(t, x) + C(t, x)`` with :meth:`field` of each: the ODE one layer is a
+        """``f(t, x) = sum_f F_f(t, x)`` with :meth:`field` of each: the ODE one layer is a
         step of over ``[t, t + h]``."""
-        return WeightedSum(self._fields, [st.coeff for st in self.stages])
+        terms, coeffs = [], []
+        for f, st in zip(self._fields, self.stages):
+            parts = f.fields if st.is_sum else [f]
+            terms += parts
+            coeffs += [st.coeff] * len(parts)
+        return WeightedSum(terms, coeffs)
 
     # -- the step ----------------------------------------------------------------------------
-    def forward(self, x: torch.Tensor, t: float = 0.0, return_states: bool = False):
+    def forward(self, x: torch.Tensor, t: float = 0.0, return_states: bool = False,
+                **context):
+        """One step from ``x`` at time ``t``. ``context`` (``memory=`` the encoder output,
+        ``memory_mask=`` its padding) goes to the fields that read a memory."""
         states = [] if return_states else None
+        fields = self._with_context(context)
         if self._euler:
-            for f, (dt, clock) in zip(self._fields, self._plan):
+            for f, (dt, clock) in zip(fields, self._plan):
                 dx = f(t + clock, x)
                 # dt == 1 (the usual residual): skip a multiply the plain block does not do.
                 x = x + dx if dt == 1.0 else x + dt * dx
                 if states is not None:
                     states.append(x)
         else:
-            for f, (dt, clock) in zip(self._fields, self._plan):
+            for f, (dt, clock) in zip(fields, self._plan):
                 x = self.method(f, t + clock, x, dt)
                 if states is not None:
                     states.append(x)

@@ -3,6 +3,8 @@ that tests, experiments and benchmarks share.
 
 * :func:`particle_system` -- random attention (diffusion) + feed-forward (convection) fields
   and random particles: nonlinear, non-commuting, the default of ``splitnet order``.
+* :func:`decoder_system` -- the same plus cross-attention to fixed memory particles: the three
+  fields of a decoder layer (``splitnet order --fields 3``).
 * :func:`matrix_problem` -- ``D(x) = A x``, ``C(x) = B x`` with random dense non-commuting
   matrices; every sub-flow and the coupled flow are matrix exponentials
   (:func:`splitnet.check.expm`, checked against ``scipy.linalg.expm``).
@@ -30,10 +32,10 @@ import numpy as np
 import torch
 
 from .check import expm, fit_slope, random_matrices
-from .fields import Attention, FeedForward
+from .fields import Attention, CrossAttention, FeedForward
 from .schemes import CustomScheme
 from .schemes import get as get_scheme
-from .stages import CONVECTION
+from .stages import CONVECTION, CROSS, DIFFUSION
 from .subflows import SubflowMethod
 
 
@@ -75,6 +77,41 @@ def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff:
     shape = (n_tokens, d_model) if batch is None else (batch, n_tokens, d_model)
     x0 = torch.randn(*shape, generator=g, dtype=dtype)
     return F, G, x0
+
+
+def decoder_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
+                   n_memory: int = 5, causal: bool = False, seed: int = 0, gain: float = 2.0,
+                   dtype: torch.dtype = torch.float64):
+    """The three fields of a decoder layer as a particle system with a memory.
+
+    Returns ``(fields, x0)``: ``fields`` maps ``"diffusion"`` (self-attention, causal or not),
+    ``"cross"`` (:class:`~splitnet.fields.CrossAttention` to ``n_memory`` fixed random memory
+    particles -- an encoder's output) and ``"convection"`` (feed-forward) to freshly initialised
+    modules; ``x0`` holds ``n_tokens`` random particles. ``dx/dt = D(x) + X(x; m) + C(x)`` has
+    three pairwise non-commuting fields. The self-attention and feed-forward fields are those
+    of :func:`particle_system` with the same arguments, so a two-field study and a three-field
+    one share them."""
+    F, G, x0 = particle_system(n_tokens, d_model, n_heads, d_ff, seed, gain, dtype)
+    if causal:
+        F.causal = True
+    g = torch.Generator().manual_seed(seed + 101)
+    memory = torch.randn(n_memory, d_model, generator=g, dtype=dtype)
+    default = torch.get_default_dtype()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 202)
+        torch.set_default_dtype(torch.float32)
+        try:
+            X = CrossAttention(d_model, n_heads).to(dtype).eval()
+        finally:
+            torch.set_default_dtype(default)
+        with torch.no_grad():
+            X.norm.weight.copy_(1 + 0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+            X.norm.bias.copy_(0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+            X.proj.weight.mul_(gain)
+    X.memory = memory
+    for q in X.parameters():
+        q.requires_grad_(False)
+    return {DIFFUSION: F, CROSS: X, CONVECTION: G}, x0
 
 
 class LinearField(torch.nn.Module):
@@ -267,5 +304,5 @@ class NystromProblem:
 
 
 __all__ = ["ClosedFormFlow", "LinearField", "Modulated", "NystromProblem", "Problem",
-           "WrongClock", "local_errors", "matrix_problem", "particle_problem", "particle_system",
-           "slope", "time_dependent_linear", "time_dependent_particle"]
+           "WrongClock", "decoder_system", "local_errors", "matrix_problem", "particle_problem",
+           "particle_system", "slope", "time_dependent_linear", "time_dependent_particle"]

@@ -5,7 +5,7 @@ scheme over ``[k h, (k + 1) h]`` for the ODE of its own fields
 
     dx/dt = D_k(t, x) + C_k(t, x),
 
-``D_k = layer.field(DIFFUSION)``, ``C_k = layer.field(CONVECTION)``
+``D_k = layer.field("diffusion")``, ``C_k = layer.field("convection")`` (every field of the layer)
 (:meth:`~splitnet.layers.SplitLayer.field`: the module itself with shared weights, the
 coefficient-weighted sum ``sum_i c_i X_{k,i}`` of the stage modules with per-stage weights --
 the definition the discretization gap uses). :func:`rediscretize` keeps every weight and
@@ -50,7 +50,7 @@ from torch import nn
 
 from .layers import SplitLayer, WeightedSum
 from .schemes import CustomScheme, SplittingScheme, resolve
-from .stages import CONVECTION, DIFFUSION, Stage
+from .stages import Stage
 from .subflows import METHODS, SubflowMethod, get_method
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
@@ -97,15 +97,19 @@ def _own_callables(layer: SplitLayer, name: str, n: int):
 
 def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: int, method,
                   own_scheme: SplittingScheme) -> SplitLayer:
-    """One layer re-discretised (see :func:`rediscretize`); shares the layer's modules."""
+    """One layer re-discretised (see :func:`rediscretize`); shares the layer's modules. A named
+    scheme over other fields than the layer's is taken over the layer's fields
+    (:meth:`~splitnet.splitting.SplittingScheme.over`)."""
+    names = layer.field_names
     if scheme is None:
         sch = repeated(own_scheme, substeps)
-        dif = _own_callables(layer, DIFFUSION, substeps)
-        con = _own_callables(layer, CONVECTION, substeps)
+        fields = {f: _own_callables(layer, f, substeps) for f in names}
     else:
+        if set(scheme.fields) != set(names):
+            scheme = scheme.over(names)
         sch = repeated(scheme, substeps)
-        dif, con = layer.field(DIFFUSION), layer.field(CONVECTION)
-    return SplitLayer(sch, dif, con, step_size=layer.step_size, method=method)
+        fields = {f: layer.field(f) for f in names}
+    return SplitLayer(sch, step_size=layer.step_size, method=method, fields=fields)
 
 
 def _check_model(model) -> None:
@@ -164,29 +168,34 @@ def refined(model, substeps: int, scheme=None, method: str | None = None):
 
 
 class ODELayer(nn.Module):
-    """Layer k as the exact flow of its ODE ``dx/dt = D_k + C_k`` over ``[t, t + h]`` (no
-    splitting): ``rhs = D_k + C_k`` from :meth:`~splitnet.layers.SplitLayer.field` (the ODE of
+    """Layer k as the exact flow of its ODE ``dx/dt = sum_f F_f,k`` (``D_k + C_k`` for two
+    fields) over ``[t, t + h]`` (no splitting): each ``F_f,k`` from
+    :meth:`~splitnet.layers.SplitLayer.field` (the ODE of
     :meth:`~splitnet.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow method
     (torchdiffeq dopri5 at the tolerances of the state's dtype)."""
 
     def __init__(self, layer: SplitLayer, method="exact"):
         super().__init__()
-        self.diffusion, self.convection = layer.field(DIFFUSION), layer.field(CONVECTION)
-        self.rhs = WeightedSum([self.diffusion, self.convection], [1.0, 1.0])
+        self.field_names = layer.field_names
+        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
+        self.rhs = WeightedSum(list(self.fields.values()), [1.0] * len(self.fields))
         self.step_size = layer.step_size
         self.method = get_method(method)
 
     def field_modules(self, name: str) -> list:
-        return [self.diffusion if name == DIFFUSION else self.convection]
+        return [self.fields[name]]
 
     def forward(self, x, t: float = 0.0, return_states: bool = False):
         h = self.step_size
         if not return_states:
             return self.method(self.rhs, t, x, h)
-        # the states at t + h/2 and t + h: the model's state_times for stages (d 1, c 1)
-        mid = self.method(self.rhs, t, x, h / 2)
-        x = self.method(self.rhs, t + h / 2, mid, h / 2)
-        return x, [mid, x]
+        # the states at t + h j/k, j = 1..k: the state_times of ode_model's scheme (f_j 1)
+        k = len(self.field_names)
+        states = []
+        for j in range(k):
+            x = self.method(self.rhs, t + h * j / k, x, h / k)
+            states.append(x)
+        return x, states
 
 
 def ode_model(model, method="exact"):
@@ -196,7 +205,7 @@ def ode_model(model, method="exact"):
     :class:`~splitnet.flows.Exact`)."""
     _check_model(model)
     return _with_layers(model, [ODELayer(layer, method) for layer in model.layers],
-                        CustomScheme(((DIFFUSION, 1.0), (CONVECTION, 1.0)), order=1,
+                        CustomScheme([(f, 1.0) for f in model.layers[0].field_names], order=1,
                                      name="ode"),
                         Refinement("ode", 1, get_method(method).name, "layer fields"))
 
@@ -329,7 +338,7 @@ class _CallCounter:
         fields = {}
         for layer in model.layers:
             self._handles.append(layer.register_forward_pre_hook(self._layer))
-            for name in (DIFFUSION, CONVECTION):
+            for name in layer.field_names:
                 for f in layer.field_modules(name):
                     fields.setdefault(id(f), f)
         for f in fields.values():

@@ -1,439 +1,44 @@
-"""Splitting schemes as data.
+"""Splitting schemes: the registry and the front door.
 
-A splitting scheme for ``dx/dt = D(t, x) + C(t, x)`` (D = diffusion = attention, C = convection =
-feed-forward) is a finite sequence of stages ``(field, coeff)``. One step of size ``h`` applies the
-sub-flows in order, first stage first::
-
-    x_{n+1} = phi^{X_s}_{c_s h} o ... o phi^{X_1}_{c_1 h} (x_n)
-
-so Lie–Trotter is ``exp(h C) exp(h D)`` (D applied first) and Strang–Marchuk is
-``exp(h/2 C) exp(h D) exp(h/2 C)``.
-
-Conventions (see ``docs/theory.md``):
-
-* The coefficients of each field sum to 1 (a scheme is normalised on construction).
-* Stages are **never merged implicitly**. ``yoshida4`` is the triple jump written out as three
-  Strang steps, ``C g1/2 D g1 C g1/2 | C g0/2 D g0 C g0/2 | C g1/2 D g1 C g1/2``: nine stages.
-  With exact sub-flows merging adjacent stages of the same field changes nothing; with
-  approximate sub-flows (Euler, midpoint, RK4) it changes the method and sometimes its order.
-  ``scheme.merged()`` returns the merged variant explicitly.
-* Each field keeps its own clock: a stage of field X in a step from t starts at
-  ``t + h * (sum of X's earlier coefficients in the step)``.
-
-Sources of the coefficients: H. Yoshida, Phys. Lett. A 150 (1990) 262–268 (triple jump, order 6
-solution A, order 8 solution D); E. Forest & R. Ruth, Physica D 43 (1990) (triple jump);
-M. Suzuki, Phys. Lett. A 146 (1990) 319–323 (5-stage fractal); S. Blanes & P. C. Moan,
-J. Comput. Appl. Math. 142 (2002) 313–330 (method S6, order 4); G. Strang (1968), G. I. Marchuk
-(1968); H. F. Trotter (1959). These seven are the core (``available("core")``); the zoo of
-further published methods is data in :mod:`splitnet.zoo`, registered here as :class:`ZooScheme`
-subclasses. Every set is re-verified by :func:`check_order` in the test suite.
+A scheme is data (:class:`~splitnet.splitting.SplittingScheme`: stages, a declared order, the
+verbs ``step`` / ``integrate`` / ``layer``); :mod:`splitnet.core` holds the seven core methods
+and :mod:`splitnet.zoo` the published coefficient sets. This module names them: the registry
+(:func:`available`, :func:`get` -- with ``fields=`` for any number of fields --,
+:func:`register`), :func:`from_pattern` (sandwich strings), :func:`resolve` (any description of
+a scheme) and :func:`check_order`, the measured order of anything that describes a stage list.
+Everything of ``splitting`` and ``core`` is served here too (``sn.schemes.Strang``, ...).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from . import stages as _st
 from . import zoo
-from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, second_order_defect
-
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
-
-
-class SplittingScheme(ABC):
-    """A splitting integrator for ``dx/dt = D(t, x) + C(t, x)``: an immutable sequence of stages.
-
-    Subclasses set ``name`` and ``order`` and implement ``_stages()`` (the stage list, first
-    applied first); stepping, integration, the network layer
-    and the order bookkeeping are written once here. Construction validates the stages:
-    unknown field, non-finite coefficient, a field missing, or per-field sums that differ or are
-    zero raise ``ValueError`` naming the problem. Sums are normalised to 1.
-
-    Attributes
-    ----------
-    name : str
-    order : int
-        Classical global order with exact sub-flows.
-    stages : tuple[Stage, ...]
-    """
-
-    name: str = "scheme"
-    order: int = 1
-    citation: str = ""
-    problem_class: str = zoo.GENERAL      # "rkn": order ``class_order`` only for q'' = f(q)
-    class_order: int | None = None
-
-    def __init__(self) -> None:
-        raw = _st.as_stages(self._stages())
-        stages = _validated(raw, self.name)
-        object.__setattr__(self, "_stage_tuple", stages)
-        if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 1:
-            raise ValueError(f"scheme {self.name!r}: order must be a positive int, got "
-                             f"{self.order!r}")
-        if self.order >= 2 and abs(second_order_defect(stages)) > 1e-9:
-            raise ValueError(
-                f"scheme {self.name!r} declares order {self.order} but fails the second-order "
-                f"condition (sum of d_i c_j over diffusion-before-convection pairs must be 1/2; "
-                f"defect {second_order_defect(stages):.3g})"
-            )
-        object.__setattr__(self, "_frozen", True)
-
-    @abstractmethod
-    def _stages(self) -> Iterable[Stage | tuple[str, float]]:
-        """The stage sequence, first applied first."""
-
-    # -- immutability ---------------------------------------------------------------------
-    def __setattr__(self, key, value):
-        if getattr(self, "_frozen", False):
-            raise AttributeError(f"SplittingScheme is immutable (tried to set {key!r})")
-        object.__setattr__(self, key, value)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, SplittingScheme) and self.stages == other.stages
-
-    def __hash__(self) -> int:
-        return hash(self.stages)
-
-    # -- data ------------------------------------------------------------------------------
-    @property
-    def stages(self) -> tuple[Stage, ...]:
-        return self._stage_tuple
-
-    @classmethod
-    def from_stages(
-        cls, stages: Iterable[Stage | tuple[str, float]], order: int = 1, name: str = "custom"
-    ) -> SplittingScheme:
-        """A scheme from an explicit stage list, e.g. ``[("convection", .5), ("diffusion", 1),
-        ("convection", .5)]``. Coefficients are normalised so each field sums to 1 (with a
-        warning when a sum was off by more than 1e-12: a list summing to 2 is a different
-        method).
-
-        ``order`` is the declared order and means one thing: a lower bound the stages must
-        reach. Order 2 is checked by its exact condition; order 3 and above by
-        :func:`check_order` on random non-commuting matrices (milliseconds); a declared order the
-        stages do not reach, or that the check cannot confirm, is a ``ValueError``. Stages of a
-        *higher* order than declared keep the declared one (it is what ``effective_order`` and
-        the studies use), with a warning naming the measured order. Order 1, the minimal claim,
-        is not measured."""
-        scheme = CustomScheme(stages, order=order, name=name)
-        if scheme.order >= 2:
-            _confirm_declared_order(scheme)
-        return scheme
-
-    @property
-    def is_symmetric(self) -> bool:
-        """True when the scheme equals its adjoint with exact sub-flows: the merged stage
-        sequence is a palindrome, so ``step(h)`` then ``step(-h)`` returns to the start."""
-        return _st.is_palindrome(self.stages)
-
-    def merged(self) -> SplittingScheme:
-        """The same scheme with adjacent stages of one field merged (fewer sub-layer calls;
-        identical with exact flows, a different method with approximate ones)."""
-        return CustomScheme(_st.merge(self.stages), order=self.order, name=f"{self.name}-merged")
-
-    def field_coeffs(self, field: str) -> tuple[float, ...]:
-        return _st.field_coeffs(self.stages, field)
-
-    def n_stages(self, field: str | None = None) -> int:
-        return len(self.stages) if field is None else len(self.field_coeffs(field))
-
-    def diagram(self) -> str:
-        """Short picture for display, e.g. ``f/2 s f/2`` for Strang (s = diffusion,
-        f = convection). :meth:`stage_string` gives the form that parses back."""
-        return _st.diagram(self.stages)
-
-    def stage_string(self) -> str:
-        """``c:0.5,d:1.0,c:0.5``: the stages exactly, readable by :func:`resolve` and by
-        ``splitnet schemes --check``."""
-        return _st.format_stages(self.stages)
-
-    def to_dict(self) -> dict:
-        """Plain data (JSON-able) that :func:`resolve` turns back into an equal scheme."""
-        return {"name": self.name, "order": self.order,
-                "stages": [[st.field, st.coeff] for st in self.stages]}
-
-    def clocks(self) -> tuple[float, ...]:
-        """Start time of every stage, as a fraction of h, on its own field's clock."""
-        return _st.clocks(self.stages)
-
-    def stage_times(self) -> tuple[float, ...]:
-        """Progress after each stage, as a fraction of h: the mean of the two fields' clocks
-        (Lie–Trotter: 0.5, 1; Strang: 0.25, 0.75, 1). Negative coefficients move it back."""
-        return _st.progress(self.stages)
-
-    def effective_order(self, method: str = "exact") -> int:
-        """Global order when every sub-flow is advanced by ``method``.
-
-        ``exact``: the classical order p. A one-step method of order q for the sub-flows
-        (euler 1, midpoint 2, rk4 4) leaves ``(c h)^(q+1) E(x)`` behind per stage; these add up to
-        ``h^(q+1) (sum c^(q+1)) E`` per field, so the order is ``min(p, q)`` unless the stages'
-        coefficients cancel that term for both fields (sum of c^(q+1) = 0, possible only for odd
-        q+1 and some negative c, e.g. the unmerged triple jump with midpoint), in which case it
-        is ``min(p, q + 1)``. With Euler (q = 1) the weights c^2 are positive: every real splitting
-        is first order, Macaron included.
-        """
-        from .subflows import get_method
-
-        m = get_method(method)
-        if m.order is None:
-            return self.order
-        q = m.order
-        if self.order <= q:
-            return self.order
-        cancels = all(
-            abs(sum(c ** (q + 1) for c in self.field_coeffs(f))) < 1e-10 for f in FIELDS
-        )
-        return min(self.order, q + 1) if cancels else q
-
-    # -- numerics: the verbs; the machinery (flows, layers) works on the stages ------------
-    def step(self, diffusion, convection, x, t=0.0, step_size=None, method="exact", **options):
-        """One step ``x(t) -> x(t + h)``. ``diffusion`` / ``convection``: callables ``f(t, x)``,
-        or one callable per stage of that field. A negative step size runs the adjoint
-        direction (used to test symmetry); zero is an error."""
-        from . import flows
-
-        return flows.step(self.stages, diffusion, convection, x, t, step_size, method,
-                          clocks=self.clocks(), name=self.name, **options)
-
-    def integrate(self, diffusion, convection, x0, t_span, step_size, method="exact",
-                  progress=False, **options) -> torch.Tensor:
-        """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``."""
-        from . import flows
-
-        return flows.integrate(self.stages, diffusion, convection, x0, t_span, step_size,
-                               method, clocks=self.clocks(), progress=progress, name=self.name,
-                               **options)
-
-    def layer(self, diffusion, convection, step_size=1.0, method="euler"):
-        """A ``torch.nn.Module`` computing one step: the network layer of this scheme."""
-        from .layers import SplitLayer
-
-        return SplitLayer(self, diffusion, convection, step_size=step_size, method=method)
-
-    # -- display ------------------------------------------------------------------------------
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(name={self.name!r}, order={self.order}, "
-                f"stages={len(self.stages)}, symmetric={self.is_symmetric})")
-
-
-def _confirm_declared_order(scheme: SplittingScheme) -> None:
-    """``scheme.order`` is reached by its stages (raise otherwise); warn when they go higher."""
-    res = check_order(scheme.stages, order=scheme.order)
-    p = scheme.order
-    if res.verdict == "undetermined":
-        if p >= 3:    # order 2 is settled by its exact condition on construction
-            raise ValueError(f"scheme {scheme.name!r} declares order {p} but the check cannot "
-                             f"confirm it: {res.reason}")
-        return
-    if p >= 3 and res.tail < p - res.tolerance:
-        raise ValueError(f"scheme {scheme.name!r} declares order {p} but its stages measure "
-                         f"{res.measured:.2f} (smallest h: {res.tail:.2f}) on random "
-                         f"non-commuting matrices; see splitnet.check_order")
-    if res.tail >= p + 1 - res.tolerance and res.measured >= p + 1 - 2 * res.tolerance:
-        warnings.warn(f"scheme {scheme.name!r}: its stages measure order {res.tail:.2f} (smallest "
-                      f"h), higher than the declared {p}; the declared order is kept (declare "
-                      f"order={round(res.tail)} to use it)", UserWarning, stacklevel=3)
-
-
-@functools.lru_cache(maxsize=256)
-def measured_order(stages: tuple[Stage, ...]) -> int:
-    """The classical order of a consistent stage list as :func:`check_order` measures it
-    (the nearest integer of the tail slope when the verdict is clean; at least 2 when the exact
-    second-order condition holds, else 1). Cached: configs resolve their scheme often."""
-    if abs(second_order_defect(stages)) > 1e-9:
-        return 1
-    res = check_order(stages, normalize=True)
-    return max(2, round(res.tail)) if res.ok else 2
-
-
-def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
-    if len(stages) == 0:
-        raise ValueError(f"scheme {name!r} has no stages")
-    sums = {f: sum(s.coeff for s in stages if s.field == f) for f in FIELDS}
-    for f in FIELDS:
-        if not any(s.field == f for s in stages):
-            raise ValueError(f"scheme {name!r} has no {f} stage: both fields must appear")
-        if abs(sums[f]) < 1e-12:
-            raise ValueError(f"scheme {name!r}: {f} coefficients sum to zero; the scheme is not "
-                             f"consistent")
-    d, c = sums[DIFFUSION], sums[CONVECTION]
-    if abs(d - c) > 1e-9 * max(abs(d), abs(c)):
-        raise ValueError(
-            f"scheme {name!r}: diffusion coefficients sum to {d:.12g} but convection ones to "
-            f"{c:.12g}; each field must advance by the same total time"
-        )
-    off = [f"{f} sums to {sums[f]:.15g}" for f in FIELDS if abs(sums[f] - 1.0) > 1e-12]
-    if off:
-        warnings.warn(f"scheme {name!r}: {' and '.join(off)}; each field's coefficients are "
-                      f"divided by its sum so that it sums to 1 (as written the stages are a "
-                      f"different, inconsistent method)", UserWarning, stacklevel=5)
-    # Normalise so each field's coefficients sum to 1 step. Sums already 1 to rounding are left
-    # alone: dividing by 1 +- 1 ulp would change the last bits on every round trip (to_dict).
-    scale = {f: 1.0 if abs(sums[f] - 1.0) <= 1e-15 else sums[f] for f in FIELDS}
-    return tuple(Stage(s.field, s.coeff / scale[s.field]) for s in stages)
-
-
-class CustomScheme(SplittingScheme):
-    """A scheme from a user's stage list (see :meth:`SplittingScheme.from_stages`)."""
-
-    def __init__(self, stages, order: int = 1, name: str = "custom"):
-        object.__setattr__(self, "_user_stages", tuple(stages))
-        object.__setattr__(self, "name", str(name))
-        object.__setattr__(self, "order", order)
-        super().__init__()
-
-    def _stages(self):
-        return self._user_stages
-
-
-class LieTrotter(SplittingScheme):
-    """Lie–Trotter: ``exp(h C) exp(h D)`` (diffusion first). Order 1; with Euler sub-steps and
-    h = 1 it is the pre-norm Transformer layer ``x += attn(x); x += ffn(x)``."""
-
-    name = "lie-trotter"
-    order = 1
-    citation = ("H. F. Trotter, On the product of semi-groups of operators, Proc. Amer. Math. "
-                "Soc. 10 (1959) 545-551")
-
-    def _stages(self):
-        return [(DIFFUSION, 1.0), (CONVECTION, 1.0)]
-
-
-class Strang(SplittingScheme):
-    """Strang–Marchuk: ``exp(h/2 C) exp(h D) exp(h/2 C)``. Order 2; with Euler sub-steps it is the
-    Macaron layer (half FFN, attention, half FFN)."""
-
-    name = "strang"
-    order = 2
-    citation = ("G. Strang, On the construction and comparison of difference schemes, SIAM J. "
-                "Numer. Anal. 5 (1968) 506-517; G. I. Marchuk, Aplikace Matematiky 13 (1968) "
-                "103-132")
-
-    def _stages(self):
-        return [(CONVECTION, 0.5), (DIFFUSION, 1.0), (CONVECTION, 0.5)]
-
-
-class StrangComposition(SplittingScheme):
-    """Composition of Strang steps ``S(g_k h) ... S(g_1 h)``, ``S(h) = exp(h/2 C) exp(h D)
-    exp(h/2 C)``, unmerged (3 stages per Strang step). ``weights`` are listed outer -> centre and
-    mirrored, the centre weight being ``1 - 2 * sum(weights)``."""
-
-    weights: tuple[float, ...] = ()
-
-    def gammas(self) -> tuple[float, ...]:
-        w = tuple(self.weights)
-        return w + (1.0 - 2.0 * sum(w),) + tuple(reversed(w))
-
-    def _stages(self):
-        out = []
-        for g in self.gammas():
-            out += [(CONVECTION, g / 2), (DIFFUSION, g), (CONVECTION, g / 2)]
-        return out
-
-
-class Yoshida4(StrangComposition):
-    """Triple jump (Yoshida 1990; Forest & Ruth 1990), order 4:
-    ``g1 = 1 / (2 - 2^(1/3))``, ``g0 = -2^(1/3) / (2 - 2^(1/3))``, composition S(g1) S(g0) S(g1)."""
-
-    name = "yoshida4"
-    order = 4
-    citation = f"{zoo.YOSHIDA}; {zoo.FOREST_RUTH}"
-    weights = (1.35120719195965763404768780897,)
-
-
-class Suzuki4(StrangComposition):
-    """Suzuki's 5-stage fractal (Suzuki 1990), order 4: ``p = 1 / (4 - 4^(1/3))``,
-    S(p) S(p) S(1 - 4p) S(p) S(p)."""
-
-    name = "suzuki4"
-    order = 4
-    citation = zoo.SUZUKI
-    weights = (0.414490771794375737142354062861, 0.414490771794375737142354062861)
-
-
-class Yoshida6(StrangComposition):
-    """Yoshida 1990, order 6, solution A: seven Strang steps."""
-
-    name = "yoshida6"
-    order = 6
-    citation = zoo.YOSHIDA
-    weights = (0.78451361047755726381949763, 0.23557321335935813368479318,
-               -1.17767998417887100694641568)
-
-
-class Yoshida8(StrangComposition):
-    """Yoshida 1990, order 8, solution D: fifteen Strang steps. The weights are the root of the
-    order conditions re-derived in 40-digit arithmetic from Yoshida's printed 15-digit values
-    (experiments/zoo_coefficients.py), which are off by up to 2e-13. This is *not* McLachlan's
-    15-stage order-8 set (``mclachlan8``), which some libraries label "Yoshida8"."""
-
-    name = "yoshida8"
-    order = 8
-    citation = zoo.YOSHIDA
-    weights = (0.9148442462297915667487935, 0.2536933365662113541461460,
-               -1.444852236860605157694731, -0.1582406353680501752040668,
-               1.938139137622525986579186, -1.960610232975310807607633,
-               0.1027998493917964406981151)
-
-
-class BlanesMoan4(SplittingScheme):
-    """Blanes & Moan 2002, method S6 (order 4, general splittings), 13 stages:
-    ``C a1 D b1 C a2 D b2 C a3 D b3 C a4 D b3 C a3 D b2 C a2 D b1 C a1`` with
-    ``a4 = 1 - 2 (a1 + a2 + a3)``, ``b3 = 1/2 - (b1 + b2)``."""
-
-    name = "blanes-moan4"
-    order = 4
-    citation = zoo.BLANES_MOAN
-    a = (0.0792036964311957, 0.353172906049774, -0.0420650803577195)
-    b = (0.209515106613362, -0.143851773179818)
-
-    def _stages(self):
-        a1, a2, a3 = self.a
-        b1, b2 = self.b
-        a4 = 1.0 - 2.0 * (a1 + a2 + a3)
-        b3 = 0.5 - (b1 + b2)
-        a_seq = [a1, a2, a3, a4, a3, a2, a1]
-        b_seq = [b1, b2, b3, b3, b2, b1]
-        out = []
-        for i, ai in enumerate(a_seq):
-            out.append((CONVECTION, ai))
-            if i < len(b_seq):
-                out.append((DIFFUSION, b_seq[i]))
-        return out
-
-
-class ZooScheme(SplittingScheme):
-    """A published method of :mod:`splitnet.zoo`. Each entry gets its own subclass (see
-    :func:`zoo_class`) whose docstring carries the citation, the formula and the problem
-    class; ``method`` is the zoo record (coefficient strings, closed form, printed digits)."""
-
-    method: zoo.Published
-
-    def _stages(self):
-        return self.method.stages
-
-
-def zoo_class(method: zoo.Published) -> type[ZooScheme]:
-    """The :class:`ZooScheme` subclass of one zoo entry (name, order, citation in the
-    docstring, problem class)."""
-    restricted = method.problem_class != zoo.GENERAL
-    doc = (f"{method.name}: order {method.order} as a general splitting"
-           + (f" (order {method.class_order} for {zoo.PROBLEM_CLASSES[method.problem_class]})"
-              if restricted else "")
-           + f", {'symmetric' if method.symmetric else 'not symmetric'}, "
-           f"{len(method.stages)} stages.\n\n{method.formula}.\n\n{method.note}\n\n"
-           f"Source: {method.citation}.")
-    cls_name = "".join(w.capitalize() for w in method.name.replace("-", " ").split())
-    return type(cls_name, (ZooScheme,), {
-        "__doc__": doc, "name": method.name, "order": method.order, "method": method,
-        "citation": method.citation, "problem_class": method.problem_class,
-        "class_order": method.class_order, "__module__": __name__})
-
+from .core import (
+    BlanesMoan4,
+    LieTrotter,
+    Strang,
+    StrangComposition,
+    Suzuki4,
+    Yoshida4,
+    Yoshida6,
+    Yoshida8,
+    ZooScheme,
+    zoo_class,
+)
+from .splitting import EXACT_ORDER, CustomScheme, SplittingScheme
+from .stages import (
+    CONVECTION,
+    CROSS,
+    DIFFUSION,
+    FIELDS,
+    Stage,
+    second_order_defect,
+)
 
 CORE = ("lie-trotter", "strang", "yoshida4", "suzuki4", "yoshida6", "yoshida8", "blanes-moan4")
 _REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
@@ -478,9 +83,12 @@ def _registry_key(name: str) -> str | None:
     return key if key in _REGISTRY else None
 
 
-def _instance(key: str) -> SplittingScheme:
-    """The registered scheme; a restricted one warns that its class order is not general."""
+def _instance(key: str, fields: Sequence[str] | None = None) -> SplittingScheme:
+    """The registered scheme (over ``fields`` when given); a restricted one warns that its
+    class order is not general."""
     s = _REGISTRY[key]()
+    if fields is not None:
+        s = s.over(fields)
     if s.problem_class != zoo.GENERAL:
         warnings.warn(f"scheme {key!r} has order {s.class_order} only for "
                       f"{zoo.PROBLEM_CLASSES[s.problem_class]}; as a general splitting (which "
@@ -489,17 +97,23 @@ def _instance(key: str) -> SplittingScheme:
     return s
 
 
-def get(name: str) -> SplittingScheme:
+def get(name: str, fields: Sequence[str] | None = None) -> SplittingScheme:
     """The registered scheme ``name`` (case-insensitive; aliases such as macaron, transformer,
     triple-jump, s17odr8a). Only registry names: :func:`resolve` also takes patterns, stage
     strings and scheme objects. A restricted-class method (``available("restricted")``) comes
-    with a warning: its ``order`` is its general-splitting order, ``class_order`` the other."""
+    with a warning: its ``order`` is its general-splitting order, ``class_order`` the other.
+
+    ``fields``: the method over these fields instead of diffusion and convection
+    (:meth:`~splitnet.splitting.SplittingScheme.over`): ``get("strang", fields=("convection",
+    "diffusion", "cross"))`` is ``(c .5)(d .5)(x 1)(d .5)(c .5)``, first name outermost;
+    Lie–Trotter is ``(f_1 1) ... (f_k 1)``; composition methods compose that symmetric step and
+    keep their order; a two-field splitting refuses other field counts (``ValueError``)."""
     if not isinstance(name, str):
         raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
     key = _registry_key(name)
     if key is None:
         raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
-    return _instance(key)
+    return _instance(key, fields)
 
 
 def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
@@ -514,27 +128,31 @@ def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
     _PROBLEM_CLASS[name] = s.problem_class
 
 
+PATTERN_LETTERS = {"s": DIFFUSION, "f": CONVECTION, "x": CROSS}
+
+
 def from_pattern(pattern: str, name: str | None = None) -> SplittingScheme:
     """A whole-network composition from a sublayer string (Press et al. 2020): ``s`` =
-    self-attention (diffusion), ``f`` = feed-forward (convection); e.g. ``"sssfsfsfff"``.
+    self-attention (diffusion), ``f`` = feed-forward (convection), ``x`` = cross-attention;
+    e.g. ``"sssfsfsfff"``.
 
     Each of the n letters of a field gets coefficient 1/n, so one step of size T runs the whole
     network over [0, T]. Adjacent equal letters stay separate stages (they are separate sublayers).
     All coefficients are positive, so the order is at most 2 (Sheng 1989, Suzuki 1991): it is 2
-    when the second-order condition holds (e.g. palindromes such as ``fsf``), else 1.
+    when the second-order conditions hold (e.g. palindromes such as ``fsf``), else 1.
     """
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
     p = pattern.replace(" ", "").lower()
-    bad = sorted(set(p) - {"s", "f"})
+    bad = sorted(set(p) - set(PATTERN_LETTERS))
     if bad:
         raise ValueError(f"pattern {pattern!r} has letters {bad}; use only 's' (self-attention, "
-                         f"diffusion) and 'f' (feed-forward, convection)")
-    if "s" not in p or "f" not in p:
-        raise ValueError(f"pattern {pattern!r} must contain both 's' and 'f'")
-    ns, nf = p.count("s"), p.count("f")
-    st = tuple(Stage(DIFFUSION, 1.0 / ns) if ch == "s" else Stage(CONVECTION, 1.0 / nf)
-               for ch in p)
+                         f"diffusion), 'f' (feed-forward, convection) and 'x' (cross-attention)")
+    if len(set(p)) < 2:
+        raise ValueError(f"pattern {pattern!r} must contain at least two of the letters s, f, x "
+                         f"(e.g. both 's' and 'f')")
+    n = {ch: p.count(ch) for ch in set(p)}
+    st = tuple(Stage(PATTERN_LETTERS[ch], 1.0 / n[ch]) for ch in p)
     order = 2 if abs(second_order_defect(st)) < 1e-12 else 1
     return CustomScheme(st, order=order, name=name or p)
 
@@ -562,7 +180,7 @@ def resolve(scheme) -> SplittingScheme:
         key = _registry_key(text)
         if key is not None:
             return _instance(key)
-        if set(text.lower()) <= {"s", "f"}:
+        if set(text.lower()) <= set(PATTERN_LETTERS):
             return from_pattern(text)
         if ":" in text:         # a stage string declares the order its stages measure
             stages = CustomScheme(_st.parse(text), order=1, name="custom").stages
@@ -571,6 +189,20 @@ def resolve(scheme) -> SplittingScheme:
                          f"pattern of 's'/'f' letters such as 'sfsf'")
     raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                     f"{type(scheme).__name__}")
+
+
+@functools.lru_cache(maxsize=256)
+def measured_order(stages: tuple[Stage, ...]) -> int:
+    """The classical order of a consistent stage list as :func:`check_order` measures it
+    (the nearest integer of the tail slope when the verdict is clean; at least 2 when the exact
+    second-order conditions hold, else 1; :data:`~splitnet.splitting.EXACT_ORDER` for the exact
+    flow of the sum of the fields). Cached: configs resolve their scheme often."""
+    if abs(second_order_defect(stages)) > 1e-9:
+        return 1
+    res = check_order(stages, normalize=True)
+    if res.ok and math.isinf(res.tail):
+        return EXACT_ORDER          # one stage advancing every field: the exact flow
+    return max(2, round(res.tail)) if res.ok else 2
 
 
 def _raw_stages(scheme) -> tuple[tuple[Stage, ...], str, int | None]:
@@ -618,8 +250,9 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "DIFFUSION", "FIELDS", "KINDS", "BlanesMoan4", "CustomScheme",
-           "LieTrotter", "SplittingScheme", "Stage", "Strang", "StrangComposition", "Suzuki4",
-           "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme", "available", "check_order",
-           "from_pattern", "get", "measured_order", "register", "resolve",
-           "second_order_defect", "zoo_class"]
+__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "KINDS",
+           "PATTERN_LETTERS",
+           "BlanesMoan4", "CustomScheme", "LieTrotter", "SplittingScheme", "Stage", "Strang",
+           "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
+           "available", "check_order", "from_pattern", "get", "measured_order", "register",
+           "resolve", "second_order_defect", "zoo_class"]

@@ -134,8 +134,8 @@ def test_schemes_check_reads_a_file_of_coefficients(tmp_path, capsys):
 
 
 def test_schemes_check_bad_stage_list(tmp_path, capsys):
-    rc, _, err = _run(["schemes", "--check", "q:1,c:1"], capsys)
-    assert rc == 2 and "unknown field" in err
+    rc, _, err = _run(["schemes", "--check", "3q:1,c:1"], capsys)
+    assert rc == 2 and "'3q' is not a field" in err
     rc, _, err = _run(["schemes", "--check", str(tmp_path / "missing.txt"), "--order", "2"],
                       capsys)
     assert rc == 2 and "no file" in err and "Traceback" not in err

@@ -104,10 +104,10 @@ def test_symmetric_schemes_return_to_the_start(name, seed, h, time_dependent):
     s = sn.schemes.get(name)
     p = time_dependent_linear(4, seed, t0=0.1) if time_dependent else matrix_problem(4, seed)
     flow, states = ClosedFormFlow(), []
-    x1 = flows.step(s.stages, p.diffusion, p.convection, p.x0, p.t0, h, flow,
-                    clocks=s.clocks(), states=states)
-    back = flows.step(s.stages, p.diffusion, p.convection, x1, p.t0 + h, -h, flow,
-                      clocks=s.clocks(), states=states)
+    fields = {"diffusion": p.diffusion, "convection": p.convection}
+    x1 = flows.step(s.stages, fields, p.x0, p.t0, h, flow, clocks=s.clocks(), states=states)
+    back = flows.step(s.stages, fields, x1, p.t0 + h, -h, flow, clocks=s.clocks(),
+                      states=states)
     largest = max(float(p.x0.norm()), *(float(x.norm()) for x in states))
     assert float((back - p.x0).norm()) < 1e-13 * len(s.stages) * largest
     assert float((x1 - p.x0).norm()) > 1e-3          # it did move

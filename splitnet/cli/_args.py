@@ -66,6 +66,22 @@ def csv(text: str) -> list[str]:
     return items
 
 
+def scheme_list(text: str) -> list[str]:
+    """Schemes on the command line: names, patterns or stage strings separated by ``;``. A
+    stage string holds commas itself (``c:0.5,d:1,c:0.5``), so without a ``;`` a text with a
+    ``:`` is one stage string and one without is a comma-separated list of names."""
+    if ";" in text:
+        parts = text.split(";")
+    elif ":" in text:
+        parts = [text]
+    else:
+        parts = text.split(",")
+    items = [x.strip() for x in parts if x.strip()]
+    if not items:
+        _fail("expected schemes separated by ';' (names, patterns or stage strings)", text)
+    return items
+
+
 def csv_floats(text: str) -> list[float]:
     return [finite_float(x) for x in csv(text)]
 
@@ -228,4 +244,4 @@ def torch_device(name: str):
 
 __all__ = ["OneLineParser", "add_config_options", "check_writable", "csv", "csv_floats",
            "csv_positive_ints", "finite_float", "fixed_options", "given_options", "nonempty",
-           "nonnegative_int", "positive_int", "set_stdout_guard", "torch_device"]
+           "nonnegative_int", "positive_int", "scheme_list", "set_stdout_guard", "torch_device"]

@@ -6,18 +6,31 @@ import sys
 import time
 
 from ..subflows import METHODS
-from ._args import check_writable, csv, csv_floats, positive_int
+from ._args import check_writable, csv, csv_floats, positive_int, scheme_list
 
 RANK = 10   # place in `splitnet --help`
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
         "(float64): the fitted local (or global) error slope against theory")
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
+# Three fields (a decoder layer): the Transformer decoder (self, cross, feed-forward), the seed's
+# Macaron decoder as published, and the symmetric generalised Strang and its triple jump over
+# --field-order (feed-forward outermost, like Macaron). Separated by ';' (stage strings hold ',').
+DEFAULT_SCHEMES_3 = "d:1,x:1,c:1;c:0.5,d:1,x:1,c:0.5;strang;yoshida4"
 
 
 def configure(p) -> None:
-    p.add_argument("--schemes", type=csv, default=csv(DEFAULT_SCHEMES),
-                   help=f"comma-separated scheme names or s/f patterns (default: "
-                        f"{DEFAULT_SCHEMES})")
+    p.add_argument("--schemes", type=scheme_list, default=None,
+                   help=f"scheme names, s/f/x patterns or stage strings, separated by ';' (or "
+                        f"',' when no stage string is among them) (default: {DEFAULT_SCHEMES}; "
+                        f"with --fields 3: {DEFAULT_SCHEMES_3})")
+    p.add_argument("--fields", type=int, choices=(2, 3), default=2,
+                   help="2: attention + feed-forward (default); 3: a decoder layer, with "
+                        "cross-attention to fixed memory particles")
+    p.add_argument("--field-order", type=csv, default=["c", "d", "x"],
+                   help="with --fields 3: the fields a registry name is taken over, first "
+                        "outermost (default c,d,x: feed-forward outside, as Macaron)")
+    p.add_argument("--memory", type=positive_int, default=5,
+                   help="with --fields 3: memory particles (default 5)")
     p.add_argument("--method", type=csv, default=["exact"],
                    help=f"sub-flow method(s): {', '.join(METHODS)}; comma-separated "
                         f"(default: exact)")
@@ -39,14 +52,25 @@ def configure(p) -> None:
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
     from ..flows import n_steps_for
-    from ..schemes import resolve
+    from ..schemes import available, get, resolve
     from ..subflows import get_method
     from ..validate import check_step_size
 
     if args.d_model % 2:
         raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
                          f"{args.d_model}")
-    schemes = [resolve(s) for s in args.schemes]
+    if args.fields == 2:
+        schemes = [resolve(s) for s in (args.schemes or scheme_list(DEFAULT_SCHEMES))]
+    else:
+        order = tuple(args.field_order)
+        names = args.schemes or scheme_list(DEFAULT_SCHEMES_3)
+        schemes = [get(s, fields=order) if ":" not in s and s.lower() in available("all")
+                   else resolve(s) for s in names]
+        want = {"diffusion", "cross", "convection"}
+        for s in schemes:
+            if set(s.fields) != want:
+                raise ValueError(f"scheme {s.name!r} advances {', '.join(s.fields)}; with "
+                                 f"--fields 3 every scheme needs diffusion, cross and convection")
     for m in args.method:
         get_method(m)
     hs = args.step_sizes or ([0.2, 0.1, 0.05, 0.025] if args.kind == "local"
@@ -61,36 +85,60 @@ def _validate(args):
     return schemes, hs
 
 
-def run(args) -> int:
+def _system(args):
+    """(fields, x0, description) of the random particle system of ``--fields``."""
     import torch
+
+    from ..problems import decoder_system, particle_system
+
+    if args.fields == 2:
+        F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
+                                   dtype=torch.float64)
+        return ({"diffusion": F, "convection": G}, x0,
+                "Random attention + feed-forward particle system")
+    fields, x0 = decoder_system(n_tokens=args.tokens, d_model=args.d_model,
+                                n_memory=args.memory, seed=args.seed, dtype=torch.float64)
+    return (fields, x0, f"Random decoder layer (self-attention + cross-attention to "
+                        f"{args.memory} memory particles + feed-forward) as a particle system")
+
+
+def _label(scheme) -> str:
+    """The scheme's name, or its diagram when it has none of its own."""
+    return scheme.diagram() if scheme.name == "custom" else scheme.name
+
+
+def run(args) -> int:
     from tqdm.auto import tqdm
 
     from .. import analysis, plots
-    from ..problems import particle_system
 
     schemes, hs = _validate(args)
-    F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
-                               dtype=torch.float64)
+    fields, x0, what = _system(args)
     slope = "local slope" if args.kind == "local" else "global slope"
-    print(f"Random attention + feed-forward particle system: {args.tokens} particles in "
-          f"R^{args.d_model}, float64, seed {args.seed}; {args.kind} error; h = {hs}")
+    print(f"{what}: {args.tokens} particles in R^{args.d_model}, float64, seed {args.seed}; "
+          f"{args.kind} error; h = {hs}")
     print(f"order p: the classical order (with these sub-flows); {slope} = "
           f"{'p + 1' if args.kind == 'local' else 'p'}: fitted log-log slope of the error")
     t0 = time.perf_counter()
     combos = [(s, m) for s in schemes for m in args.method]
-    results = [analysis.convergence_study(s, F, G, x0, hs, kind=args.kind, method=m)
+    results = [analysis.convergence_study(s, x0=x0, step_sizes=hs, kind=args.kind, method=m,
+                                          fields=fields)
                for s, m in tqdm(combos, desc="convergence studies", unit="study",
                                 file=sys.stderr)]
-    print(f"\n{'scheme':<16}{'method':<10}{'order':>6}{slope:>14}{'expected':>10}  verdict")
+    width = max(16, *(len(_label(s)) + 2 for s in schemes))
+    print(f"\n{'scheme':<{width}}{'method':<10}{'order':>6}{slope:>14}{'expected':>10}  verdict")
     bad = 0
     for s, r in zip((s for s, _ in combos), results):
         bad += not r.ok
-        print(f"{r.scheme:<16}{r.method:<10}{s.effective_order(r.method):>6}{r.order:14.2f}"
-              f"{r.expected_order:10d}  {'ok' if r.ok else 'MISMATCH'}")
-    plots.plot_convergence(results, args.out, title=f"{args.kind} error on the random particle "
-                                                     f"system")
+        print(f"{_label(s):<{width}}{r.method:<10}{s.effective_order(r.method):>6}"
+              f"{r.order:14.2f}{r.expected_order:10d}  {'ok' if r.ok else 'MISMATCH'}")
+    for s, r in zip((s for s, _ in combos), results):
+        r.scheme = _label(s)
+    plots.plot_convergence(results, args.out, title=f"{args.kind} error on the random "
+                                                     f"{'decoder ' if args.fields == 3 else ''}"
+                                                     f"particle system")
     print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")
     return 1 if (bad and args.strict) else 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "HELP", "RANK", "configure", "run"]
+__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "RANK", "configure", "run"]
