@@ -248,7 +248,7 @@ def window_rows(seeds=range(6)) -> dict:
 
     hs = 8.0 * 2.0 ** (-np.arange(0, 160) / 4)
     worst = {k: [0.0, 0.0, 0] for k in WINDOWS}
-    names = sn.schemes.available("all")
+    names = sn.schemes.available("splitting")
     for seed in tqdm(list(seeds), desc="window calibration", leave=False):
         a, b = random_matrices(6, seed)
         for name in names:
@@ -433,7 +433,7 @@ INTRO = """# The zoo: published splitting methods, measured
 
 <!-- Written by experiments/zoo.py; edit that script, not this file. -->
 
-Every splitting and composition method registered in splitnet (`sn.schemes.available("all")`):
+Every splitting and composition method registered in splitnet (`sn.schemes.available("splitting")`):
 the seven core schemes of [theory.md](theory.md) and the zoo of published sets in
 `splitnet/zoo.py`, each with its primary citation (in its class docstring, and below), its
 declared order as a general splitting, and what the measurements say. Regenerated on {date} by

@@ -25,7 +25,7 @@ from .splitting import (
     strang_weights,
     symmetric_step,
 )
-from .stages import CONVECTION, DIFFUSION
+from .stages import CONVECTION, DIFFUSION, EXACT_ORDER
 
 
 class LieTrotter(SplittingScheme):
@@ -152,6 +152,28 @@ class BlanesMoan4(SplittingScheme):
         return out
 
 
+class Parallel(SplittingScheme):
+    """The unsplit scheme: one stage advancing the sum of all fields, ``exp(h (D + C))``.
+
+    Not a splitting: with exact sub-flows its step is the exact flow (declared
+    :data:`~splitnet.stages.EXACT_ORDER`; ``check_order`` reports "exact flow"), and its order is
+    that of the sub-flow method: with ``euler`` it is the parallel residual block of GPT-J, PaLM
+    and GPT-NeoX, ``x + D(x) + C(x)`` (one explicit Euler step of the whole ODE); with
+    ``midpoint`` / ``rk4`` a Runge–Kutta block of the whole layer. Over k fields, one stage of
+    their sum (``d+x+c:1``)."""
+
+    name = "parallel"
+    order = EXACT_ORDER
+    citation = ("B. Wang and A. Komatsuzaki, GPT-J-6B (2021); A. Chowdhery et al., PaLM, JMLR 24 "
+                "(2023); S. Black et al., GPT-NeoX-20B, BigScience workshop (2022)")
+
+    def _stages(self):
+        return [(f"{DIFFUSION}+{CONVECTION}", 1.0)]
+
+    def _stages_over(self, fields):
+        return [("+".join(fields), 1.0)]
+
+
 class ZooScheme(SplittingScheme):
     """A published method of :mod:`splitnet.zoo`. Each entry gets its own subclass (see
     :func:`zoo_class`) whose docstring carries the citation, the formula and the problem
@@ -188,5 +210,5 @@ def zoo_class(method: zoo.Published) -> type[ZooScheme]:
         "class_order": method.class_order, "__module__": __name__})
 
 
-__all__ = ["BlanesMoan4", "LieTrotter", "Strang", "StrangComposition", "Suzuki4", "Yoshida4",
-           "Yoshida6", "Yoshida8", "ZooScheme", "zoo_class"]
+__all__ = ["BlanesMoan4", "LieTrotter", "Parallel", "Strang", "StrangComposition", "Suzuki4",
+           "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme", "zoo_class"]

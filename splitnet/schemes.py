@@ -21,6 +21,7 @@ from . import zoo
 from .core import (
     BlanesMoan4,
     LieTrotter,
+    Parallel,
     Strang,
     StrangComposition,
     Suzuki4,
@@ -51,31 +52,38 @@ _REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
     "blanes-moan4": BlanesMoan4,
 }
 _PROBLEM_CLASS: dict[str, str] = dict.fromkeys(_REGISTRY, zoo.GENERAL)
+UNSPLIT = "unsplit"          # the problem class of schemes that are not splittings
+_REGISTRY["parallel"] = Parallel
+_PROBLEM_CLASS["parallel"] = UNSPLIT
 for _m in zoo.PUBLISHED:
     _REGISTRY[_m.name] = zoo_class(_m)
     _PROBLEM_CLASS[_m.name] = _m.problem_class
-_ALIASES = {"macaron": "strang", "strang-marchuk": "strang", "lie": "lie-trotter",
+_ALIASES = {"gpt-j": "parallel", "parallel-residual": "parallel",
+            "macaron": "strang", "strang-marchuk": "strang", "lie": "lie-trotter",
             "transformer": "lie-trotter", "triple-jump": "yoshida4", "yoshida6a": "yoshida6",
             "yoshida8d": "yoshida8", "candy-rozmus4": "forest-ruth4",
             "s9odr6a": "kahan-li6", "s9odr6b": "kahan-li6b", "s15odr8": "mclachlan8",
             "s17odr8a": "kahan-li8", "s17odr8b": "kahan-li8b", "s33odr10a": "kahan-li10",
             "s33odr10c": "kahan-li10c"}
-KINDS = ("general", "core", "restricted", "all")
+KINDS = ("general", "core", "restricted", "splitting", UNSPLIT, "all")
 
 
 def available(kind: str = "general") -> list[str]:
-    """Names of the registered schemes. ``kind``: ``"general"`` (default: every scheme with its
-    order for any two fields, the core and the zoo), ``"core"`` (the seven the theory
+    """Names of the registered schemes. ``kind``: ``"general"`` (default: every splitting with
+    its order for any two fields, the core and the zoo), ``"core"`` (the seven the theory
     documents: lie-trotter ... blanes-moan4), ``"restricted"`` (zoo methods whose order holds
-    only in a problem class, e.g. Runge–Kutta–Nyström methods), ``"all"``."""
+    only in a problem class, e.g. Runge–Kutta–Nyström methods), ``"splitting"`` (general and
+    restricted: every splitting method), ``"unsplit"`` (schemes whose step is the exact flow of
+    the sum of the fields: ``parallel``), ``"all"``."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "core":
         return list(CORE)
     if kind == "all":
         return list(_REGISTRY)
-    want_general = kind == "general"
-    return [n for n in _REGISTRY if (_PROBLEM_CLASS[n] == zoo.GENERAL) == want_general]
+    classes = {"general": {zoo.GENERAL}, "restricted": set(zoo.PROBLEM_CLASSES) - {zoo.GENERAL},
+               "splitting": set(zoo.PROBLEM_CLASSES), UNSPLIT: {UNSPLIT}}[kind]
+    return [n for n in _REGISTRY if _PROBLEM_CLASS[n] in classes]
 
 
 def _registry_key(name: str) -> str | None:
@@ -251,8 +259,9 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
 
 
 __all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "KINDS",
-           "PATTERN_LETTERS",
-           "BlanesMoan4", "CustomScheme", "LieTrotter", "SplittingScheme", "Stage", "Strang",
+           "PATTERN_LETTERS", "UNSPLIT",
+           "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel", "SplittingScheme", "Stage",
+           "Strang",
            "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
            "available", "check_order", "from_pattern", "get", "measured_order", "register",
            "resolve", "second_order_defect", "zoo_class"]

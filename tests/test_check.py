@@ -27,7 +27,7 @@ from splitnet.schemes import BlanesMoan4, StrangComposition, Yoshida6
 # Every registered scheme, restricted-class ones included (they are checked at their general
 # order): a new scheme or zoo entry is tested without editing this file. Matrix checks are cheap
 # (~0.05 s a scheme), so all of them run by default.
-REGISTRY = sn.schemes.available("all")
+REGISTRY = sn.schemes.available("splitting")
 
 
 def _get(name):

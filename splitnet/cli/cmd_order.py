@@ -130,11 +130,17 @@ def run(args) -> int:
     bad = 0
     for s, r in zip((s for s, _ in combos), results):
         bad += not r.ok
-        print(f"{_label(s):<{width}}{r.method:<10}{s.effective_order(r.method):>6}"
-              f"{r.order:14.2f}{r.expected_order:10d}  {'ok' if r.ok else 'MISMATCH'}")
+        exact = s.is_exact and r.method == "exact"      # no slope: the step is the flow
+        order = "exact" if exact else str(s.effective_order(r.method))
+        slope_txt = "at floor" if exact else f"{r.order:.2f}"
+        expected = "-" if exact else str(r.expected_order)
+        print(f"{_label(s):<{width}}{r.method:<10}{order:>6}{slope_txt:>14}{expected:>10}  "
+              f"{'ok' if r.ok else 'MISMATCH'}")
     for s, r in zip((s for s, _ in combos), results):
         r.scheme = _label(s)
-    plots.plot_convergence(results, args.out, title=f"{args.kind} error on the random "
+    drawn = [r for s, r in zip((s for s, _ in combos), results)
+             if not (s.is_exact and r.method == "exact")]
+    plots.plot_convergence(drawn or results, args.out, title=f"{args.kind} error on the random "
                                                      f"{'decoder ' if args.fields == 3 else ''}"
                                                      f"particle system")
     print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")

@@ -63,7 +63,8 @@ def _row(s) -> str:
     diag = s.diagram()
     if len(diag) > 52:
         diag = diag[:49] + "..."
-    return (f"{s.name:<22}{s.order:>6}{len(s.stages):>8}{len(merge(s.stages)):>8}"
+    order = "exact" if s.is_exact else str(s.order)
+    return (f"{s.name:<22}{order:>6}{len(s.stages):>8}{len(merge(s.stages)):>8}"
             f"{s.is_symmetric!s:>11}  {diag}")
 
 
@@ -78,6 +79,7 @@ def run(args) -> int:
         warnings.simplefilter("ignore")            # restricted ones: listed as such below
         general = [get(n) for n in available()]
         restricted = [get(n) for n in available("restricted")]
+        unsplit = [get(n) for n in available("unsplit")]
     head = f"{'name':<22}{'order':>6}{'stages':>8}{'merged':>8}{'symmetric':>11}  diagram"
     for order in sorted({s.order for s in general}):
         print(f"order {order}")
@@ -89,6 +91,11 @@ def run(args) -> int:
     print(head)
     for s in restricted:
         print(_row(s) + f"  [order {s.class_order} for {s.problem_class}]")
+    print("\nunsplit (one stage advancing the sum of the fields: the exact flow; order = that "
+          "of the sub-flow method)")
+    print(head)
+    for s in unsplit:
+        print(_row(s))
     print("\ncost: 'stages' = field evaluations per step with Euler sub-steps (stages are not "
           "merged; scheme.merged() merges them), 'merged' = sub-flows per step with adjacent "
           "stages of one field merged. s = diffusion (attention), f = convection "
