@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .names import unknown_name
 from .stages import CONVECTION, DIFFUSION, Stage
 from .stages import clocks as stage_clocks
 from .validate import (
@@ -137,7 +138,7 @@ def get_method(method, **options) -> SubflowMethod:
             raise ValueError("pass options when naming the method, not with an instance")
         return method
     if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+        raise ValueError(unknown_name("method", method, METHODS))
     return METHODS[method](**options)
 
 

@@ -50,6 +50,7 @@ from torch import nn
 
 from .flows import METHODS, SubflowMethod, get_method
 from .layers import SplitLayer, WeightedSum
+from .names import unknown_name
 from .schemes import CustomScheme, SplittingScheme, resolve
 from .stages import CONVECTION, DIFFUSION, Stage
 
@@ -128,7 +129,7 @@ def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     _check_model(model)
     k = check_substeps(substeps)
     if not isinstance(method, SubflowMethod) and method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+        raise ValueError(unknown_name("method", method, METHODS))
     m = get_method(method)
     sch = None if scheme is None else resolve(scheme)
     layers = [refined_layer(layer, sch, k, m, model.scheme) for layer in model.layers]
@@ -306,7 +307,7 @@ def study_grid(schemes=DEFAULT_SCHEMES, substeps=DEFAULT_SUBSTEPS, methods=DEFAU
     schs = [None if s is None or s == OWN else resolve(s) for s in schemes]
     for m in methods:
         if m not in METHODS:
-            raise ValueError(f"unknown method {m!r}; available: {', '.join(METHODS)}")
+            raise ValueError(unknown_name("method", m, METHODS))
     per = dict(substeps) if isinstance(substeps, dict) else dict.fromkeys(methods, substeps)
     if exact_substeps is not None:
         per["exact"] = exact_substeps

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from . import stages as _st
 from . import zoo
+from .names import LISTED_BY, unknown_name
 from .stages import CONVECTION, DIFFUSION, FIELDS, Stage, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -468,7 +469,7 @@ def get(name: str) -> SplittingScheme:
         raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
     key = _registry_key(name)
     if key is None:
-        raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
+        raise ValueError(unknown_name("scheme", name, available("all"), _ALIASES))
     return _instance(key)
 
 
@@ -526,8 +527,8 @@ def resolve(scheme) -> SplittingScheme:
     if isinstance(scheme, str):
         text = scheme.strip()
         if not text:
-            raise ValueError(f"empty scheme name; available: {', '.join(available())}, or a "
-                             f"pattern of 's'/'f' letters such as 'sfsf'")
+            raise ValueError(f"empty scheme name; give a registered name ({LISTED_BY['scheme']} "
+                             f"lists them) or a pattern of 's'/'f' letters such as 'sfsf'")
         key = _registry_key(text)
         if key is not None:
             return _instance(key)
@@ -535,8 +536,8 @@ def resolve(scheme) -> SplittingScheme:
             return from_pattern(text)
         if ":" in text:
             return CustomScheme(_st.parse(text), order=1, name="custom")
-        raise ValueError(f"unknown scheme {scheme!r}; available: {', '.join(available())}, or a "
-                         f"pattern of 's'/'f' letters such as 'sfsf'")
+        raise ValueError(f"{unknown_name('scheme', scheme, available('all'), _ALIASES)}; "
+                         f"a pattern has only the letters 's' and 'f', such as 'sfsf'")
     raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                     f"{type(scheme).__name__}")
 
