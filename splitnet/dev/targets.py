@@ -54,7 +54,7 @@ TARGETS = {t.name: t for t in [
            (("experiments/networks_gap.py",),)),
     Target("trajectories", "docs/figures/traj_random*.png, traj_trained*.png, traj_trained.gif "
            "(docs/trajectories.md; trains runs/default first if it is missing)",
-           "~2 min (+ ~1 min of training)",
+           "~2 min (+ ~3 min to train runs/default when it is missing)",
            (("experiments/trajectories_figs.py", "--checkpoint", "runs/default"),),
            (("runs/default/checkpoint.pt", ("-m", "splitnet", "train", "--out", "runs/default",
                                             "--threads", "1")),)),
