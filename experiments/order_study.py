@@ -1,5 +1,6 @@
 """Regenerate every table and figure of docs/theory.md.
 
+    python3 -m splitnet.dev regen theory           # the same
     python3 experiments/order_study.py            # all of it (~3 min on 2 CPU cores)
     python3 experiments/order_study.py --only lie_bracket,sandwich
 
@@ -302,6 +303,8 @@ def write_tables(tables: dict[str, str]) -> None:
         if not pat.search(text):
             raise SystemExit(f"docs/theory.md has no marker for table {name!r}")
         text = pat.sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(2), text)
+    if text == DOC.read_text():     # nothing changed: keep the date, leave the file alone
+        return
     stamp = time.strftime("%Y-%m-%d")
     text = re.sub(r"(<!-- order_study:date -->).*?(<!-- /order_study:date -->)",
                   rf"\g<1>{stamp}\g<2>", text)

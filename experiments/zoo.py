@@ -1,8 +1,15 @@
 """Regenerate docs/zoo.md and docs/figures/zoo_efficiency.png: every registered splitting method
 measured, ranked by efficiency, and the peer coefficient sets that fail their claims.
 
-    python3 experiments/zoo.py                          # all (~1 h on 2 CPU cores)
-    python3 experiments/zoo.py --cache /tmp/zoo.json    # keep particle-system results for reruns
+    python3 -m splitnet.dev regen zoo        # the same: render from the cache (seconds), measuring
+                                             # only methods whose entry is missing or stale
+    python3 experiments/zoo.py               # render from the cache, measuring what it lacks
+    python3 experiments/zoo.py --only NAME   # re-measure NAME (minutes), render the rest cached
+    python3 experiments/zoo.py --refresh     # re-measure everything (~1 h on 2 CPU cores)
+
+The measurements are cached per method in experiments/cache/zoo/methods/NAME.json (committed),
+keyed by a fingerprint of the method's stages, orders and coefficient strings
+(``splitnet.dev.zoocache``): a changed coefficient set invalidates only its own entry.
 
 Float64. Matrices: ``sn.check_order`` (random 6x6, exact exponentials, adaptive step sizes),
 seeds 0-2. Particle system: ``sn.particle_system()`` (6 particles in R^8, attention +
@@ -15,8 +22,6 @@ Runge–Kutta–Nyström orders: ``splitnet.problems.NystromProblem`` (nonlinear
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import sys
 import warnings
@@ -29,11 +34,17 @@ from tqdm.auto import tqdm
 import splitnet as sn
 from splitnet import zoo
 from splitnet.check import adaptive_errors, random_matrices, window_fit
+from splitnet.dev import zoocache
+from splitnet.names import unknown_name
 from splitnet.plots import plot_zoo_efficiency
 from splitnet.problems import NystromProblem, particle_problem
-from splitnet.stages import Stage, merge
+from splitnet.stages import format_stages, merge
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "experiments") not in sys.path:    # zoo_peers, zoo_coefficients beside this file
+    sys.path.insert(0, str(ROOT / "experiments"))
+from zoo_peers import peer_sets  # noqa: E402
+
 DOC = ROOT / "docs" / "zoo.md"
 FIG = ROOT / "docs" / "figures" / "zoo_efficiency.png"
 BANDS = (1e-3, 1e-5, 1e-7, 1e-9)
@@ -132,91 +143,33 @@ def nystrom_order(stages) -> float:
     return fitted(hs, errs, 1e-13, 1e-5, 0)["tail"]
 
 
-def coefficient_rows(names) -> dict:
+def coefficient_row(n) -> dict:
     """40-digit order-condition defects: of the float64 stages every scheme runs with, and for
     zoo entries of the stored strings and of the printed digits."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import mpmath as mp
     import zoo_coefficients as zc
 
     from splitnet.check import condition_defects
 
-    out = {}
-    for n in tqdm(names, desc="coefficients (40 digits)", leave=False):
-        s = _get(n)
-        pairs = [(st.field, mp.mpf(repr(st.coeff))) for st in s.stages]
-        row = {"float_defect": float(max(condition_defects(pairs, s.order, zc.ONE)))}
-        m = zoo.BY_NAME.get(n)
-        if m is not None:
-            row["defect"] = float(zc.defect(m, [zoo.number(p, zc.ONE) for p in m.params]))
-        if m is not None and m.published:
-            printed = [zoo.number(p, zc.ONE) for p in m.published]
-            stored = [zoo.number(p, zc.ONE) for p in m.params]
-            row["printed_defect"] = float(zc.defect(m, printed))
-            row["printed_off"] = float(max(abs(a - b) for a, b in zip(printed, stored)))
-        if m is not None and m.closed_form is not None:
-            stored = [zoo.number(p, zc.ONE) for p in m.params]
-            row["closed"] = float(max(abs(a - b) for a, b in zip(m.closed_form(zc.ONE), stored)))
-        out[n] = row
-    return out
+    s = _get(n)
+    pairs = [(st.field, mp.mpf(repr(st.coeff))) for st in s.stages]
+    row = {"float_defect": float(max(condition_defects(pairs, s.order, zc.ONE)))}
+    m = zoo.BY_NAME.get(n)
+    if m is not None:
+        row["defect"] = float(zc.defect(m, [zoo.number(p, zc.ONE) for p in m.params]))
+    if m is not None and m.published:
+        printed = [zoo.number(p, zc.ONE) for p in m.published]
+        stored = [zoo.number(p, zc.ONE) for p in m.params]
+        row["printed_defect"] = float(zc.defect(m, printed))
+        row["printed_off"] = float(max(abs(a - b) for a, b in zip(printed, stored)))
+    if m is not None and m.closed_form is not None:
+        stored = [zoo.number(p, zc.ONE) for p in m.params]
+        row["closed"] = float(max(abs(a - b) for a, b in zip(m.closed_form(zc.ONE), stored)))
+    return row
 
 
 # ---------------------------------------------------------------------------------------------
-# Peers: coefficient sets as other projects publish them (transcribed; see the doc's table)
-
-ODEJL = ("SciML/OrdinaryDiffEq.jl, lib/OrdinaryDiffEqSymplecticRK/src/symplectic_tableaus.jl "
-         "at 044194e01b78; perform_step: drift with b_i, then kick with a_i")
-GI = "JuliaGNI/GeometricIntegrators.jl, src/integrators/splitting/splitting_methods.jl"
-_ODEJL_MCATE42 = ("0.40518861839525227722", "-0.28714404081652408900")
-
-
-def _odejl(a, b):
-    """OrdinaryDiffEq's symplectic tableau: for each i, drift (diffusion) b_i, kick
-    (convection) a_i."""
-    seq = [st for ai, bi in zip(a, b) for st in ((zoo.D, bi), (zoo.C, ai))]
-    return tuple(Stage(f, c) for f, c in seq if c != 0)
-
-
-def _gi_nonsymmetric(a, b):
-    """GeometricIntegrators' SplittingCoefficientsNonSymmetric, applied in list order:
-    (v1, a_i), (v2, a_i), (v2, b_i), (v1, b_i) for each i (v1 = convection)."""
-    seq = [st for ai, bi in zip(a, b) for st in ((zoo.C, ai), (zoo.D, ai), (zoo.D, bi),
-                                                 (zoo.C, bi))]
-    return merge([Stage(f, c) for f, c in seq])
-
-
-SWAPPED = ("a and b swapped: drift with b, kick with a; in McLachlan & Atela's arrangement "
-           "(kick b first, drift a) it is a Runge–Kutta–Nyström method")
-ADJOINT = "the method and its adjoint composed in the wrong order (phi before phi*)"
-BROKEN = ("no arrangement of a and b (drift or kick first, either list as kicks) reaches "
-          "order 2; marked 'Broken' upstream")
-
-
-def peer_sets() -> list[dict]:
-    f = [float(x) for x in zoo._MCATE4]
-    c = [float(x) for x in zoo._CALVO_SANZ4]
-    m5 = [float(x) for x in zoo._MCATE5]
-    a1, a2 = (float(x) for x in _ODEJL_MCATE42)
-    b1, b2 = -3 / 73, 17 / 59
-    gi = list(zoo.BY_NAME["mclachlan4"].closed_form(1.0))
-    return [
-        {"name": "McAte4", "source": ODEJL, "claimed": 4, "fixed": "mclachlan-atela4-rkn",
-         "cause": SWAPPED, "stages": _odejl(f[:4], f[4:])},
-        {"name": "CalvoSanz4", "source": ODEJL, "claimed": 4, "fixed": "calvo-sanz4-rkn",
-         "cause": SWAPPED, "stages": _odejl(c[:5], c[5:])},
-        {"name": "McAte5", "source": ODEJL, "claimed": 5, "fixed": "mclachlan-atela5-rkn",
-         "cause": SWAPPED, "stages": _odejl(m5[:6], m5[6:])},
-        {"name": "McAte42", "source": ODEJL, "claimed": 4, "fixed": None, "cause": BROKEN,
-         "stages": _odejl([a1, a2, 1 - 2 * a1 - 2 * a2, a2, a1],
-                          [b1, b2, 1 - 2 * b1 - 2 * b2, b2, b1])},
-        {"name": "McLachlan4 (a, b = a reversed), until 2026-07", "claimed": 4,
-         "source": GI + " before f97eb05e", "fixed": "mclachlan4", "cause": ADJOINT,
-         "stages": _gi_nonsymmetric(gi, gi[::-1])},
-        {"name": "McLachlan4 as fixed upstream (f97eb05e)", "source": GI, "claimed": 4,
-         "fixed": "mclachlan4", "cause": "none: it has its order",
-         "stages": _gi_nonsymmetric(gi[::-1], gi)},
-    ]
-
+# Peers: coefficient sets as other projects publish them (transcribed in zoo_peers.py)
 
 def peer_rows() -> list[dict]:
     rows = []
@@ -241,35 +194,45 @@ WINDOWS = {
 }
 
 
-def window_rows(seeds=range(6)) -> dict:
-    """Worst deviation from the declared order, over every registered scheme and ``seeds``, of
-    the window fit and the tail (3 smallest h), on a grid h = 8 * 2^(-k/4)."""
+WINDOW_SEEDS = range(6)
+
+
+def window_entry(s, seeds=WINDOW_SEEDS) -> dict:
+    """Worst deviation from the declared order of scheme ``s`` over ``seeds``, of the window fit
+    and the tail (3 smallest h), on a grid h = 8 * 2^(-k/4), and the number of wrong verdicts:
+    ``{window: [worst window fit, worst tail, failures]}``."""
     from splitnet.check import expm, matrix_step
 
     hs = 8.0 * 2.0 ** (-np.arange(0, 160) / 4)
     worst = {k: [0.0, 0.0, 0] for k in WINDOWS}
-    names = sn.schemes.available("splitting")
-    for seed in tqdm(list(seeds), desc="window calibration", leave=False):
+    for seed in seeds:
         a, b = random_matrices(6, seed)
-        for name in names:
-            s = _get(name)
-            ab, rel = [], []
-            for h in hs:
-                e = expm(h * (a + b))
-                d = float(np.linalg.norm(matrix_step(s.stages, a, b, h) - e, 2))
-                ab.append(d)
-                rel.append(d / float(np.linalg.norm(e, 2)))
-                if d < 1e-15:
-                    break
-            for key, (kind, lo, hi) in WINDOWS.items():
-                f = fitted(hs[:len(ab)], ab if kind == "abs" else rel, lo, hi, s.order)
-                w = worst[key]
-                w[0] = max(w[0], abs(f["measured"] - s.order))
-                w[1] = max(w[1], abs(f["tail"] - s.order))
-                w[2] += not (abs(f["tail"] - s.order) <= 0.3
-                             and abs(f["measured"] - s.order) <= 0.6)
-    return {k: {"window": v[0], "tail": v[1], "failures": v[2],
-                "cases": len(names) * len(list(seeds))} for k, v in worst.items()}
+        ab, rel = [], []
+        for h in hs:
+            e = expm(h * (a + b))
+            d = float(np.linalg.norm(matrix_step(s.stages, a, b, h) - e, 2))
+            ab.append(d)
+            rel.append(d / float(np.linalg.norm(e, 2)))
+            if d < 1e-15:
+                break
+        for key, (kind, lo, hi) in WINDOWS.items():
+            f = fitted(hs[:len(ab)], ab if kind == "abs" else rel, lo, hi, s.order)
+            w = worst[key]
+            w[0] = max(w[0], abs(f["measured"] - s.order))
+            w[1] = max(w[1], abs(f["tail"] - s.order))
+            w[2] += not (abs(f["tail"] - s.order) <= 0.3
+                         and abs(f["measured"] - s.order) <= 0.6)
+    return {k: [float(v[0]), float(v[1]), int(v[2])] for k, v in worst.items()}
+
+
+def window_rows(entries: dict) -> dict:
+    """The calibration over every registered scheme: the worst of their window entries."""
+    out = {}
+    for k in WINDOWS:
+        per = [e["window"][k] for e in entries.values()]
+        out[k] = {"window": max(w[0] for w in per), "tail": max(w[1] for w in per),
+                  "failures": sum(w[2] for w in per), "cases": len(per) * len(WINDOW_SEEDS)}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,30 +261,51 @@ def ranking(curves: dict) -> list[tuple[float, list[tuple[str, float]]]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Running, with a cache of the particle-system results
+# Running: every measurement of one method is one cache entry (splitnet.dev.zoocache)
 
-def particle_results(names, cache_path: Path | None) -> dict:
-    cache = json.loads(cache_path.read_text()) if cache_path and cache_path.exists() else {}
+def measure(name, prob, ref_end) -> dict:
+    """Every measurement of method ``name`` that the doc shows: plain data with the fingerprint
+    of the scheme it was measured on."""
+    s = _get(name)
+    entry = {"fingerprint": zoocache.fingerprint(s), "matrices": matrix_row(s),
+             "coefficients": coefficient_row(name), "window": window_entry(s),
+             "particle": {"local": particle_local(s, prob)}}
+    if s.problem_class == zoo.GENERAL:
+        entry["particle"]["global"] = particle_global(s, prob, ref_end)
+    else:
+        entry["rkn"] = {"nystrom": nystrom_order(s.stages), "general": sn.check_order(s).tail}
+    return entry
+
+
+def measure_into(names, cache, progress=True) -> None:
+    """Measure ``names`` and write each entry as soon as it is done (an interrupted run keeps
+    what it finished)."""
+    if not names:
+        return
     prob = particle_problem()
     with torch.no_grad():
         ref_end = prob.exact(1.0)
-    for name in tqdm(names, desc="particle system (exact sub-flows)"):
-        s = _get(name)
-        key = f"{name}:{_fingerprint(s)}"
-        entry = cache.setdefault(key, {})
-        if "local" not in entry:
-            entry["local"] = particle_local(s, prob)
-        if s.problem_class == zoo.GENERAL and "global" not in entry:
-            entry["global"] = particle_global(s, prob, ref_end)
-        if cache_path:
-            cache_path.write_text(json.dumps(cache))
-    return {n: cache[f"{n}:{_fingerprint(_get(n))}"] for n in names}
+    bar = tqdm(names, desc="measuring (exact sub-flows)", disable=not progress)
+    for name in bar:
+        bar.set_postfix_str(name)
+        zoocache.save(name, measure(name, prob, ref_end), cache)
 
 
-def _fingerprint(s) -> str:
-    import hashlib
+def _peer_key(p) -> dict:
+    fixed = zoocache.fingerprint(_get(p["fixed"])) if p["fixed"] else None
+    return {k: v for k, v in p.items() if k != "stages"} | {
+        "stages": format_stages(p["stages"]), "fixed_fingerprint": fixed}
 
-    return hashlib.sha1(s.stage_string().encode()).hexdigest()[:12]
+
+def cached_peers(cache, refresh=False) -> list[dict]:
+    """The peer table's rows, from the cache unless the transcribed sets (or the methods that
+    fix them) changed."""
+    key = zoocache.data_fingerprint([_peer_key(p) for p in peer_sets()])
+    old = zoocache.load_peers(cache)
+    if refresh or old is None or old["fingerprint"] != key:
+        rows = [{k: v for k, v in r.items() if k != "stages"} for r in peer_rows()]
+        old = zoocache.save_peers(rows, key, cache)
+    return old["rows"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,13 +394,13 @@ def peer_table(peers) -> list[str]:
     return rows
 
 
-def rkn_table(names) -> list[str]:
+def rkn_table(names, entries) -> list[str]:
     rows = ["| method | claimed (class) order | order on q'' = f(q), measured | general order "
             "(matrices, tail) |", "|---|---|---|---|"]
     for n in names:
-        s = _get(n)
-        rows.append(f"| `{n}` | {s.class_order} | {nystrom_order(s.stages):.2f} | "
-                    f"{sn.check_order(s).tail:.2f} |")
+        r = entries[n]["rkn"]
+        rows.append(f"| `{n}` | {_get(n).class_order} | {r['nystrom']:.2f} | "
+                    f"{r['general']:.2f} |")
     return rows
 
 
@@ -431,17 +415,19 @@ def window_table(win) -> list[str]:
 
 INTRO = """# The zoo: published splitting methods, measured
 
-<!-- Written by experiments/zoo.py; edit that script, not this file. -->
+<!-- Written by experiments/zoo.py (via splitnet.dev regen); edit that script, not this. -->
 
 Every splitting and composition method registered in splitnet (`sn.schemes.available("splitting")`):
 the seven core schemes of [theory.md](theory.md) and the zoo of published sets in
 `splitnet/zoo.py`, each with its primary citation (in its class docstring, and below), its
-declared order as a general splitting, and what the measurements say. Regenerated on {date} by
-`python3 experiments/zoo.py` (float64, 2-core CPU, about an hour: the particle system uses
-exact sub-flows). Methods whose order holds only for a class of problems (Runge–Kutta–Nyström
-methods, correct for q'' = f(q) with the kick as the convection field) are registered apart
-(`available("restricted")`, a warning on `get`) with the order they have as general splittings;
-nothing here lets them pass for general methods.
+declared order as a general splitting, and what the measurements say. Regenerated by
+`python3 -m splitnet.dev regen zoo` from the measurements cached per method in
+`experiments/cache/zoo/` (float64, 2-core CPU: about an hour for all of them, as the particle
+system uses exact sub-flows; `--only NAME` re-measures one in minutes). Methods whose order
+holds only for a class of problems (Runge–Kutta–Nyström methods, correct for q'' = f(q) with
+the kick as the convection field) are registered apart (`available("restricted")`, a warning
+on `get`) with the order they have as general splittings; nothing here lets them pass for
+general methods.
 
 How to read the table:
 
@@ -471,8 +457,14 @@ How to read the table:
 """
 
 
-def render(date, names, restricted, mat, part, coef, rank, peers, win) -> str:
-    lines = [INTRO.format(date=date), "## The methods", ""]
+def render(names, restricted, entries, peers) -> str:
+    """docs/zoo.md from the cache entries of every registered method and the peer rows."""
+    mat = {n: e["matrices"] for n, e in entries.items()}
+    coef = {n: e["coefficients"] for n, e in entries.items()}
+    part = particle_fits(entries)
+    rank = ranking(efficiency_curves(names, entries))
+    win = window_rows(entries)
+    lines = [INTRO, "## The methods", ""]
     lines += method_table(names + restricted, mat, part, coef)
     lines += ["", "### Formulas, notes and sources", ""]
     lines += method_notes(names + restricted, coef)
@@ -490,7 +482,7 @@ def render(date, names, restricted, mat, part, coef, rank, peers, win) -> str:
               "convection, both sub-flows exact; tail of the local-error slope in [1e-13, "
               "1e-5]. On the particle system and on matrices the same coefficients have the "
               "lower general order.", ""]
-    lines += rkn_table(restricted)
+    lines += rkn_table(restricted, entries)
     lines += ["", "## Published coefficient sets that do not have their claimed order as "
               "general splittings", "",
               "Transcribed from peer projects and measured here, so nobody copies them as "
@@ -512,27 +504,64 @@ def render(date, names, restricted, mat, part, coef, rank, peers, win) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
+def particle_fits(entries) -> dict:
+    return {n: fitted(e["particle"]["local"]["h"], e["particle"]["local"]["err"],
+                      PARTICLE_FLOOR, PARTICLE_CEILING, _get(n).order)
+            for n, e in entries.items()}
+
+
+def efficiency_curves(names, entries) -> dict:
+    """``{name: (order, costs, errors)}`` of the general methods ``names``."""
+    return {n: (_get(n).order, entries[n]["particle"]["global"]["cost"],
+                entries[n]["particle"]["global"]["err"]) for n in names}
+
+
+def _names_arg(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected method names, got {text!r}")
+    return names
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cache", type=Path, default=None,
-                    help="JSON file keeping the particle-system results between runs")
-    args = ap.parse_args(argv)
-    names = sn.schemes.available()
-    restricted = sn.schemes.available("restricted")
-    mat = {n: matrix_row(_get(n)) for n in tqdm(names + restricted, desc="matrices")}
-    coef = coefficient_rows(names + restricted)
-    raw = particle_results(names + restricted, args.cache)
-    part = {n: fitted(raw[n]["local"]["h"], raw[n]["local"]["err"], PARTICLE_FLOOR,
-                      PARTICLE_CEILING, _get(n).order) for n in names + restricted}
-    curves = {n: (_get(n).order, raw[n]["global"]["cost"], raw[n]["global"]["err"])
-              for n in names}
-    plot_zoo_efficiency(curves, FIG, bands=BANDS)
-    peers = peer_rows()
-    win = window_rows()
-    text = render(datetime.date.today().isoformat(), names, restricted, mat, part, coef,
-                  ranking(curves), peers, win)
-    DOC.write_text(text)
-    print(f"wrote {DOC} and {FIG}")
+    ap.add_argument("--only", type=_names_arg, default=[], metavar="NAME[,NAME]",
+                    help="re-measure these methods (minutes each); the rest come from the cache")
+    ap.add_argument("--refresh", action="store_true",
+                    help="re-measure every method (about an hour on 2 CPU cores)")
+    ap.add_argument("--cache", type=Path, default=zoocache.CACHE,
+                    help=f"the cache folder (default {zoocache.CACHE.relative_to(ROOT)})")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    """Measure what the cache lacks (or what --only / --refresh name), then render the doc and
+    the figure from the cache; exit status 2 with one line for an unknown method name."""
+    args = parse_args(argv)
+    names, restricted = sn.schemes.available(), sn.schemes.available("restricted")
+    every = names + restricted
+    for n in args.only:
+        if n not in every:
+            print(f"zoo.py: error: {unknown_name('zoo method', n, every)}", file=sys.stderr)
+            return 2
+    lacking = zoocache.stale({n: _get(n) for n in every}, args.cache)
+    todo = every if args.refresh else [n for n in every if n in args.only or n in lacking]
+    if lacking and not args.refresh:
+        print(f"measuring {len(lacking)} method(s) not in the cache or changed: "
+              f"{', '.join(lacking)}", file=sys.stderr)
+    measure_into(todo, args.cache, progress=not args.no_progress)
+    for gone in zoocache.prune(every, args.cache):
+        print(f"removed the cache entry of {gone} (no longer registered)", file=sys.stderr)
+    entries = {n: zoocache.load(n, args.cache) for n in every}
+    peers = cached_peers(args.cache, refresh=args.refresh)
+    plot_zoo_efficiency(efficiency_curves(names, entries), FIG, bands=BANDS)
+    text = render(names, restricted, entries, peers)
+    if not DOC.exists() or DOC.read_text() != text:
+        DOC.write_text(text)
+    print(f"wrote {DOC.relative_to(ROOT)} and {FIG.relative_to(ROOT)} "
+          f"({len(todo)} method(s) measured, {len(every) - len(todo)} from the cache)",
+          file=sys.stderr)
     return 0
 
 

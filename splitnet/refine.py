@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 from .layers import SplitLayer, WeightedSum
+from .names import unknown_name
 from .schemes import CustomScheme, SplittingScheme, resolve
 from .stages import Stage
 from .subflows import METHODS, SubflowMethod, get_method
@@ -132,7 +133,7 @@ def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     _check_model(model)
     k = check_substeps(substeps)
     if not isinstance(method, SubflowMethod) and method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+        raise ValueError(unknown_name("method", method, METHODS))
     m = get_method(method)
     sch = None if scheme is None else resolve(scheme)
     layers = [refined_layer(layer, sch, k, m, model.scheme) for layer in model.layers]
@@ -315,7 +316,7 @@ def study_grid(schemes=DEFAULT_SCHEMES, substeps=DEFAULT_SUBSTEPS, methods=DEFAU
     schs = [None if s is None or s == OWN else resolve(s) for s in schemes]
     for m in methods:
         if m not in METHODS:
-            raise ValueError(f"unknown method {m!r}; available: {', '.join(METHODS)}")
+            raise ValueError(unknown_name("method", m, METHODS))
     per = dict(substeps) if isinstance(substeps, dict) else dict.fromkeys(methods, substeps)
     if exact_substeps is not None:
         per["exact"] = exact_substeps

@@ -31,6 +31,7 @@ from .core import (
     ZooScheme,
     zoo_class,
 )
+from .names import LISTED_BY, unknown_name
 from .splitting import EXACT_ORDER, CustomScheme, SplittingScheme
 from .stages import (
     CONVECTION,
@@ -120,7 +121,7 @@ def get(name: str, fields: Sequence[str] | None = None) -> SplittingScheme:
         raise TypeError(f"scheme name must be a str, got {type(name).__name__}")
     key = _registry_key(name)
     if key is None:
-        raise ValueError(f"unknown scheme {name!r}; available: {', '.join(available())}")
+        raise ValueError(unknown_name("scheme", name, available("all"), _ALIASES))
     return _instance(key, fields)
 
 
@@ -183,8 +184,9 @@ def resolve(scheme) -> SplittingScheme:
     if isinstance(scheme, str):
         text = scheme.strip()
         if not text:
-            raise ValueError(f"empty scheme name; available: {', '.join(available())}, or a "
-                             f"pattern of 's'/'f' letters such as 'sfsf'")
+            raise ValueError(f"empty scheme name; give a registered name ({LISTED_BY['scheme']} "
+                             f"lists them), a pattern of 's'/'f'/'x' letters such as 'sfsf', or "
+                             f"a stage string such as 'c:0.5,d:1,c:0.5'")
         key = _registry_key(text)
         if key is not None:
             return _instance(key)
@@ -193,8 +195,8 @@ def resolve(scheme) -> SplittingScheme:
         if ":" in text:         # a stage string declares the order its stages measure
             stages = CustomScheme(_st.parse(text), order=1, name="custom").stages
             return CustomScheme(stages, order=measured_order(stages), name="custom")
-        raise ValueError(f"unknown scheme {scheme!r}; available: {', '.join(available())}, or a "
-                         f"pattern of 's'/'f' letters such as 'sfsf'")
+        raise ValueError(f"{unknown_name('scheme', scheme, available('all'), _ALIASES)}; "
+                         f"a pattern has only the letters 's', 'f' and 'x', such as 'sfsf'")
     raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                     f"{type(scheme).__name__}")
 

@@ -26,6 +26,8 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .names import unknown_name
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -134,7 +136,7 @@ def get_method(method, **options) -> SubflowMethod:
             raise ValueError("pass options when naming the method, not with an instance")
         return method
     if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+        raise ValueError(unknown_name("method", method, METHODS))
     return METHODS[method](**options)
 
 

@@ -1,7 +1,8 @@
 """Bad input: every row of docs/errors.md, raised and checked.
 
-The table in docs/errors.md is generated from ``CASES`` below (``python3 tests/test_errors.py``
-rewrites it) and ``test_the_table_in_docs_is_current`` fails when the two drift apart.
+The table in docs/errors.md is generated from ``CASES`` below (``python3 -m splitnet.dev regen
+errors`` rewrites it, by running this file) and ``test_the_table_in_docs_is_current`` fails when
+the two drift apart.
 Each case: (what is wrong, the call, the exception type, a regex the message must match: the
 words that name the problem).
 """
@@ -89,9 +90,11 @@ D, C = "diffusion", "convection"
 CASES = [
     # --- schemes -------------------------------------------------------------------------
     ("unknown scheme name", lambda: sn.schemes.get("yoshida5"),
-     ValueError, r"unknown scheme 'yoshida5'; available: lie-trotter, strang"),
+     ValueError, r"^unknown scheme 'yoshida5'; did you mean yoshida[468], yoshida[468], "
+                 r"yoshida[468]\? \(splitnet schemes lists them all\)$"),
     ("unknown scheme or pattern in `resolve`", lambda: sn.schemes.resolve("sfq"),
-     ValueError, r"unknown scheme 'sfq'.*pattern"),
+     ValueError, r"^unknown scheme 'sfq'; no scheme has a close name \(splitnet schemes lists "
+                 r"them all\); a pattern has only the letters 's', 'f' and 'x'"),
     ("stage with a field that is not a name", lambda: S([("self attention", 1.0), (C, 1.0)]),
      ValueError, r"'self attention' is not a field name"),
     ("stage that is not a (field, coeff) pair", lambda: S([(D, 1.0, 2.0), (C, 1.0)]),
@@ -144,7 +147,8 @@ CASES = [
     ("t_span not a pair", lambda: _integrate(t_span=1.0),
      ValueError, r"t_span must be a pair \(t0, T\), got 1.0"),
     ("unknown sub-flow method", lambda: _step(method="rk5"),
-     ValueError, r"unknown method 'rk5'; available: euler, midpoint, rk4, exact"),
+     ValueError, r"^unknown method 'rk5'; did you mean rk4\? \(splitnet.flows.METHODS lists "
+                 r"them all\)$"),
     ("option not applicable to the method", lambda: _step(method="euler", rtol=1e-8),
      ValueError, r"option\(s\) \['rtol'\] do not apply to method 'euler'"),
     ("unknown option for exact sub-flows", lambda: _step(method="exact", rtl=1e-8),
@@ -230,7 +234,8 @@ CASES = [
     ("gate layer beyond the model", lambda: sn.models.SplitConfig(gate="tanh", gate_layers=(9,)),
      ValueError, r"gate_layers \[9\] outside 0..3"),
     ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
-     ValueError, r"empty scheme name; available"),
+     ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\) "
+                 r"or a pattern"),
     ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
      ValueError, r"min_lr_ratio must be >= 0, got -1"),
     ("cosine floor above 1 (rate above its peak)", lambda: _train_config(min_lr_ratio=2),
@@ -280,7 +285,9 @@ TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16
 
 CLI_CASES = [
     # (what is wrong, argv, exit status, regex of the one stderr line)
-    ("unknown command", ["frobnicate"], 2, r"invalid choice: 'frobnicate'"),
+    ("unknown command", ["frobnicate"], 2,
+     r"unknown command 'frobnicate'; no command has a close name \(splitnet --help lists them "
+     r"all\)"),
     ("order: empty scheme list", ["order", "--schemes", ""], 2,
      r"expected schemes separated by ';' \(names, patterns or stage strings\), got ''"),
     ("order: empty method list", ["order", "--method", ","], 2,
@@ -383,7 +390,7 @@ CLI_CASES = [
      r"--substeps: expected a positive integer, got '0'"),
     ("refine: an unknown sub-flow method", ["refine", "--checkpoint", "{tmp}/garbage",
                                             "--methods", "euler,rk5", "--out", "{tmp}/r.png"],
-     2, r"unknown method 'rk5'; available: euler, midpoint, rk4, exact"),
+     2, r"unknown method 'rk5'; did you mean rk4\? \(splitnet.flows.METHODS lists them all\)"),
     ("refine: checkpoint missing", ["refine", "--checkpoint", "{tmp}/none", "--out",
                                     "{tmp}/r.png"], 2, r"no checkpoint at \{tmp\}/none"),
     ("refine: garbage checkpoint", ["refine", "--checkpoint", "{tmp}/garbage", "--out",
@@ -468,7 +475,8 @@ def render() -> str:
     lines = [
         "# Bad input and the errors it raises",
         "",
-        ("Generated from `CASES` in `tests/test_errors.py` by `python3 tests/test_errors.py`; "
+        ("Generated from `CASES` in `tests/test_errors.py` by "
+         "`python3 -m splitnet.dev regen errors`; "
         "every row is a test, and a test fails if this file is out of date. Messages are the "
         "library's own, verbatim."),
         "",
@@ -504,7 +512,8 @@ def render() -> str:
 
 def test_the_table_in_docs_is_current():
     assert len(CASES) >= 12
-    assert DOC.read_text() == render(), "run: python3 tests/test_errors.py"
+    assert DOC.read_text() == render(), (
+        "docs/errors.md is out of date with CASES: run python3 -m splitnet.dev regen errors")
 
 
 if __name__ == "__main__":

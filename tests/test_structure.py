@@ -210,9 +210,12 @@ def with_current_map(text: str) -> str:
 def test_architecture_import_map_is_current():
     """docs/architecture.md's import map is generated from the graph these tests check."""
     text = DOC.read_text()
-    assert with_current_map(text) == text, "run: python3 tests/test_structure.py"
+    new = with_current_map(text)
+    changed = sorted(set(new.splitlines()) ^ set(text.splitlines()))
+    assert new == text, ("docs/architecture.md's import map is out of date (rows "
+                         f"{changed[:6]}): run python3 -m splitnet.dev regen imports")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":      # what `python3 -m splitnet.dev regen imports` runs
     DOC.write_text(with_current_map(DOC.read_text()))
     print(f"wrote the import map of {DOC}", file=sys.stderr)

@@ -18,6 +18,7 @@ import importlib
 import pkgutil
 import sys
 
+from ..names import unknown_name
 from ._args import OneLineParser, set_stdout_guard
 
 
@@ -62,6 +63,9 @@ def build_parser(command: str | None = None) -> OneLineParser:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        print(f"splitnet: error: {unknown_name('command', argv[0], COMMANDS)}", file=sys.stderr)
+        return 2
     if not argv or argv[0] not in COMMANDS:
         build_parser().parse_args(argv or ["--help"])   # --help, --version, or a usage error
         return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..config import DEVICES, METHODS
+from ..names import unknown_name
 from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int, torch_device
 
 RANK = 80   # place in `splitnet --help`
@@ -78,7 +79,7 @@ def _grid(args) -> list:
 
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
-        raise ValueError(f"unknown method {bad[0]!r}; available: {', '.join(METHODS)}")
+        raise ValueError(unknown_name("method", bad[0], METHODS))
     return study_grid(args.schemes, args.substeps, args.methods, args.exact_substeps)
 
 

@@ -1,0 +1,9 @@
+"""``python3 -m splitnet.dev COMMAND``: the developer tools (``regen``)."""
+
+import sys
+
+from .regen import main
+
+__all__ = []
+
+sys.exit(main())

@@ -1,0 +1,76 @@
+"""Every generated document of the repository, what writes it and how long that takes.
+
+A target is a list of commands run from the repository root (the scripts under ``experiments/``
+and the generators of the doc-sync tests), optionally preceded by a preparation that runs only
+when a file it makes is missing (e.g. the trained run the trajectory figures need). The
+default targets are fast and deterministic: running them on a clean tree leaves it clean.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DEFAULT", "ROOT", "TARGETS", "Target"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Target:
+    """``name``: what ``regen NAME`` runs; ``writes``: the files; ``takes``: roughly how long on
+    2 CPU cores; ``commands``: argv lists after ``python3``; ``prepare``: ``(path, argv)``
+    pairs run first, each only when ``path`` (relative to the root) does not exist."""
+
+    name: str
+    writes: str
+    takes: str
+    commands: tuple[tuple[str, ...], ...]
+    prepare: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+
+    def command_lines(self) -> list[str]:
+        """The commands as one would type them."""
+        return ["python3 " + " ".join(c) for c in self.commands]
+
+
+_SEEDS8 = "0,1,2,3,4,5,6,7"
+_LONG_MODELS = "transformer,macaron,sandwich,sdu-gates"
+
+TARGETS = {t.name: t for t in [
+    Target("imports", "docs/architecture.md (the import map)", "seconds",
+           (("tests/test_structure.py",),)),
+    Target("errors", "docs/errors.md", "~10 s",
+           (("tests/test_errors.py",),)),
+    Target("zoo", "docs/zoo.md, docs/figures/zoo_efficiency.png (from experiments/cache/zoo/; "
+           "--only NAME re-measures NAME, --refresh all)",
+           "seconds from the cache; 0.5-2 min per re-measured method; ~1 h with --refresh",
+           (("experiments/zoo.py",),)),
+    Target("theory", "docs/theory.md (tables), docs/figures/order_*.png, work_precision.png",
+           "~3-6 min", (("experiments/order_study.py",),)),
+    Target("costs", "docs/networks.md (the cost table)", "~1-2 min",
+           (("experiments/cost_table.py", "--write"),)),
+    Target("gap", "docs/figures/gap_depth.png, gap_step.png (docs/networks.md)", "~30 s",
+           (("experiments/networks_gap.py",),)),
+    Target("trajectories", "docs/figures/traj_random*.png, traj_trained*.png, traj_trained.gif "
+           "(docs/trajectories.md; trains runs/default first if it is missing)",
+           "~1 min (+ ~3 min to train runs/default when it is missing)",
+           (("experiments/trajectories_figs.py", "--checkpoint", "runs/default"),),
+           (("runs/default/checkpoint.pt", ("-m", "splitnet", "train", "--out", "runs/default",
+                                            "--threads", "1")),)),
+    Target("hf-trajectories", "docs/figures/traj_gpt2_random.png (docs/trajectories.md; needs "
+           "the hf extra)", "~30 s", (("experiments/hf_trajectories.py",),)),
+    Target("results", "docs/results.md (the cpu table), docs/figures/compare_cpu.png",
+           "~1 h (resumes from runs/compare-cpu)",
+           (("experiments/compare_schemes.py", "--seeds", _SEEDS8),)),
+    Target("results-long", "docs/results.md (the cpu-long table), "
+           "docs/figures/compare_cpu-long.png",
+           "several hours (resumes from runs/compare-cpu-long)",
+           (("experiments/compare_schemes.py", "--scale", "cpu-long", "--models", _LONG_MODELS,
+             "--seeds", "0,1,2"),)),
+    Target("refine", "docs/refine.md, docs/figures/refine_*.png",
+           "hours (trains 30 runs; resumes from runs/refine)",
+           (("experiments/refine_study.py",),)),
+]}
+
+DEFAULT = ("imports", "errors", "zoo")
