@@ -126,7 +126,8 @@ CASES = [
     ("pattern with one field only", lambda: sn.schemes.from_pattern("sss"),
      ValueError, r"must contain at least two of the letters s, f, x"),
     ("unknown group in `available`", lambda: sn.schemes.available("zoo"),
-     ValueError, r"kind must be one of general, core, restricted, all, got 'zoo'"),
+     ValueError, r"kind must be one of general, core, restricted, splitting, unsplit, all, "
+                 r"got 'zoo'"),
     ("registering a name twice", lambda: sn.schemes.register("strang", sn.schemes.Strang),
      ValueError, r"scheme 'strang' is already registered"),
     ("changing a scheme after construction", _mutate,
@@ -147,7 +148,7 @@ CASES = [
     ("t_span not a pair", lambda: _integrate(t_span=1.0),
      ValueError, r"t_span must be a pair \(t0, T\), got 1.0"),
     ("unknown sub-flow method", lambda: _step(method="rk5"),
-     ValueError, r"^unknown method 'rk5'; did you mean rk4\? \(splitnet.flows.METHODS lists "
+     ValueError, r"^unknown method 'rk5'; did you mean rk4\? \(splitnet.subflows.METHODS lists "
                  r"them all\)$"),
     ("option not applicable to the method", lambda: _step(method="euler", rtol=1e-8),
      ValueError, r"option\(s\) \['rtol'\] do not apply to method 'euler'"),
@@ -234,8 +235,8 @@ CASES = [
     ("gate layer beyond the model", lambda: sn.models.SplitConfig(gate="tanh", gate_layers=(9,)),
      ValueError, r"gate_layers \[9\] outside 0..3"),
     ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
-     ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\) "
-                 r"or a pattern"),
+     ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\), "
+                 r"a pattern"),
     ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
      ValueError, r"min_lr_ratio must be >= 0, got -1"),
     ("cosine floor above 1 (rate above its peak)", lambda: _train_config(min_lr_ratio=2),
@@ -390,7 +391,7 @@ CLI_CASES = [
      r"--substeps: expected a positive integer, got '0'"),
     ("refine: an unknown sub-flow method", ["refine", "--checkpoint", "{tmp}/garbage",
                                             "--methods", "euler,rk5", "--out", "{tmp}/r.png"],
-     2, r"unknown method 'rk5'; did you mean rk4\? \(splitnet.flows.METHODS lists them all\)"),
+     2, r"unknown method 'rk5'; did you mean rk4\? \(splitnet.subflows.METHODS lists them all\)"),
     ("refine: checkpoint missing", ["refine", "--checkpoint", "{tmp}/none", "--out",
                                     "{tmp}/r.png"], 2, r"no checkpoint at \{tmp\}/none"),
     ("refine: garbage checkpoint", ["refine", "--checkpoint", "{tmp}/garbage", "--out",

@@ -6,4 +6,4 @@ is the committed per-method cache behind docs/zoo.md. The targets run scripts of
 checkout (``experiments/``, ``tests/``), not of an installed wheel.
 """
 
-__all__ = ["regen", "targets", "zoocache"]
+__all__ = []   # submodules: regen, targets, zoocache (imported on use)

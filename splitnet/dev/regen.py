@@ -23,7 +23,7 @@ from ..cli._args import OneLineParser
 from ..names import unknown_name
 from .targets import DEFAULT, ROOT, TARGETS, Target
 
-__all__ = ["PROG", "build_parser", "format_list", "main", "plan"]
+__all__ = ["COMMANDS", "PROG", "build_parser", "format_list", "main", "plan", "run_target"]
 
 PROG = "python3 -m splitnet.dev"
 COMMANDS = {"regen": "regenerate the generated documents (docs/*.md and their figures)"}
@@ -65,7 +65,7 @@ def _zoo_names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise ValueError(f"--only: expected method names, got {text!r}")
-    every = available("all")
+    every = available("splitting")
     for n in names:
         if n not in every:
             raise ValueError(unknown_name("zoo method", n, every))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .._io import atomic_write_text
 
-__all__ = ["CACHE", "data_fingerprint", "entry_path", "fingerprint", "load", "load_peers",
+__all__ = ["CACHE", "ROOT", "data_fingerprint", "entry_path", "fingerprint", "load", "load_peers",
            "peers_path", "prune", "regen_command", "save", "save_peers", "stale"]
 
 ROOT = Path(__file__).resolve().parents[2]
