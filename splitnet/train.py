@@ -52,7 +52,7 @@ from . import checkpoint as ck
 from . import data as D
 from .config import FIXED, FREE, TrainConfig
 from .refine import refined, refinement_at
-from .runenv import Interrupted, RunEnv, Signals, run_env, setup_phase
+from .runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from .trainsetup import (
     build_model,
     build_optimizer,
@@ -406,8 +406,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     with Signals() as signals:
         with setup_phase(signals):          # a signal before the first step: stop, write nothing
             cfg, state, corpus = plan_run(cfg, explicit, env, log)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        torch.set_num_threads(cfg.threads or default_threads())
         if env.distributed:
             import torch.distributed as dist
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from . import checkpoint as ck
 from . import data as D
 from ._io import require_writable_dir
 from .config import FIXED, FREE, SplitConfig, TrainConfig
-from .runenv import RunEnv, run_env
+from .runenv import RunEnv, available_memory, run_env
 
 __all__ = ["build_model", "build_optimizer", "compile_scope", "estimate_memory",
            "flops_per_token", "lr_at", "plan", "plan_run", "resume_config", "wrap_model"]
@@ -155,17 +154,8 @@ def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     return 16.0 * params + low + 4.0 * tokens * per_token
 
 
-def _available_memory(device) -> float | None:
-    if device.type == "cuda":
-        return float(torch.cuda.mem_get_info(device)[0])
-    try:
-        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
-    need, have = estimate_memory(cfg, world), _available_memory(device)
+    need, have = estimate_memory(cfg, world), available_memory(device)
     if have is None:
         return
     if need > 0.9 * have:

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from ..subflows import METHODS
-from ._args import check_writable, csv, csv_floats, positive_int
+from ._args import (
+    SCHEME_LIST_HELP,
+    add_threads_option,
+    csv,
+    csv_floats,
+    positive_int,
+    scheme_list,
+    seed,
+    set_threads,
+)
 
 RANK = 10   # place in `splitnet --help`
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
         "(float64): the fitted local (or global) error slope against theory")
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
+MAX_STEP = 100.0     # the largest step size --step-sizes takes (the system's time scale is ~1)
 
 
 def configure(p) -> None:
-    p.add_argument("--schemes", type=csv, default=csv(DEFAULT_SCHEMES),
-                   help=f"comma-separated scheme names or s/f patterns (default: "
-                        f"{DEFAULT_SCHEMES})")
+    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                   help=f"schemes: {SCHEME_LIST_HELP} (default: {DEFAULT_SCHEMES})")
     p.add_argument("--method", type=csv, default=["exact"],
                    help=f"sub-flow method(s): {', '.join(METHODS)}; comma-separated "
                         f"(default: exact)")
@@ -30,15 +40,20 @@ def configure(p) -> None:
     p.add_argument("--tokens", type=positive_int, default=6, help="particles (default 6)")
     p.add_argument("--d-model", type=positive_int, default=8,
                    help="particle dimension, a multiple of 2 (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random system (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random system (default 0)")
     p.add_argument("--out", default="order.png", help="PNG to write (default order.png)")
     p.add_argument("--strict", action="store_true",
-                   help="exit with status 1 if any measured slope is off theory by more than 0.3")
+                   help="exit with status 1 if any measured slope is off theory by more than 0.3 "
+                        "(or undetermined: every error at round-off)")
+    add_threads_option(p)
 
 
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
+    from .._io import check_output_file
     from ..flows import n_steps_for
+    from ..plots import check_format
+    from ..runenv import require_memory
     from ..schemes import resolve
     from ..subflows import get_method
     from ..validate import check_step_size
@@ -46,19 +61,34 @@ def _validate(args):
     if args.d_model % 2:
         raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
                          f"{args.d_model}")
-    schemes = [resolve(s) for s in args.schemes]
+    schemes = [resolve(s) for s in args.schemes or scheme_list(DEFAULT_SCHEMES)]
     for m in args.method:
         get_method(m)
     hs = args.step_sizes or ([0.2, 0.1, 0.05, 0.025] if args.kind == "local"
                              else [0.5, 0.25, 0.125, 0.0625])
     for h in hs:
         check_step_size(h)
+        if h > MAX_STEP:
+            raise ValueError(f"--step-sizes: a step of {h:g} is beyond the system's time scale "
+                             f"(at most {MAX_STEP:g})")
         if args.kind == "global":
             n_steps_for((0.0, 1.0), h)
     if len(set(hs)) < 2:
         raise ValueError("--step-sizes needs at least two distinct values")
-    check_writable(args.out)
+    check_output_file(args.out)
+    check_format(args.out)
+    require_memory(memory_estimate(args.tokens, args.d_model),
+                   f"a particle system of {args.tokens} tokens in R^{args.d_model}",
+                   "lower --tokens or --d-model")
     return schemes, hs
+
+
+def memory_estimate(tokens: int, d_model: int, heads: int = 2, d_ff: int = 16) -> float:
+    """Bytes a convergence study of the particle system holds at once (float64): the attention
+    scores and their softmax per head (tokens^2 each, a few copies), the solver's stages (about
+    20 states of tokens x d_model) and the fields' weights."""
+    return 8.0 * (4 * heads * tokens**2 + 20 * tokens * (d_model + d_ff)
+                  + 4 * d_model**2 + 2 * d_model * d_ff)
 
 
 def run(args) -> int:
@@ -69,6 +99,7 @@ def run(args) -> int:
     from ..problems import particle_system
 
     schemes, hs = _validate(args)
+    set_threads(args.threads)
     F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
                                dtype=torch.float64)
     slope = "local slope" if args.kind == "local" else "global slope"
@@ -85,12 +116,15 @@ def run(args) -> int:
     bad = 0
     for s, r in zip((s for s, _ in combos), results):
         bad += not r.ok
+        # a slope that is not a number: every error at round-off (or zero), nothing measured
+        verdict = "ok" if r.ok else ("MISMATCH" if math.isfinite(r.order) else
+                                     "undetermined (errors at round-off)")
         print(f"{r.scheme:<16}{r.method:<10}{s.effective_order(r.method):>6}{r.order:14.2f}"
-              f"{r.expected_order:10d}  {'ok' if r.ok else 'MISMATCH'}")
+              f"{r.expected_order:10d}  {verdict}")
     plots.plot_convergence(results, args.out, title=f"{args.kind} error on the random particle "
                                                      f"system")
     print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")
     return 1 if (bad and args.strict) else 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "HELP", "RANK", "configure", "run"]
+__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_STEP", "RANK", "configure", "memory_estimate", "run"]
