@@ -346,7 +346,8 @@ class TrainConfig:
     resume: bool = option(False, "continue from OUT/checkpoint.pt (every option not given is "
                           "restored from it)", resume=SESSION)
     overwrite: bool = option(False, "start afresh even if OUT holds a run (the old run is moved "
-                             "to OUT/previous/ first)", resume=SESSION)
+                             "to a new OUT/previous-N/ first; nothing is deleted)",
+                             resume=SESSION)
     stop_at: int | None = option(None, "save and exit after STEP steps, keeping the --steps "
                                  "schedule (time-sliced jobs; continue with --resume)",
                                  resume=SESSION, metavar="STEP")

@@ -106,6 +106,7 @@ class _Run:
     metrics: object = None
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
+    lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
@@ -207,9 +208,20 @@ def _train_step(run: _Run) -> _Pending:
     return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"])
 
 
+def _verify_directory(run: _Run) -> None:
+    """TrainingError when the run directory is no longer the one this run locked (removed or
+    replaced, perhaps by another run): nothing more is written there."""
+    if run.lock is not None:
+        try:
+            run.lock.verify()
+        except ck.RunDirectoryReplaced as e:
+            raise TrainingError(str(e)) from None
+
+
 def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
     if run.env.is_main:
+        _verify_directory(run)
         ck.save({"version": ck.VERSION, "step": run.step,
                  "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
                  "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
@@ -327,10 +339,15 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     gnorms = [None if p.gnorm is None else float(p.gnorm) for p in pending]
     for p, loss in zip(pending, losses):
         if not math.isfinite(loss):
-            raise TrainingError(
-                f"non-finite training loss ({loss}) at step {p.step}: stopping. The last good "
-                f"checkpoint in {run.out / ck.CKPT} was left untouched; lower --lr, raise "
-                f"--warmup or set --clip, then --resume")
+            kept = (f"The last good checkpoint in {run.out / ck.CKPT} was left untouched; "
+                    f"lower --lr, raise --warmup or set --clip, then --resume"
+                    if (run.out / ck.CKPT).exists() else
+                    "No checkpoint was written (none was due yet); lower --lr, raise --warmup "
+                    "or set --clip and start again")
+            raise TrainingError(f"non-finite training loss ({loss}) at step {p.step}: "
+                                f"stopping. {kept}")
+    if run.env.is_main:
+        _verify_directory(run)
     run.step_times += [dt] * len(pending)
     recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
     s = run.step
@@ -418,6 +435,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
             with lock, sdpa_backend(cfg.sdpa):
                 with setup_phase(signals):
                     run = _setup(cfg, state, corpus, env, signals, log)
+                run.lock = lock if env.is_main else None
                 return _session(run, t_start)
         finally:
             if env.distributed:
@@ -430,18 +448,18 @@ def _open_files(run: _Run) -> None:
     """Under the lock: clear what an overwritten run left, trim metrics on resume."""
     if not run.env.is_main:
         return
-    if run.cfg.overwrite:
+    if not run.cfg.resume:
+        if not run.cfg.overwrite and (run.out / ck.CKPT).exists():
+            raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
+                             f"process wrote it; pass --resume or --overwrite")
+        # --overwrite: the earlier run; otherwise what a run killed before its first
+        # checkpoint left (metrics, plot). Moved to a new previous-N, never deleted.
         prev = ck.move_aside(run.out)
         if prev is not None:
-            run.log(f"--overwrite: the earlier run in {run.out} was moved to {prev}")
-    elif not run.cfg.resume and (run.out / ck.CKPT).exists():
-        raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
-                         f"process wrote it; pass --resume or --overwrite")
+            run.log(f"the earlier run in {run.out} was moved to {prev}")
     ck.remove_torn_saves(run.out)
     if run.cfg.resume:
         ck.truncate_metrics(run.out / ck.METRICS, run.step)
-    else:
-        (run.out / ck.METRICS).unlink(missing_ok=True)
     run.metrics = open(run.out / ck.METRICS, "a")
     if run.cfg.tensorboard_dir() is not None:
         from .tracking import TensorBoardLog

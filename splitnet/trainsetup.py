@@ -202,12 +202,18 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
         opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
     step = 0
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
+        try:
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            ck.set_rng_state(state["rng"], env.device)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+            raise ValueError(f"{Path(cfg.out) / ck.CKPT}: its optimiser, schedule or random "
+                             f"state does not fit this run ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); the file was "
+                             f"edited or damaged") from None
         for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
             g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio)
         step = state["step"]
-        ck.set_rng_state(state["rng"], env.device)
     return model, opt, sched, step
 
 
@@ -271,6 +277,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         if "train_config" not in state:
             raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
                              f"options (not written by splitnet train)")
+        ck.check_training_state(state, out)
+        ck.check_weights(state, out)
         cfg = resume_config(cfg, state["train_config"], explicit)
         if cfg.steps < state["step"]:
             raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
@@ -296,7 +304,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
 
 
 def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
-    corpus = D.load_corpus(cfg.text, cfg.val_fraction)
+    # the run directory is never part of its own corpus (--out inside the --text folder)
+    corpus = D.load_corpus(cfg.text, cfg.val_fraction, exclude=[cfg.out])
     D.check_context(corpus, cfg.context)
     if state is not None and state.get("corpus") != corpus.fingerprint():
         msg = (f"the corpus changed since the checkpoint was written (checkpoint: "

@@ -106,14 +106,14 @@ def test_overwrite_leaves_nothing_resume_could_pick_up(text, tmp_path):
                  "strang", "--steps", "100000", "--ckpt-every", "1000", "--eval-every", "1000")
     try:
         t0 = time.time()
-        while not (out / "previous" / ck.CKPT).exists() and time.time() - t0 < 120:
+        while not (out / "previous-1" / ck.CKPT).exists() and time.time() - t0 < 120:
             time.sleep(0.05)
         _wait_for_lines(out / ck.METRICS, 2, new)        # the new run's own lines
     finally:
         new.kill()
         new.wait()
     assert not (out / ck.CKPT).exists()
-    assert ck.load(out / "previous")["model_config"]["scheme"] == "lie-trotter"   # kept aside
+    assert ck.load(out / "previous-1")["model_config"]["scheme"] == "lie-trotter"   # kept aside
     assert _train("--out", str(out), "--resume", "--no-progress") == 2
 
 
