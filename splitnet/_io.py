@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -79,6 +80,29 @@ class _Recorder:
 class WriteFailed(OSError):
     """A write that could not complete (disk full, quota, file-size limit): one line naming the
     file; nothing was replaced."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+# how writers that are not Python (safetensors, torch's C++ writer) report the same errors
+_FULL = re.compile(r"No space left|StorageFull|os error 28|code: 28|Disk quota|os error 122|"
+                   r"File too large|FileTooLarge|os error 27|code: 27", re.I)
+
+
+def write_failure(e: BaseException, path) -> WriteFailed | None:
+    """A :class:`WriteFailed` naming ``path`` when ``e`` (an OSError, or any exception whose
+    text says so: safetensors reports a full disk as its own error type) is a full disk, a
+    quota or a file-size limit; None for anything else."""
+    if isinstance(e, WriteFailed):
+        return e
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return _write_error(Path(path), e)
+    m = _FULL.search(str(e))
+    if m is None:
+        return None
+    code = errno.EFBIG if "27" in m.group(0) or "large" in m.group(0).lower() else errno.ENOSPC
+    return _write_error(Path(path), OSError(code, os.strerror(code)))
 
 
 def _write_error(path: Path, e: OSError) -> WriteFailed:
@@ -239,4 +263,4 @@ def remove_stale_temporaries(folder, name: str) -> int:
 __all__ = ["WriteFailed", "atomic_directory", "atomic_write", "atomic_write_text",
            "check_output_file", "check_outputs", "current_umask", "file_kind",
            "nearest_existing", "probe_writable", "remove_stale_temporaries",
-           "require_replaceable", "require_writable_dir"]
+           "require_replaceable", "require_writable_dir", "write_failure"]

@@ -222,22 +222,31 @@ def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
     if run.env.is_main:
         _verify_directory(run)
-        ck.save({"version": ck.VERSION, "step": run.step,
-                 "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
-                 "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
-                 "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
-                 "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
-                 "world_size": run.env.world}, run.out / ck.CKPT)
-        if run.cfg.plot and (run.out / ck.METRICS).exists():
-            from .plots import plot_metrics
-
-            plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
-                         title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
-                               f"{run.n_params:,} params")
+        try:
+            _write_checkpoint(run)
+        except OSError as e:          # a full disk: the last good checkpoint is still there
+            raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
+                                f"--resume") from None
     if run.env.distributed:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def _write_checkpoint(run: _Run) -> None:
+    """The checkpoint, then the loss plot (each written atomically)."""
+    ck.save({"version": ck.VERSION, "step": run.step,
+             "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
+             "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
+             "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
+             "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
+             "world_size": run.env.world}, run.out / ck.CKPT)
+    if run.cfg.plot and (run.out / ck.METRICS).exists():
+        from .plots import plot_metrics
+
+        plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
+                     title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
+                           f"{run.n_params:,} params")
 
 
 def _stored(cfg: TrainConfig) -> dict:
@@ -264,8 +273,13 @@ def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
 def _log(run: _Run, rec: dict) -> None:
     if not run.env.is_main:
         return
-    run.metrics.write(json.dumps(rec) + "\n")
-    run.metrics.flush()
+    try:
+        run.metrics.write(json.dumps(rec) + "\n")
+        run.metrics.flush()
+    except OSError as e:
+        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
+                            f"step {run.step}: the last checkpoint is kept, --resume continues "
+                            f"from it") from None
     if run.tb is not None:
         run.tb.write(rec)
     speed = _steady(run)
