@@ -133,6 +133,9 @@ def check_training_state(ck: dict, path) -> None:
     key or a value of the wrong type is a ValueError naming the file and the entry, never a
     KeyError halfway through restoring)."""
     f = checkpoint_file(path)
+    missing = [k for k in ("step", "train_config", "optimizer", "scheduler", "rng") if k not in ck]
+    if missing:
+        raise _bad(f, f"it has no {', '.join(map(repr, missing))}")
     step = ck.get("step")
     if not _is_int(step) or step < 0:
         raise _bad(f, f"'step' must be an int >= 0, got {step!r}")

@@ -37,7 +37,7 @@ def _bounded_int(text: str, lo: int, hi: int, what: str) -> int:
     if v < lo:
         _fail(what, text)
     if v > hi:
-        _fail(f"{what} <= {hi:,}", text)
+        _fail(what if "]" in what else f"{what} <= {hi:,}", text)
     return v
 
 
@@ -52,7 +52,7 @@ def nonnegative_int(text: str) -> int:
 def seed(text: str) -> int:
     """A random seed: an integer in [0, 2**63 - 1] (what every generator of torch, numpy and
     Python takes)."""
-    return _bounded_int(text, 0, MAX_SEED, "expected a seed, an integer >= 0")
+    return _bounded_int(text, 0, MAX_SEED, f"expected a seed, an integer in [0, {MAX_SEED:,}]")
 
 
 def float_in(lo: float, hi: float, zero: bool = False):
