@@ -35,13 +35,13 @@ mkdir -p "$DIR"
 LEFT=0
 FAILED=0
 
-"$PY" -m pip install -q --no-deps --no-build-isolation -e . || { echo "pip install failed"; exit 2; }
-
 if [ "${SMOKE:-0}" != 1 ] && ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
     echo "gpu_suite: no CUDA device here (torch.cuda.is_available() is False); run it on a GPU" \
         "machine, or SMOKE=1 for the tiny CPU version" >&2
     exit 2
 fi
+
+"$PY" -m pip install -q --no-deps --no-build-isolation -e . || { echo "pip install failed"; exit 2; }
 
 if [ "${SMOKE:-0}" = 1 ]; then
     BUDGET=100000

@@ -402,6 +402,19 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
     path.write_text(text)
 
 
+def outputs(a, models: list, runs: Path, default_seeds: str) -> tuple[Path, Path]:
+    """(report, figure): docs/results.md and docs/figures/compare_SCALE.png for the full
+    comparison (every model, the default seeds, the scale's own steps, lr and corpus), else
+    RUNS/report.md and RUNS/compare.png, so a subset never overwrites the tracked study;
+    --report and --figure win."""
+    full = (models == list(ORDER) and a.seeds == default_seeds
+            and not (a.steps or a.lr or a.text))
+    fig = Path(a.figure or (f"docs/figures/compare_{a.scale}.png" if full
+                            else runs / "compare.png"))
+    report = Path(a.report or ("docs/results.md" if full else runs / "report.md"))
+    return report, fig
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -462,11 +475,7 @@ def main(argv=None) -> int:
     if a.params_only:
         return 0
     runs = Path(a.runs or f"runs/compare-{a.scale}")
-    full = (models == list(ORDER) and a.seeds == p.get_default("seeds")
-            and not (a.steps or a.lr or a.text))
-    fig = Path(a.figure or (f"docs/figures/compare_{a.scale}.png" if full
-                            else runs / "compare.png"))
-    report = Path(a.report or ("docs/results.md" if full else runs / "report.md"))
+    report, fig = outputs(a, models, runs, p.get_default("seeds"))
     cmd = "python experiments/compare_schemes.py " + " ".join(argv if argv is not None
                                                              else sys.argv[1:])
     res_path = runs / "results.json"

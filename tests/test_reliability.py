@@ -23,7 +23,10 @@ from splitnet.cli import main
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
         "--batch-size", "4", "--warmup", "2", "--eval-windows", "8", "--threads", "1",
         "--no-progress", "--no-plot"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+# subprocesses run this checkout's code, whatever is pip-installed
+ROOT = str(Path(__file__).resolve().parents[1])
+ENV = {**os.environ, "OMP_NUM_THREADS": "1",
+       "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
 
 
 @pytest.fixture(scope="module")
