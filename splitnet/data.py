@@ -178,10 +178,16 @@ MAX_ARCHIVE = 1 << 30       # bytes of text in one archive
 _CHUNK = 1 << 20
 
 
-def _read_text(f, name: str, cap: int | None) -> bytes | None:
+def _too_big(name: str, n: int, cap: int) -> ValueError:
+    return ValueError(f"{name} holds {n:,} bytes of text, more than the {cap >> 20} MiB splitnet "
+                      f"reads from one archive member; extract it and pass the file itself")
+
+
+def _read_text(f, name: str, cap: int | None, declared: int = 0) -> bytes | None:
     """The bytes of the open binary file ``f`` when they are text (no NUL byte, valid UTF-8:
-    :func:`is_text`, decided chunk by chunk), None as soon as they are not. ``cap``: a
-    ValueError naming ``name`` when the text grows beyond it."""
+    :func:`is_text`, decided chunk by chunk), None as soon as they are not (a binary member
+    costs one chunk, whatever its size). ``cap``: a ValueError naming ``name`` when the text
+    grows beyond it, or as soon as its first chunk is text and its ``declared`` size is."""
     import codecs
 
     dec = codecs.getincrementaldecoder("utf-8")()
@@ -197,10 +203,8 @@ def _read_text(f, name: str, cap: int | None) -> bytes | None:
         if b"\0" in b:
             return None
         n += len(b)
-        if cap is not None and n > cap:
-            raise ValueError(f"{name} holds more than {cap >> 20} MiB of text, the most "
-                             f"splitnet reads from one archive member; extract it and pass "
-                             f"the file itself")
+        if cap is not None and max(n, declared) > cap:
+            raise _too_big(name, max(n, declared), cap)
         chunks.append(b)
     try:
         dec.decode(b"", final=True)
@@ -216,12 +220,8 @@ def _walk(items, source: str, val_fraction: float, caps: tuple | None = None) ->
     member_cap, total_cap = caps or (None, None)
     for rel, open_, size in sorted(items, key=lambda t: t[0]):
         name = f"{source}: {rel!r}"
-        if member_cap is not None and size > member_cap:
-            raise ValueError(f"{name} expands to {size:,} bytes, more than the "
-                             f"{member_cap >> 20} MiB splitnet reads from one archive member; "
-                             f"extract it and pass the file itself")
         with open_() as f:
-            b = _read_text(f, name, member_cap)
+            b = _read_text(f, name, member_cap, size)
         if b is None:
             skipped += 1
             continue

@@ -357,7 +357,12 @@ class _CallCounter:
 def _point(model, evaluate, scheme, k, method) -> RefinePoint:
     m = ode_model(model) if scheme == "ode" else rediscretize(model, scheme, k, method)
     with torch.no_grad(), _CallCounter(m) as count:
-        loss = float(evaluate(m))
+        try:
+            loss = float(evaluate(m))
+        except AssertionError as e:  # torchdiffeq: the adaptive step underflowed on fields
+            if "underflow" not in str(e):   # that produce NaN/inf (a diverged network)
+                raise
+            loss = float("nan")
     return RefinePoint(m.refinement.scheme, m.refinement.method, k, count.per_layer(), loss)
 
 
