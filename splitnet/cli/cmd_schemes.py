@@ -51,7 +51,7 @@ def _spec(text: str) -> tuple[str, bool]:
         if path.is_dir():
             raise ValueError(f"--check {text}: is a directory; give a file of stages")
         if not path.is_file():
-            raise ValueError(f"--check {text!r}: no such file, and not a stage list "
+            raise ValueError(f"--check {text!r}: no file of that name, and not a stage list "
                              f"'field:coeff,...', a scheme name or an s/f pattern")
         if path.stat().st_size > MAX_FILE:
             raise ValueError(f"--check {text}: {path.stat().st_size:,} bytes; a stage file "
