@@ -436,7 +436,7 @@ CLI_CASES = [
      r"needs about [\d.]+ GiB but cpu has [\d.]+ GiB free; lower --n-layers"),
     ("sample: a subnormal temperature", ["sample", "--checkpoint", "{tmp}/good/run",
                                          "--temperature", "1e-320"], 2,
-     r"--temperature: expected a number in \[1e-06, 1e\+06\] or 0"),
+     r"--temperature: expected a number >= 0: 0 or one in \[1e-06, 1e\+06\]"),
     ("schemes: coefficients of 1e308 that sum to 1",
      ["schemes", "--check", "c:1e308,c:-1e308,c:1,d:1", "--order", "1"], 2,
      r"stage 1 has coefficient 1e\+308: --check measures coefficients up to 1e\+06"),

@@ -57,7 +57,8 @@ def seed(text: str) -> int:
 
 def float_in(lo: float, hi: float, zero: bool = False):
     """The option type of a finite number in [lo, hi] (and 0 itself when ``zero``)."""
-    what = f"expected a number in [{lo:g}, {hi:g}]" + (" or 0" if zero else "")
+    what = (f"expected a number >= 0: 0 or one in [{lo:g}, {hi:g}]" if zero else
+            f"expected a number in [{lo:g}, {hi:g}]")
 
     def parse(text: str) -> float:
         v = finite_float(text)
