@@ -29,7 +29,7 @@ def _fail(what: str, text: str):
     raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
 
 
-def _bounded_int(text: str, lo: int, hi: int, what: str) -> int:
+def _bounded_int(text: str, lo: int, hi: int, what: str, says_hi: bool = False) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -37,7 +37,7 @@ def _bounded_int(text: str, lo: int, hi: int, what: str) -> int:
     if v < lo:
         _fail(what, text)
     if v > hi:
-        _fail(what if "]" in what else f"{what} <= {hi:,}", text)
+        _fail(what if says_hi else f"{what} <= {hi:,}", text)
     return v
 
 
@@ -52,7 +52,8 @@ def nonnegative_int(text: str) -> int:
 def seed(text: str) -> int:
     """A random seed: an integer in [0, 2**63 - 1] (what every generator of torch, numpy and
     Python takes)."""
-    return _bounded_int(text, 0, MAX_SEED, f"expected a seed, an integer in [0, {MAX_SEED:,}]")
+    return _bounded_int(text, 0, MAX_SEED,
+                        f"expected a seed, an integer >= 0 and <= {MAX_SEED:,}", says_hi=True)
 
 
 def float_in(lo: float, hi: float, zero: bool = False):
