@@ -210,18 +210,29 @@ def _train_step(run: _Run) -> _Pending:
 
 def _verify_directory(run: _Run) -> None:
     """TrainingError when the run directory is no longer the one this run locked (removed or
-    replaced, perhaps by another run): nothing more is written there."""
+    replaced, perhaps by another run): nothing more is written there. Several processes agree
+    first (rank 0 holds the lock and tells the others), so every rank stops together."""
+    problem = None
     if run.lock is not None:
         try:
             run.lock.verify()
         except ck.RunDirectoryReplaced as e:
-            raise TrainingError(str(e)) from None
+            problem = str(e)
+    if run.env.distributed:
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if problem is None else 1], device=run.env.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and problem is None:
+            problem = f"{run.out} was removed or replaced while this run was going (rank 0)"
+    if problem is not None:
+        raise TrainingError(problem)
 
 
 def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
+    _verify_directory(run)
     if run.env.is_main:
-        _verify_directory(run)
         try:
             _write_checkpoint(run)
         except OSError as e:          # a full disk: the last good checkpoint is still there
@@ -360,7 +371,7 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
                     "or set --clip and start again")
             raise TrainingError(f"non-finite training loss ({loss}) at step {p.step}: "
                                 f"stopping. {kept}")
-    if run.env.is_main:
+    if not run.env.distributed:      # several processes check at every save (they agree)
         _verify_directory(run)
     run.step_times += [dt] * len(pending)
     recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
