@@ -35,6 +35,12 @@ mkdir -p "$DIR"
 LEFT=0
 FAILED=0
 
+if [ "${SMOKE:-0}" != 1 ] && ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+    echo "gpu_suite: no CUDA device here (torch.cuda.is_available() is False); run it on a GPU" \
+        "machine, or SMOKE=1 for the tiny CPU version" >&2
+    exit 2
+fi
+
 "$PY" -m pip install -q --no-deps --no-build-isolation -e . || { echo "pip install failed"; exit 2; }
 
 if [ "${SMOKE:-0}" = 1 ]; then
@@ -176,3 +182,5 @@ if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then   # the small files, not the che
 fi
 echo "gpu_suite: $(elapsed) s; ${LEFT} steps left, ${FAILED} failed" \
     "$([ "$LEFT" = 0 ] && echo '(done)' || echo '(run it again to go on)')"
+# a failed step is a failed suite: the exit status says so (0 only when nothing failed)
+[ "$FAILED" = 0 ] || exit 1

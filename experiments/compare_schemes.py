@@ -27,7 +27,9 @@ seed), optimiser, schedule and number of tokens:
 
 Runs go to ``--runs DIR/<model>/seed<k>``; a finished run is skipped and an interrupted one is
 resumed, so the script can be restarted at any time. After every run ``results.json`` and the
-report (``--report``, default docs/results.md) and figure are rewritten from what has finished.
+report (``--report``, default docs/results.md) and figure are rewritten from what has finished;
+a subset (fewer models or seeds, other steps, lr or corpus) writes them into the run directory
+instead, so it never overwrites the tracked docs.
 The report records the corpus each run was trained on (its fingerprint: source with the Python
 version for the default corpus, files, bytes, hash), since the default corpus differs between
 installations, and each model's steady-state tokens/s. ``--max-minutes`` stops starting new runs
@@ -400,6 +402,19 @@ def write_report(results, path: Path, fig: Path, sc: dict, scale: str, cmd: str,
     path.write_text(text)
 
 
+def outputs(a, models: list, runs: Path, default_seeds: str) -> tuple[Path, Path]:
+    """(report, figure): docs/results.md and docs/figures/compare_SCALE.png for the full
+    comparison (every model, the default seeds, the scale's own steps, lr and corpus), else
+    RUNS/report.md and RUNS/compare.png, so a subset never overwrites the tracked study;
+    --report and --figure win."""
+    full = (models == list(ORDER) and a.seeds == default_seeds
+            and not (a.steps or a.lr or a.text))
+    fig = Path(a.figure or (f"docs/figures/compare_{a.scale}.png" if full
+                            else runs / "compare.png"))
+    report = Path(a.report or ("docs/results.md" if full else runs / "report.md"))
+    return report, fig
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -412,9 +427,14 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=None,
                    help="override the scale's peak learning rate (use another --runs)")
     p.add_argument("--runs", default=None, help="run directory (default runs/compare-SCALE)")
-    p.add_argument("--report", default="docs/results.md")
+    p.add_argument("--report", default=None,
+                   help="report path (default docs/results.md for the full comparison: every "
+                        "model, the default seeds and the scale's own steps, lr and corpus; "
+                        "RUNS/report.md for a subset, so a partial study never overwrites the "
+                        "tracked one)")
     p.add_argument("--figure", default=None,
-                   help="figure path (default docs/figures/compare_SCALE.png)")
+                   help="figure path (default docs/figures/compare_SCALE.png for the full "
+                        "comparison, RUNS/compare.png for a subset)")
     p.add_argument("--text", default=None,
                    help="corpus (default: the Python standard library's .py files)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -455,8 +475,7 @@ def main(argv=None) -> int:
     if a.params_only:
         return 0
     runs = Path(a.runs or f"runs/compare-{a.scale}")
-    fig = Path(a.figure or f"docs/figures/compare_{a.scale}.png")
-    report = Path(a.report)
+    report, fig = outputs(a, models, runs, p.get_default("seeds"))
     cmd = "python experiments/compare_schemes.py " + " ".join(argv if argv is not None
                                                              else sys.argv[1:])
     res_path = runs / "results.json"

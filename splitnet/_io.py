@@ -1,33 +1,156 @@
-"""Writing files so that a crash never leaves half of one: a temporary file in the same folder,
-flushed and fsynced, then ``os.replace`` (atomic on POSIX). Pure standard library."""
+"""Writing files so that a crash never leaves half of one, and never over something that is not
+a file. Pure standard library.
+
+* :func:`atomic_write`: a temporary file in the same folder, flushed and fsynced, then
+  ``os.replace`` (atomic on POSIX) -- but only over a new name or an existing *regular* file: a
+  device (``/dev/null``), a FIFO, a socket or a directory at the target is refused, never
+  replaced. A write that fails (disk full, a file-size limit) leaves the old file as it was
+  and no temporary behind, and is one :class:`OSError` naming the file.
+* :func:`check_output_file` / :func:`check_outputs`: the same rule for the command line, before
+  any work: every output a new name or a regular file in a writable folder, no two the same.
+* :func:`atomic_directory`: a whole directory (an export) written beside its target and moved
+  into place only when complete.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def file_kind(path) -> str | None:
+    """None when ``path`` does not exist or is a regular file (a link to one counts as one);
+    otherwise what it is (``"a FIFO"``, ``"a character device"``, ...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def require_replaceable(path, flag: str | None = None) -> Path:
+    """ValueError unless ``path`` is a new name or a regular file (what
+    :func:`atomic_write` may replace); OSError problems (a name too long, a component that is a
+    file) become the same one-line ValueError."""
+    path = Path(path)
+    where = f"{flag} {path}" if flag else str(path)
+    try:
+        kind = file_kind(path)
+    except OSError as e:
+        raise ValueError(f"{where}: {e.strerror}") from None
+    if kind == "a directory":
+        raise ValueError(f"{where} is a directory; give a file name")
+    if kind is not None:
+        raise ValueError(f"{where} exists and is {kind}, not a regular file: splitnet writes "
+                         f"only new files or replaces regular ones")
+    return path
+
+
+class _Recorder:
+    """A file wrapper that remembers the OSError a write raised: writers in C++ (torch.save)
+    turn it into a RuntimeError, and :func:`atomic_write` gives the real cause back."""
+
+    def __init__(self, f):
+        self._f = f
+        self.error: OSError | None = None
+
+    def write(self, b):
+        try:
+            return self._f.write(b)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+class WriteFailed(OSError):
+    """A write that could not complete (disk full, quota, file-size limit): one line naming the
+    file; nothing was replaced."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+# how writers that are not Python (safetensors, torch's C++ writer) report the same errors
+_FULL = re.compile(r"No space left|StorageFull|os error 28|code: 28|Disk quota|os error 122|"
+                   r"File too large|FileTooLarge|os error 27|code: 27", re.I)
+
+
+def write_failure(e: BaseException, path) -> WriteFailed | None:
+    """A :class:`WriteFailed` naming ``path`` when ``e`` (an OSError, or any exception whose
+    text says so: safetensors reports a full disk as its own error type) is a full disk, a
+    quota or a file-size limit; None for anything else."""
+    if isinstance(e, WriteFailed):
+        return e
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return _write_error(Path(path), e)
+    m = _FULL.search(str(e))
+    if m is None:
+        return None
+    code = errno.EFBIG if "27" in m.group(0) or "large" in m.group(0).lower() else errno.ENOSPC
+    return _write_error(Path(path), OSError(code, os.strerror(code)))
+
+
+def _write_error(path: Path, e: OSError) -> WriteFailed:
+    what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EFBIG: "the file is larger than allowed"}.get(e.errno, e.strerror or str(e))
+    return WriteFailed(e.errno, f"cannot write {path}: {what}; nothing was written (an "
+                                f"earlier version, if any, is kept)")
 
 
 def atomic_write(path, write: Callable, mode: str = "wb") -> Path:
     """Call ``write(f)`` on a temporary file next to ``path``, then rename it over ``path``.
-    The file gets the permissions a plain ``open()`` would give (not mkstemp's 0600)."""
-    path = Path(path)
+    The file gets the permissions a plain ``open()`` would give (not mkstemp's 0600).
+    ``path`` must be a new name or a regular file (ValueError otherwise, before writing)."""
+    path = require_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+            rec = _Recorder(f)
+            try:
+                write(rec)
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError as e:
+                raise _write_error(path, e) from None
+            except Exception:
+                if rec.error is not None:
+                    raise _write_error(path, rec.error) from None
+                raise
+        os.chmod(tmp, 0o666 & ~current_umask())
+        require_replaceable(path)          # made a FIFO or device while we wrote? keep it
         os.replace(tmp, path)
+    except WriteFailed:
+        raise
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # close() flushing, say
+            raise _write_error(path, e) from None
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def atomic_write_text(path, text: str) -> Path:
@@ -56,7 +179,10 @@ def require_writable_dir(out, flag: str = "--out") -> None:
     """ValueError naming ``flag`` unless directory ``out`` exists or can be created in a
     writable folder (its nearest existing ancestor, probed for real)."""
     out = Path(out)
-    probe = nearest_existing(out)
+    try:
+        probe = nearest_existing(out)
+    except OSError as e:
+        raise ValueError(f"{flag} {out}: {e.strerror}") from None
     if not probe.is_dir():
         raise ValueError(f"{flag} {out}: {probe} exists and is not a directory")
     try:
@@ -65,15 +191,76 @@ def require_writable_dir(out, flag: str = "--out") -> None:
         raise ValueError(f"{flag} {out}: cannot write to {probe} ({e.strerror})") from None
 
 
+def check_output_file(path, flag: str = "--out") -> Path:
+    """An output file we can create or replace: a new name or a regular file (never a
+    directory, device, FIFO or socket), in an existing folder we can write to (tried for real,
+    see :func:`probe_writable`). ValueError naming ``flag`` otherwise."""
+    p = require_replaceable(path, flag)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {p}: directory {parent} does not exist")
+    try:
+        probe_writable(parent)
+    except OSError as e:
+        raise ValueError(f"{flag} {p}: cannot write to {parent} ({e.strerror})") from None
+    return p
+
+
+def check_outputs(outputs) -> None:
+    """:func:`check_output_file` for every ``(flag, path)`` with a path, and no two of them the
+    same file (one would overwrite the other)."""
+    seen: dict[str, str] = {}
+    for flag, path in outputs:
+        if not path:
+            continue
+        check_output_file(path, flag)
+        key = os.path.realpath(path)
+        if key in seen:
+            raise ValueError(f"{flag} {path} is the same file as {seen[key]}: give each output "
+                             f"its own name")
+        seen[key] = f"{flag} {path}"
+
+
+@contextmanager
+def atomic_directory(target):
+    """Yield a new temporary directory beside ``target``; on success its files are moved into
+    ``target`` (created if absent; each file replaced atomically, subfolders moved whole), on
+    any failure or interruption it is removed and ``target`` is left as it was."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        for p in tmp.iterdir():
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~current_umask())
+        if not target.exists():
+            os.replace(tmp, target)
+            os.chmod(target, 0o777 & ~current_umask())
+            return
+        for p in sorted(tmp.iterdir()):
+            require_replaceable(target / p.name)
+        for p in sorted(tmp.iterdir()):
+            if p.is_dir() and (target / p.name).is_dir():
+                raise ValueError(f"{target / p.name} is a folder: splitnet does not replace "
+                                 f"folders")
+            os.replace(p, target / p.name)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def remove_stale_temporaries(folder, name: str) -> int:
     """Delete ``.NAME.*.tmp`` files that a kill during :func:`atomic_write` left in ``folder``
     (the real file was never replaced by them). Returns how many were removed."""
     n = 0
     for p in Path(folder).glob(f".{name}.*.tmp"):
-        p.unlink(missing_ok=True)
-        n += 1
+        if p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+            n += 1
     return n
 
 
-__all__ = ["atomic_write", "atomic_write_text", "nearest_existing", "probe_writable",
-           "remove_stale_temporaries", "require_writable_dir"]
+__all__ = ["WriteFailed", "atomic_directory", "atomic_write", "atomic_write_text",
+           "check_output_file", "check_outputs", "current_umask", "file_kind",
+           "nearest_existing", "probe_writable", "remove_stale_temporaries",
+           "require_replaceable", "require_writable_dir", "write_failure"]

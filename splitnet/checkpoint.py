@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import pickle
 import socket
@@ -76,7 +77,81 @@ def load(path, trust: bool = False) -> dict:
         raise ValueError(f"{f} is not a readable checkpoint ({_first_line(e)})") from None
     if not isinstance(ck, dict) or "model" not in ck or "model_config" not in ck:
         raise ValueError(f"{f} is not a splitnet checkpoint (no model and model_config in it)")
-    return _upgrade(ck, f)
+    ck = _upgrade(ck, f)
+    _check_model_entries(ck, f)
+    return ck
+
+
+def _bad(f: Path, what: str) -> ValueError:
+    return ValueError(f"{f}: {what} (the file was edited or damaged; it is not used)")
+
+
+def _check_model_entries(ck: dict, f: Path) -> None:
+    """The model part of a loaded checkpoint, checked before anything is built from it: the
+    weights a dict of names to tensors that own their storage (a tensor expanded from one
+    element would let a tiny file describe gigabytes), the config a dict."""
+    weights = ck["model"]
+    if not isinstance(weights, dict):
+        raise _bad(f, f"'model' must be a dict of tensors, got {type(weights).__name__}")
+    for k, t in weights.items():
+        if not isinstance(k, str) or not isinstance(t, torch.Tensor):
+            raise _bad(f, f"'model' entry {k!r} is {type(t).__name__}, not a tensor")
+        if t.numel() and t.untyped_storage().nbytes() < t.numel() * t.element_size():
+            raise _bad(f, f"'model' entry {k!r} of shape {tuple(t.shape)} is backed by "
+                          f"{t.untyped_storage().nbytes()} bytes")
+    if not isinstance(ck["model_config"], dict):
+        raise _bad(f, f"'model_config' must be a dict, got {type(ck['model_config']).__name__}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _rng_problem(rng) -> str | None:
+    """What is wrong with the RNG states of a checkpoint (the layout of
+    :func:`plain_rng_state`), or None."""
+    if not isinstance(rng, dict):
+        return f"'rng' must be a dict, got {type(rng).__name__}"
+    py, np_, tr = rng.get("python"), rng.get("numpy"), rng.get("torch")
+    if not (isinstance(py, (list, tuple)) and len(py) == 3 and _is_int(py[0])
+            and isinstance(py[1], (list, tuple)) and len(py[1]) == 625
+            and all(_is_int(x) and 0 <= x < 2**32 for x in py[1][:624]) and _is_int(py[1][624])
+            and (py[2] is None or isinstance(py[2], float))):
+        return "'rng' has no valid Python random state"
+    if not (isinstance(np_, (list, tuple)) and len(np_) == 5 and isinstance(np_[0], str)
+            and isinstance(np_[1], torch.Tensor) and tuple(np_[1].shape) == (624,)
+            and _is_int(np_[2]) and 0 <= np_[2] <= 624 and _is_int(np_[3])
+            and isinstance(np_[4], (int, float))):
+        return "'rng' has no valid numpy random state"
+    if not (isinstance(tr, torch.Tensor) and tr.dtype == torch.uint8 and tr.dim() == 1):
+        return "'rng' has no valid torch random state"
+    return None
+
+
+def check_training_state(ck: dict, path) -> None:
+    """Everything ``--resume`` reads from a checkpoint, checked before it is used (a missing
+    key or a value of the wrong type is a ValueError naming the file and the entry, never a
+    KeyError halfway through restoring)."""
+    f = checkpoint_file(path)
+    missing = [k for k in ("step", "train_config", "optimizer", "scheduler", "rng") if k not in ck]
+    if missing:
+        raise _bad(f, f"it has no {', '.join(map(repr, missing))}")
+    step = ck.get("step")
+    if not _is_int(step) or step < 0:
+        raise _bad(f, f"'step' must be an int >= 0, got {step!r}")
+    for key in ("train_config", "optimizer", "scheduler"):
+        if not isinstance(ck.get(key), dict):
+            raise _bad(f, f"{key!r} must be a dict, got {type(ck.get(key)).__name__}")
+    opt = ck["optimizer"]
+    if not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list) \
+            or not all(isinstance(g, dict) and isinstance(g.get("params"), list)
+                       for g in opt["param_groups"]):
+        raise _bad(f, "'optimizer' is not an optimiser state (state, param_groups)")
+    problem = _rng_problem(ck.get("rng"))
+    if problem:
+        raise _bad(f, problem)
+    if ck.get("corpus") is not None and not isinstance(ck["corpus"], dict):
+        raise _bad(f, f"'corpus' must be a dict, got {type(ck['corpus']).__name__}")
 
 
 def _load_trusted(f: Path) -> dict:
@@ -110,13 +185,47 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
+def check_weights(state: dict, path):
+    """The :class:`~splitnet.config.SplitConfig` of a loaded checkpoint ``state``, once its
+    weights are known to fit it: the model is built on the meta device (no memory) and every
+    weight's name and shape compared, and the parameters must fit in free memory. A mismatch
+    is a ValueError naming the file and the first weight that differs, before anything is
+    allocated."""
+    from .config import SplitConfig
+    from .models import SplitTransformer
+    from .runenv import require_memory
+
+    f = checkpoint_file(path)
+    try:
+        cfg = SplitConfig.from_dict(state["model_config"])
+    except (ValueError, TypeError) as e:
+        raise _bad(f, f"its model config is not valid ({_first_line(e)})") from None
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in SplitTransformer.from_config(cfg)
+                  .state_dict().items()}
+    weights = state["model"]
+    problem = next((f"no weights for {k!r}" for k in shapes if k not in weights), None) or \
+        next((f"unexpected weights {k!r}" for k in weights if k not in shapes), None) or \
+        next((f"{k!r} has shape {tuple(weights[k].shape)}, the config needs {shp}"
+              for k, shp in shapes.items() if tuple(weights[k].shape) != shp), None)
+    if problem:
+        raise ValueError(f"{f}: the weights do not fit the model its config describes "
+                         f"({problem})")
+    n = sum(math.prod(s) for s in shapes.values())
+    require_memory(8.0 * n, f"the model of {f} ({n:,} parameters)", "use a machine with more "
+                   "memory")
+    return cfg
+
+
 def model_from_state(state: dict, path):
     """The :class:`~splitnet.models.SplitTransformer` of a loaded checkpoint ``state`` (read from
-    ``path``, named in the error when its weights do not fit its config)."""
+    ``path``), built only after :func:`check_weights` found that its weights fit its config
+    (a file whose config describes gigabytes that it does not hold allocates nothing)."""
     from .models import SplitTransformer
 
+    cfg = check_weights(state, path)
     try:
-        model = SplitTransformer.from_config(state["model_config"])
+        model = SplitTransformer.from_config(cfg)
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"{checkpoint_file(path)}: the weights do not fit the model its config "
@@ -218,14 +327,25 @@ class RunLocked(ValueError):
     """Another process holds the run directory."""
 
 
+class RunDirectoryReplaced(RuntimeError):
+    """The run directory was removed, renamed or replaced while its run was going."""
+
+
 class RunLock:
     """Exclusive lock on a run directory for the life of one run (see the module docstring).
-    Use as a context manager; :meth:`acquire` raises :class:`RunLocked` naming the holder."""
+    Use as a context manager; :meth:`acquire` raises :class:`RunLocked` naming the holder.
+
+    The lock belongs to the directory it was taken in, not to its name: :meth:`verify` (the
+    trainer calls it before every save and at every step's bookkeeping) raises
+    :class:`RunDirectoryReplaced` when the path no longer leads to that directory (inode) and
+    its locked ``.lock`` file, e.g. after ``rm -rf DIR`` while the run was alive and a second
+    trainer started in a new ``DIR``."""
 
     def __init__(self, folder):
         self.folder = Path(folder)
         self.path = self.folder / LOCK
         self._fd: int | None = None
+        self._identity: tuple | None = None
 
     def acquire(self) -> RunLock:
         import fcntl
@@ -245,7 +365,30 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         self._fd = fd
+        d, lk = os.stat(self.folder), os.fstat(fd)
+        self._identity = (d.st_dev, d.st_ino, lk.st_dev, lk.st_ino)
+        try:
+            self.verify()           # the lock file was replaced between open and flock
+        except RunDirectoryReplaced:
+            self.release()
+            raise RunLocked(f"{self.folder} changed while this run took its lock (another "
+                            f"process is starting there); try again") from None
         return self
+
+    def verify(self) -> None:
+        """:class:`RunDirectoryReplaced` unless ``folder`` is still the directory locked (same
+        device and inode) holding the locked ``.lock``."""
+        if self._identity is None:
+            return
+        try:
+            d, lk = os.stat(self.folder), os.stat(self.path)
+            now = (d.st_dev, d.st_ino, lk.st_dev, lk.st_ino)
+        except OSError:
+            now = None
+        if now != self._identity:
+            raise RunDirectoryReplaced(
+                f"{self.folder} was removed or replaced while this run was going (another "
+                f"run may be using it now): stopping without writing anything there")
 
     def release(self) -> None:
         if self._fd is None:
@@ -274,27 +417,37 @@ def _read_holder(fd: int) -> str:
         return "a process that has not written its name yet"
 
 
+PREVIOUS = "previous-"    # OUT/previous-1, previous-2, ...: earlier runs, oldest first
+
+
 def move_aside(folder) -> Path | None:
-    """Move the state of an earlier run in ``folder`` (checkpoint, metrics, plot) into
-    ``folder/previous/`` (replacing an older one), so ``--overwrite`` leaves nothing that
-    ``--resume`` could pick up. Returns the new location, or None if there was nothing."""
+    """Move the state of an earlier run in ``folder`` (checkpoint, metrics, plot) into a new
+    ``folder/previous-N/`` (N one more than the highest there), so ``--overwrite`` leaves
+    nothing that ``--resume`` could pick up and loses nothing: every earlier run keeps its own
+    generation, and no folder is ever deleted or replaced (a ``previous/`` of your own is left
+    alone). Returns the new location, or None if there was nothing to move."""
     folder = Path(folder)
     names = [n for n in (CKPT, METRICS, PLOT) if (folder / n).exists()]
     if not names:
         return None
-    prev = folder / "previous"
-    if prev.exists():
-        import shutil
-
-        shutil.rmtree(prev)
-    prev.mkdir()
-    for n in (CKPT, METRICS, PLOT):   # the checkpoint first: after it, --resume finds nothing
-        if n in names:
-            os.replace(folder / n, prev / n)
+    taken = [int(p.name[len(PREVIOUS):]) for p in folder.iterdir()
+             if p.name.startswith(PREVIOUS) and p.name[len(PREVIOUS):].isdigit()]
+    n = max(taken, default=0) + 1
+    while True:
+        prev = folder / f"{PREVIOUS}{n}"
+        try:
+            prev.mkdir()             # atomic: never into a generation that exists
+            break
+        except FileExistsError:
+            n += 1
+    for name in (CKPT, METRICS, PLOT):   # the checkpoint first: after it, --resume finds nothing
+        if name in names:
+            os.replace(folder / name, prev / name)
     return prev
 
 
-__all__ = ["CKPT", "LOCK", "METRICS", "PLOT", "VERSION", "RunLock", "RunLocked",
-           "checkpoint_file", "load", "load_model", "model_from_state", "move_aside",
-           "plain_rng_state", "read_metrics", "remove_torn_saves", "rng_state", "save",
-           "set_rng_state", "truncate_metrics"]
+__all__ = ["CKPT", "LOCK", "METRICS", "PLOT", "PREVIOUS", "VERSION", "RunDirectoryReplaced",
+           "RunLock", "RunLocked", "check_training_state", "check_weights", "checkpoint_file",
+           "load", "load_model", "model_from_state", "move_aside", "plain_rng_state",
+           "read_metrics", "remove_torn_saves", "rng_state", "save", "set_rng_state",
+           "truncate_metrics"]

@@ -65,11 +65,28 @@ def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: s
 # checks
 
 
+# Upper bounds of the numbers a config takes: far beyond any real run, low enough that sizes,
+# seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
+# error naming the option, not an overflow deep inside torch).
+MAX_SEED = 2**63 - 1
+LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
+          "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
+          "batch_size": 2**24, "grad_accum": 2**24, "eval_windows": 2**24, "eval_every": 2**40,
+          "ckpt_every": 2**40, "warmup": 2**40, "seed": MAX_SEED, "loss_chunk": 2**31 - 1,
+          "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
+          # reals: a step, a learning rate or a peak beyond these overflows float32 at once
+          "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
+          "peak_tflops": 1e6}
+
+
 def _int(name: str, v, lo: int = 1, none: bool = False):
     if v is None and none:
         return None
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
         raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    hi = LIMITS.get(name)
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi:,}, got {v:,}")
     return int(v)
 
 
@@ -80,6 +97,7 @@ def _real(name: str, v, lo: float | None = None, hi: float | None = None, lo_ope
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
         raise ValueError(f"{name} must be a finite number, got {v!r}")
     v = float(v)
+    hi = LIMITS.get(name, hi) if hi is None else hi
     if lo is not None and (v < lo or (lo_open and v == lo)):
         raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
     if hi is not None and (v > hi or (hi_open and v == hi)):
@@ -313,7 +331,8 @@ class TrainConfig:
                               "weights, AdamW on the float32 master weights", resume=FREE,
                               choices=PARAM_DTYPES)
     amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
-    threads: int | None = option(None, "CPU threads (default: torch's)", resume=FREE)
+    threads: int | None = option(None, "CPU threads (default: the cores other processes leave "
+                                 "free, at least 1)", resume=FREE)
     peak_tflops: float | None = option(None, "accelerator peak for MFU (default: dense bf16 "
                                        "of known GPUs)", resume=FREE)
     progress: bool = option(True, "progress bar (--no-progress: none)", resume=FREE)
@@ -327,7 +346,8 @@ class TrainConfig:
     resume: bool = option(False, "continue from OUT/checkpoint.pt (every option not given is "
                           "restored from it)", resume=SESSION)
     overwrite: bool = option(False, "start afresh even if OUT holds a run (the old run is moved "
-                             "to OUT/previous/ first)", resume=SESSION)
+                             "to a new OUT/previous-N/ first; nothing is deleted)",
+                             resume=SESSION)
     stop_at: int | None = option(None, "save and exit after STEP steps, keeping the --steps "
                                  "schedule (time-sliced jobs; continue with --resume)",
                                  resume=SESSION, metavar="STEP")
@@ -489,7 +509,7 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
-           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LOSSES", "METHODS",
-           "PARAM_DTYPES", "SDPA_BACKENDS", "SESSION", "WEIGHTS", "MissingDependency",
+           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_SEED",
+           "METHODS", "PARAM_DTYPES", "SDPA_BACKENDS", "SESSION", "WEIGHTS", "MissingDependency",
            "SplitConfig", "TrainConfig", "cli_fields", "config_from_call", "config_signature",
            "int_list", "option", "require"]

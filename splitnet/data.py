@@ -69,7 +69,9 @@ def stdlib_files(root: Path | None = None) -> list[tuple[str, Path]]:
 
 def is_val_file(rel_path: str, val_fraction: float) -> bool:
     """The stable split rule: sha256 of the relative path, not Python's salted ``hash``."""
-    h = int.from_bytes(hashlib.sha256(rel_path.encode("utf-8")).digest()[:8], "big")
+    # surrogateescape: a file name that is not UTF-8 (Latin-1, say) hashes as its raw bytes
+    h = int.from_bytes(hashlib.sha256(rel_path.encode("utf-8", "surrogateescape")).digest()[:8],
+                       "big")
     return (h % 1000) < round(1000 * val_fraction)
 
 
@@ -137,7 +139,7 @@ def _split_files(items, val_fraction: float, source: str, skipped: int = 0) -> C
     """A corpus from ``(relative path, bytes)`` pairs in order, split by :func:`is_val_file`."""
     tr, va, h = [], [], hashlib.sha256()
     for rel, b in items:
-        h.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(b).digest())
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(b).digest())
         (va if is_val_file(rel, val_fraction) else tr).append(b)
     train = np.frombuffer(b"".join(tr), dtype=np.uint8)
     val = np.frombuffer(b"".join(va), dtype=np.uint8)
@@ -168,75 +170,149 @@ def load_file(path, val_fraction: float = 0.05) -> Corpus:
     return Corpus(arr[:-n_val], arr[-n_val:], str(path), (0, 0), 0, digest)
 
 
-def _walk(items, source: str, val_fraction: float) -> Corpus:
-    """Text files among ``(relative path, reader)`` items, binary ones counted and skipped."""
-    texts, skipped = [], 0
-    for rel, read in sorted(items, key=lambda t: t[0]):
-        b = read()
+# Archives are untrusted input: a 1 MB zip may expand to gigabytes. Members are streamed with
+# these caps (declared sizes checked before reading, actual bytes counted while reading), and
+# a binary member is recognised from its first bytes and skipped without reading the rest.
+MAX_MEMBER = 128 << 20      # bytes of one text file in an archive
+MAX_ARCHIVE = 1 << 30       # bytes of text in one archive
+_CHUNK = 1 << 20
+
+
+def _too_big(name: str, n: int, cap: int) -> ValueError:
+    return ValueError(f"{name} holds {n:,} bytes of text, more than the {cap >> 20} MiB splitnet "
+                      f"reads from one archive member; extract it and pass the file itself")
+
+
+def _read_text(f, name: str, cap: int | None, declared: int = 0) -> bytes | None:
+    """The bytes of the open binary file ``f`` when they are text (no NUL byte, valid UTF-8:
+    :func:`is_text`, decided chunk by chunk), None as soon as they are not (a binary member
+    costs one chunk, whatever its size). ``cap``: a ValueError naming ``name`` when the text
+    grows beyond it, or as soon as its first chunk is text and its ``declared`` size is."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    chunks, n = [], 0
+    while True:
+        b = f.read(_CHUNK)
+        if not b:
+            break
+        try:
+            dec.decode(b)
+        except UnicodeDecodeError:
+            return None
+        if b"\0" in b:
+            return None
+        n += len(b)
+        if cap is not None and max(n, declared) > cap:
+            raise _too_big(name, max(n, declared), cap)
+        chunks.append(b)
+    try:
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return None
+    return b"".join(chunks)
+
+
+def _walk(items, source: str, val_fraction: float, caps: tuple | None = None) -> Corpus:
+    """Text files among ``(relative path, opener, declared size)`` items (``opener()``: a binary
+    file), binary ones counted and skipped. ``caps``: (per file, in all) for archives."""
+    texts, skipped, total = [], 0, 0
+    member_cap, total_cap = caps or (None, None)
+    for rel, open_, size in sorted(items, key=lambda t: t[0]):
+        name = f"{source}: {rel!r}"
+        with open_() as f:
+            b = _read_text(f, name, member_cap, size)
+        if b is None:
+            skipped += 1
+            continue
         if len(b) == 0:
             continue
-        if is_text(b):
-            texts.append((rel, b))
-        else:
-            skipped += 1
+        total += len(b)
+        if total_cap is not None and total > total_cap:
+            raise ValueError(f"{source} holds more than {total_cap >> 30} GiB of text, the most "
+                             f"splitnet reads from one archive; extract it and pass the folder")
+        texts.append((rel, b))
     if not texts:
         raise ValueError(f"{source}: no text files in it ({skipped} binary files skipped)")
     return _split_files(texts, val_fraction, source, skipped)
 
 
-def _directory(root: Path, val_fraction: float) -> Corpus:
-    items = [(p.relative_to(root).as_posix(), p.read_bytes) for p in root.rglob("*")
+def _excluded(p: Path, exclude) -> bool:
+    return any(p == e or e in p.parents for e in exclude)
+
+
+def _directory(root: Path, val_fraction: float, exclude=()) -> Corpus:
+    exclude = [Path(e).resolve() for e in exclude]
+    items = [(p.relative_to(root).as_posix(), lambda p=p: p.open("rb"), 0)
+             for p in root.rglob("*")
              if p.is_file() and not any(part.startswith(".") for part in
-                                         p.relative_to(root).parts)]
+                                         p.relative_to(root).parts)
+             and not _excluded(p.resolve(), exclude)]
     return _walk(items, f"directory {root}", val_fraction)
 
 
 def _archive(path: Path, val_fraction: float) -> Corpus:
+    import lzma
     import tarfile
     import zipfile
+    import zlib
 
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            items = [(i.filename, lambda i=i: z.read(i)) for i in z.infolist() if not i.is_dir()]
-            return _walk(items, f"archive {path}", val_fraction)
+    source = f"archive {path}"
+    caps = (MAX_MEMBER, MAX_ARCHIVE)
+    # what the standard library's readers raise for a corrupt, truncated, encrypted or
+    # unsupported archive (CRC, deflate, gzip, xz, "password required", "compression method")
+    corrupt = (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
+               lzma.LZMAError, EOFError, OSError, RuntimeError, NotImplementedError)
     try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                items = [(i.filename, lambda i=i: z.open(i), i.file_size) for i in z.infolist()
+                         if not i.is_dir()]
+                return _walk(items, source, val_fraction, caps)
         with tarfile.open(path) as t:
-            items = [(m.name, lambda m=m: t.extractfile(m).read()) for m in t.getmembers()
+            items = [(m.name, lambda m=m: t.extractfile(m), m.size) for m in t.getmembers()
                      if m.isfile()]
-            return _walk(items, f"archive {path}", val_fraction)
-    except tarfile.TarError as e:
-        raise ValueError(f"{path} is not a readable .tar/.tar.gz/.zip archive ({e})") from None
+            return _walk(items, source, val_fraction, caps)
+    except corrupt as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"{path} is not a readable .tar/.tar.gz/.tar.xz/.zip archive "
+                         f"(corrupt, truncated, encrypted or an unsupported compression: "
+                         f"{msg})") from None
 
 
-def _glob(pattern: str, val_fraction: float) -> Corpus:
+def _glob(pattern: str, val_fraction: float, exclude=()) -> Corpus:
     import glob
 
-    paths = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+    exclude = [Path(e).resolve() for e in exclude]
+    paths = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)
+                   and not _excluded(Path(p).resolve(), exclude))
     if not paths:
         raise ValueError(f"no file matches {pattern!r}")
     root = Path(os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths]))
-    items = [(Path(os.path.abspath(p)).relative_to(root).as_posix(), Path(p).read_bytes)
-             for p in paths]
+    items = [(Path(os.path.abspath(p)).relative_to(root).as_posix(),
+              lambda p=p: open(p, "rb"), 0) for p in paths]
     return _walk(items, f"files matching {pattern}", val_fraction)
 
 
 ARCHIVES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".zip")
 
 
-def load_text(text, val_fraction: float = 0.05) -> Corpus:
+def load_text(text, val_fraction: float = 0.05, exclude=()) -> Corpus:
     """A user corpus: a file (split by position), a directory (every text file below it,
     recursively, split by file), a glob pattern, or a ``.tar(.gz)`` / ``.zip`` archive of text
-    files (split by file). Binary files are skipped and counted."""
+    files (split by file; members streamed, at most :data:`MAX_MEMBER` bytes each and
+    :data:`MAX_ARCHIVE` in all). Binary files are skipped and counted. ``exclude``: folders
+    whose files are never part of the corpus (a run directory inside its own corpus folder)."""
     val_fraction = _check_fraction(val_fraction)
     s = str(text)
     if any(ch in s for ch in "*?[") and not os.path.exists(s):
-        return _glob(s, val_fraction)
+        return _glob(s, val_fraction, exclude)
     path = Path(s)
     if not path.exists():
         raise ValueError(f"text not found: {path} (give a file, a directory, a glob pattern or "
                          f"an archive)")
     if path.is_dir():
-        return _directory(path, val_fraction)
+        return _directory(path, val_fraction, exclude)
     if not path.is_file():
         raise ValueError(f"text path is not a file or directory: {path}")
     if s.lower().endswith(ARCHIVES):
@@ -244,9 +320,9 @@ def load_text(text, val_fraction: float = 0.05) -> Corpus:
     return load_file(path, val_fraction)
 
 
-def load_corpus(text=None, val_fraction: float = 0.05) -> Corpus:
+def load_corpus(text=None, val_fraction: float = 0.05, exclude=()) -> Corpus:
     """``text`` (see :func:`load_text`), or the standard library when None."""
-    return load_text(text, val_fraction) if text else load_stdlib(val_fraction)
+    return load_text(text, val_fraction, exclude) if text else load_stdlib(val_fraction)
 
 
 def check_context(corpus: Corpus, context: int) -> None:
@@ -306,7 +382,8 @@ def val_batches(corpus: Corpus, starts: torch.Tensor, batch_size: int, context: 
         yield _windows(corpus.val, starts[i:i + batch_size], context)
 
 
-__all__ = ["ARCHIVES", "LN2", "VOCAB_SIZE", "Corpus", "check_context", "decode",
-           "describe_fingerprint", "encode", "is_text", "is_val_file", "load_corpus", "load_file",
-           "load_stdlib", "load_text", "stdlib_files", "stdlib_root", "step_generator",
-           "train_batch", "val_batches", "val_starts"]
+__all__ = ["ARCHIVES", "LN2", "MAX_ARCHIVE", "MAX_MEMBER", "VOCAB_SIZE", "Corpus",
+           "check_context", "decode", "describe_fingerprint", "encode", "is_text",
+           "is_val_file", "load_corpus", "load_file", "load_stdlib", "load_text",
+           "stdlib_files", "stdlib_root", "step_generator", "train_batch", "val_batches",
+           "val_starts"]

@@ -367,7 +367,12 @@ class _CallCounter:
 def _point(model, evaluate, scheme, k, method) -> RefinePoint:
     m = ode_model(model) if scheme == "ode" else rediscretize(model, scheme, k, method)
     with torch.no_grad(), _CallCounter(m) as count:
-        loss = float(evaluate(m))
+        try:
+            loss = float(evaluate(m))
+        except AssertionError as e:  # torchdiffeq: the adaptive step underflowed on fields
+            if "underflow" not in str(e):   # that produce NaN/inf (a diverged network)
+                raise
+            loss = float("nan")
     return RefinePoint(m.refinement.scheme, m.refinement.method, k, count.per_layer(), loss)
 
 
@@ -425,12 +430,26 @@ def validation_loss(batches: Sequence[tuple], device) -> Callable:
     return evaluate
 
 
+def study_memory(config, windows: int, context: int, batch_size: int) -> float:
+    """Bytes a refinement study holds at once (an estimate): the validation windows (inputs
+    and targets, int64), the weights (float32, the model and a re-integrated copy's
+    references) and one forward pass of ``batch_size`` windows without gradients (per token
+    and attention: the heads' scores over the context, and a few states of width d_model and
+    d_ff)."""
+    d, ff = config.d_model, config.d_ff
+    params = 2 * 256 * d + config.n_layers * 12 * d * d * max(1, ff / (4 * d))
+    per_token = config.n_heads * context + 12 * d + 2 * ff
+    return 16.0 * windows * context + 8.0 * params + 4.0 * 4 * batch_size * context * per_token
+
+
 def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size: int = 32,
-                      trust: bool = False, warn=None):
+                      trust: bool = False, warn=None, check_memory: bool = False):
     """``(model, evaluate, info)`` for a ``splitnet train`` checkpoint: the trained model (eval
     mode, on ``device``) and its validation loss on the checkpoint's own validation windows
     (the corpus and context of its ``train_config``; ``windows`` of them, default the run's
     ``eval_windows``: the windows training evaluated, a prefix of the same draw when fewer).
+    ``check_memory``: refuse (ValueError with the estimate, :func:`study_memory`) a study that
+    would not fit in the free memory of ``device``, before any window is cut.
     ``info``: the run's recorded final validation bpb, steps, corpus. A corpus that changed
     since training is reported through ``warn`` (evaluation goes on)."""
     from . import checkpoint as ck
@@ -445,13 +464,20 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"windows must be an int >= 1, got {n!r}")
     model = ck.model_from_state(state, path)
-    corpus = D.load_corpus(tc.get("text"), tc.get("val_fraction", 0.05))
+    corpus = D.load_corpus(tc.get("text"), tc.get("val_fraction", 0.05),
+                           exclude=[ck.checkpoint_file(path).parent])   # as training did
     if warn is not None and state.get("corpus") not in (None, corpus.fingerprint()):
         warn(f"the corpus changed since the checkpoint was written (checkpoint: "
              f"{D.describe_fingerprint(state.get('corpus'))}; now: "
              f"{D.describe_fingerprint(corpus.fingerprint())})")
     context = tc["context"]
     starts = D.val_starts(corpus, n, context, seed=0)
+    if check_memory:
+        from .runenv import require_memory
+
+        require_memory(study_memory(model.config, len(starts), context, batch_size),
+                       f"a refinement study of {len(starts)} windows of {context} bytes, "
+                       f"{batch_size} per pass,", "lower --windows or --batch-size", device)
     batches = list(D.val_batches(corpus, starts, batch_size, context))
     dev = torch.device(device)
     info = {"step": state.get("step"), "windows": len(starts), "context": context,
@@ -517,4 +543,4 @@ __all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN", "ODE
            "RefinePoint", "Refinement", "RefinementResult", "check_substeps", "checkpoint_source",
            "hf_source",
            "ode_model", "rediscretize", "refined", "refined_layer", "refinement_at",
-           "refinement_study", "repeated", "study_grid", "validation_loss"]
+           "refinement_study", "repeated", "study_grid", "study_memory", "validation_loss"]

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Interrupted", "RunEnv", "Signals", "run_env", "setup_phase"]
+__all__ = ["Interrupted", "RunEnv", "Signals", "available_memory", "default_threads",
+           "require_memory", "run_env", "setup_phase"]
 
 # ----------------------------------------------------------------------------------------------
 # processes and devices
@@ -53,6 +54,53 @@ def run_env(device_name: str) -> RunEnv:
         device_name = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(f"cuda:{local}") if device_name == "cuda" else torch.device("cpu")
     return RunEnv(world, rank, local, dev)
+
+
+def available_memory(device=None) -> float | None:
+    """Bytes free on ``device`` (CUDA: free device memory; otherwise available RAM), or None
+    when the system does not say."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:     # MemAvailable counts reclaimable page cache
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def require_memory(need: float, what: str, hint: str, device=None) -> None:
+    """ValueError before any work when ``what`` needs (an estimate of) ``need`` bytes and more
+    than 90% of the free memory of ``device``: one line with both numbers and ``hint`` (what to
+    lower)."""
+    have = available_memory(device)
+    if have is not None and need > 0.9 * have:
+        dev = "cpu" if device is None else str(device)
+        raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB but {dev} has "
+                         f"{have / 2**30:.1f} GiB free; {hint}")
+
+
+def default_threads() -> int:
+    """CPU threads for a command that was not given ``--threads``: torch's own choice (one per
+    core, or ``OMP_NUM_THREADS``) when the machine is idle, but no more than the cores that
+    other processes leave free (the 1-minute load average), and at least 1. On a small machine
+    shared with other jobs, threads that wait for a busy core make every step slower
+    (benchmarks/bench_threads.py measures it: docs/benchmarks.md)."""
+    n = torch.get_num_threads()
+    if os.environ.get("OMP_NUM_THREADS"):
+        return n                        # the user's own choice
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):   # not Linux: torch's default
+        return n
+    return max(1, min(n, cores, int(cores - load + 0.5)))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from . import checkpoint as ck
 from . import data as D
 from .config import FIXED, FREE, TrainConfig
 from .refine import refined, refinement_at
-from .runenv import Interrupted, RunEnv, Signals, run_env, setup_phase
+from .runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from .trainsetup import (
     build_model,
     build_optimizer,
@@ -106,6 +106,7 @@ class _Run:
     metrics: object = None
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
+    lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
@@ -207,25 +208,56 @@ def _train_step(run: _Run) -> _Pending:
     return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"])
 
 
+def _verify_directory(run: _Run) -> None:
+    """TrainingError when the run directory is no longer the one this run locked (removed or
+    replaced, perhaps by another run): nothing more is written there. Several processes agree
+    first (rank 0 holds the lock and tells the others), so every rank stops together."""
+    problem = None
+    if run.lock is not None:
+        try:
+            run.lock.verify()
+        except ck.RunDirectoryReplaced as e:
+            problem = str(e)
+    if run.env.distributed:
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if problem is None else 1], device=run.env.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and problem is None:
+            problem = f"{run.out} was removed or replaced while this run was going (rank 0)"
+    if problem is not None:
+        raise TrainingError(problem)
+
+
 def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
+    _verify_directory(run)
     if run.env.is_main:
-        ck.save({"version": ck.VERSION, "step": run.step,
-                 "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
-                 "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
-                 "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
-                 "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
-                 "world_size": run.env.world}, run.out / ck.CKPT)
-        if run.cfg.plot and (run.out / ck.METRICS).exists():
-            from .plots import plot_metrics
-
-            plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
-                         title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
-                               f"{run.n_params:,} params")
+        try:
+            _write_checkpoint(run)
+        except OSError as e:          # a full disk: the last good checkpoint is still there
+            raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
+                                f"--resume") from None
     if run.env.distributed:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def _write_checkpoint(run: _Run) -> None:
+    """The checkpoint, then the loss plot (each written atomically)."""
+    ck.save({"version": ck.VERSION, "step": run.step,
+             "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
+             "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
+             "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
+             "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
+             "world_size": run.env.world}, run.out / ck.CKPT)
+    if run.cfg.plot and (run.out / ck.METRICS).exists():
+        from .plots import plot_metrics
+
+        plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
+                     title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
+                           f"{run.n_params:,} params")
 
 
 def _stored(cfg: TrainConfig) -> dict:
@@ -252,8 +284,13 @@ def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
 def _log(run: _Run, rec: dict) -> None:
     if not run.env.is_main:
         return
-    run.metrics.write(json.dumps(rec) + "\n")
-    run.metrics.flush()
+    try:
+        run.metrics.write(json.dumps(rec) + "\n")
+        run.metrics.flush()
+    except OSError as e:
+        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
+                            f"step {run.step}: the last checkpoint is kept, --resume continues "
+                            f"from it") from None
     if run.tb is not None:
         run.tb.write(rec)
     speed = _steady(run)
@@ -327,10 +364,15 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     gnorms = [None if p.gnorm is None else float(p.gnorm) for p in pending]
     for p, loss in zip(pending, losses):
         if not math.isfinite(loss):
-            raise TrainingError(
-                f"non-finite training loss ({loss}) at step {p.step}: stopping. The last good "
-                f"checkpoint in {run.out / ck.CKPT} was left untouched; lower --lr, raise "
-                f"--warmup or set --clip, then --resume")
+            kept = (f"The last good checkpoint in {run.out / ck.CKPT} was left untouched; "
+                    f"lower --lr, raise --warmup or set --clip, then --resume"
+                    if (run.out / ck.CKPT).exists() else
+                    "No checkpoint was written (none was due yet); lower --lr, raise --warmup "
+                    "or set --clip and start again")
+            raise TrainingError(f"non-finite training loss ({loss}) at step {p.step}: "
+                                f"stopping. {kept}")
+    if not run.env.distributed:      # several processes check at every save (they agree)
+        _verify_directory(run)
     run.step_times += [dt] * len(pending)
     recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
     s = run.step
@@ -406,8 +448,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
     with Signals() as signals:
         with setup_phase(signals):          # a signal before the first step: stop, write nothing
             cfg, state, corpus = plan_run(cfg, explicit, env, log)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        torch.set_num_threads(cfg.threads or default_threads())
         if env.distributed:
             import torch.distributed as dist
 
@@ -419,6 +460,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
             with lock, sdpa_backend(cfg.sdpa):
                 with setup_phase(signals):
                     run = _setup(cfg, state, corpus, env, signals, log)
+                run.lock = lock if env.is_main else None
                 return _session(run, t_start)
         finally:
             if env.distributed:
@@ -431,18 +473,18 @@ def _open_files(run: _Run) -> None:
     """Under the lock: clear what an overwritten run left, trim metrics on resume."""
     if not run.env.is_main:
         return
-    if run.cfg.overwrite:
+    if not run.cfg.resume:
+        if not run.cfg.overwrite and (run.out / ck.CKPT).exists():
+            raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
+                             f"process wrote it; pass --resume or --overwrite")
+        # --overwrite: the earlier run; otherwise what a run killed before its first
+        # checkpoint left (metrics, plot). Moved to a new previous-N, never deleted.
         prev = ck.move_aside(run.out)
         if prev is not None:
-            run.log(f"--overwrite: the earlier run in {run.out} was moved to {prev}")
-    elif not run.cfg.resume and (run.out / ck.CKPT).exists():
-        raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
-                         f"process wrote it; pass --resume or --overwrite")
+            run.log(f"the earlier run in {run.out} was moved to {prev}")
     ck.remove_torn_saves(run.out)
     if run.cfg.resume:
         ck.truncate_metrics(run.out / ck.METRICS, run.step)
-    else:
-        (run.out / ck.METRICS).unlink(missing_ok=True)
     run.metrics = open(run.out / ck.METRICS, "a")
     if run.cfg.tensorboard_dir() is not None:
         from .tracking import TensorBoardLog

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from . import checkpoint as ck
 from . import data as D
 from ._io import require_writable_dir
 from .config import FIXED, FREE, SplitConfig, TrainConfig
-from .runenv import RunEnv, run_env
+from .runenv import RunEnv, available_memory, run_env
 
 __all__ = ["build_model", "build_optimizer", "compile_scope", "estimate_memory",
            "flops_per_token", "lr_at", "plan", "plan_run", "resume_config", "wrap_model"]
@@ -155,17 +154,8 @@ def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     return 16.0 * params + low + 4.0 * tokens * per_token
 
 
-def _available_memory(device) -> float | None:
-    if device.type == "cuda":
-        return float(torch.cuda.mem_get_info(device)[0])
-    try:
-        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
-    need, have = estimate_memory(cfg, world), _available_memory(device)
+    need, have = estimate_memory(cfg, world), available_memory(device)
     if have is None:
         return
     if need > 0.9 * have:
@@ -212,12 +202,18 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
         opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
     step = 0
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
+        try:
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            ck.set_rng_state(state["rng"], env.device)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+            raise ValueError(f"{Path(cfg.out) / ck.CKPT}: its optimiser, schedule or random "
+                             f"state does not fit this run ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); the file was "
+                             f"edited or damaged") from None
         for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
             g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio)
         step = state["step"]
-        ck.set_rng_state(state["rng"], env.device)
     return model, opt, sched, step
 
 
@@ -281,6 +277,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         if "train_config" not in state:
             raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
                              f"options (not written by splitnet train)")
+        ck.check_training_state(state, out)
+        ck.check_weights(state, out)
         cfg = resume_config(cfg, state["train_config"], explicit)
         if cfg.steps < state["step"]:
             raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
@@ -306,7 +304,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
 
 
 def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
-    corpus = D.load_corpus(cfg.text, cfg.val_fraction)
+    # the run directory is never part of its own corpus (--out inside the --text folder)
+    corpus = D.load_corpus(cfg.text, cfg.val_fraction, exclude=[cfg.out])
     D.check_context(corpus, cfg.context)
     if state is not None and state.get("corpus") != corpus.fingerprint():
         msg = (f"the corpus changed since the checkpoint was written (checkpoint: "

@@ -405,6 +405,69 @@ CLI_CASES = [
      r"is not a readable checkpoint"),
     ("export: checkpoint missing", ["export", "--checkpoint", "{tmp}/none", "--out",
                                     "{tmp}/hf"], 2, r"no checkpoint at \{tmp\}/none"),
+    # --- the reliability issue's hostile inputs (keep these rows last) ----------------------
+    ("order: --out is a FIFO (never replaced)", ["order", "--schemes", "strang", "--out",
+                                                 "{tmp}/fifo"], 2,
+     r"--out \{tmp\}/fifo exists and is a FIFO, not a regular file"),
+    ("trajectories: --diagnostics is a FIFO", ["trajectories", "--diagnostics", "{tmp}/fifo",
+                                               "--out", "{tmp}/t.png"], 2,
+     r"--diagnostics \{tmp\}/fifo exists and is a FIFO"),
+    ("refine: --json is a FIFO (the message names --json)",
+     ["refine", "--checkpoint", "{tmp}/garbage", "--json", "{tmp}/fifo", "--out",
+      "{tmp}/r.png"], 2, r"--json \{tmp\}/fifo exists and is a FIFO"),
+    ("refine: --json is a folder", ["refine", "--checkpoint", "{tmp}/garbage", "--json",
+                                    "{tmp}", "--out", "{tmp}/r.png"], 2,
+     r"--json \{tmp\} is a directory"),
+    ("trajectories: --gif is --out", ["trajectories", "--out", "{tmp}/t.png", "--gif",
+                                      "{tmp}/t.png"], 2,
+     r"--gif \{tmp\}/t.png is the same file as --out"),
+    ("order: an unknown image format (before any work)", ["order", "--out", "{tmp}/o.xyz"], 2,
+     r"unknown image format 'xyz'"),
+    *[(f"train: {what}", ["train", "--dry-run", *TINY, "--text", f"{{tmp}}/{name}", "--out",
+                          "{tmp}/run-a"], 2, rf"\{{tmp\}}/{re.escape(name)} is not a readable "
+                                             r".*archive \(corrupt")
+      for name, what in __import__("hostile").ARCHIVES.items()],
+    ("train: a learning rate of 1e308", ["train", *TINY, "--lr", "1e308"], 2,
+     r"lr must be <= 10, got 1e\+308"),
+    ("train: a seed of 2**64", ["train", *TINY, "--seed", str(2**64)], 2,
+     r"seed must be <= 9,223,372,036,854,775,807"),
+    ("train: a width of 10**9", ["train", *TINY, "--d-model", str(10**9)], 2,
+     r"d_model must be <= 65,536"),
+    ("order: a seed of 2**64", ["order", "--seed", str(2**64)], 2,
+     r"--seed: expected a seed, an integer >= 0 and <= 9,223,372,036,854,775,807"),
+    ("order: 200000 particles (refused with the estimate)", ["order", "--tokens", "200000"], 2,
+     r"needs about 2384.9 GiB but cpu has [\d.]+ GiB free; lower --tokens"),
+    ("trajectories: a step of 1e308", ["trajectories", "--step-size", "1e308"], 2,
+     r"--step-size: expected a number in \[1e-06, 1000\]"),
+    ("trajectories: 16384 layers of width 4096 (refused with the estimate)",
+     ["trajectories", "--n-layers", "16384", "--d-model", "4096", "--out", "{tmp}/t.png"], 2,
+     r"needs about [\d.]+ GiB but cpu has [\d.]+ GiB free; lower --n-layers"),
+    ("sample: a subnormal temperature", ["sample", "--checkpoint", "{tmp}/good/run",
+                                         "--temperature", "1e-320"], 2,
+     r"--temperature: expected a number >= 0: 0 or one in \[1e-06, 1e\+06\]"),
+    ("schemes: coefficients of 1e308 that sum to 1",
+     ["schemes", "--check", "c:1e308,c:-1e308,c:1,d:1", "--order", "1"], 2,
+     r"stage 1 has coefficient 1e\+308: --check measures coefficients up to 1e\+06"),
+    ("schemes: a stage file that is not UTF-8 (named)",
+     ["schemes", "--check", "{tmp}/stages-latin1.txt", "--order", "2"], 2,
+     r"--check \{tmp\}/stages-latin1.txt: not UTF-8 text \(byte 0xe9 at offset 9\)"),
+    ("refine: a stage string is one scheme (what is wrong is the checkpoint)",
+     ["refine", "--checkpoint", "{tmp}/garbage", "--schemes", "c:0.5,d:1,c:0.5", "--out",
+      "{tmp}/r.png"], 2, r"garbage/checkpoint.pt is not a readable checkpoint"),
+    ("refine: a batch that cannot fit (refused with the estimate)",
+     ["refine", "--checkpoint", "{tmp}/good/run", "--batch-size", "2000000000", "--methods",
+      "euler", "--out", "{tmp}/r.png", "--no-progress"], 2,
+     r"needs about [\d.]+ GiB but cpu has [\d.]+ GiB free; lower --windows or --batch-size"),
+    ("refine: 10000 substeps", ["refine", "--checkpoint", "{tmp}/garbage", "--substeps",
+                                "10000", "--out", "{tmp}/r.png"], 2,
+     r"--substeps: expected at most 4096 substeps"),
+    *[(f"train: --resume of a checkpoint {what}", ["train", "--resume", "--dry-run", "--out",
+                                                   f"{{tmp}}/{name}"], 2,
+       rf"\{{tmp\}}/{name}/checkpoint.pt: .*(it has no|must be an int >= 0|do not fit)")
+      for name, (what, _) in __import__("hostile").EDITS.items()],
+    ("sample: a small checkpoint whose config describes a big model (nothing allocated)",
+     ["sample", "--checkpoint", "{tmp}/ck-huge-config"], 2,
+     r"the weights do not fit the model its config describes \('tok_emb.weight' has shape"),
 ]
 
 
@@ -432,8 +495,22 @@ def _scratch() -> Path:
         torch.save({"version": 1, "model": {}, "model_config": {}, "step": 0,
                     "rng": {"numpy": ("MT19937", np.zeros(624, dtype=np.uint32), 0, 0, 0.0)}},
                    root / "old" / ck.CKPT)
+        _hostile_scratch(root)
         _SCRATCH = root
     return _SCRATCH
+
+
+def _hostile_scratch(root: Path) -> None:
+    """The reliability issue's hostile inputs (tests/hostile.py): a FIFO, six corrupt
+    archives, a tiny real run and edited copies of its checkpoint, a stage file that is not
+    UTF-8."""
+    import hostile
+
+    hostile.fifo(root / "fifo")
+    hostile.corrupt_archives(root)
+    run = hostile.good_checkpoint(root / "good")
+    hostile.edited_checkpoints(run, root)
+    (root / "stages-latin1.txt").write_bytes("c:0.5  # é\nd:1\nc:0.5\n".encode("latin-1"))
 
 
 _SCRATCH = None

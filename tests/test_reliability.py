@@ -23,7 +23,10 @@ from splitnet.cli import main
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
         "--batch-size", "4", "--warmup", "2", "--eval-windows", "8", "--threads", "1",
         "--no-progress", "--no-plot"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+# subprocesses run this checkout's code, whatever is pip-installed
+ROOT = str(Path(__file__).resolve().parents[1])
+ENV = {**os.environ, "OMP_NUM_THREADS": "1",
+       "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +109,14 @@ def test_overwrite_leaves_nothing_resume_could_pick_up(text, tmp_path):
                  "strang", "--steps", "100000", "--ckpt-every", "1000", "--eval-every", "1000")
     try:
         t0 = time.time()
-        while not (out / "previous" / ck.CKPT).exists() and time.time() - t0 < 120:
+        while not (out / "previous-1" / ck.CKPT).exists() and time.time() - t0 < 120:
             time.sleep(0.05)
         _wait_for_lines(out / ck.METRICS, 2, new)        # the new run's own lines
     finally:
         new.kill()
         new.wait()
     assert not (out / ck.CKPT).exists()
-    assert ck.load(out / "previous")["model_config"]["scheme"] == "lie-trotter"   # kept aside
+    assert ck.load(out / "previous-1")["model_config"]["scheme"] == "lie-trotter"   # kept aside
     assert _train("--out", str(out), "--resume", "--no-progress") == 2
 
 

@@ -6,7 +6,8 @@ their file names, so adding one is adding its file. Parsers use only the standar
 :mod:`splitnet.config`, so ``--help`` starts without importing torch; the work imports what it
 needs.
 
-Errors: bad input is one line on stderr, ``splitnet COMMAND: error: ...``, and exit status 2;
+Errors: bad input is one line on stderr, ``splitnet COMMAND: error: ...``, and exit status 2
+(also sizes beyond the machine: MemoryError, OverflowError);
 a verdict that fails (``schemes --check``, ``order --strict``) exits 1; Ctrl-C exits 130 with
 one line. Output to a closed pipe (``| head``) does not turn into a traceback, and the exit
 status stays the command's own.
@@ -80,6 +81,11 @@ def main(argv=None) -> int:
         return 130
     except (ValueError, TypeError, OSError) as e:   # bad input: one clear line, no traceback
         print(f"splitnet {command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except (MemoryError, OverflowError) as e:       # sizes beyond this machine or a float
+        what = "not enough memory" if isinstance(e, MemoryError) else "a number overflowed"
+        print(f"splitnet {command}: error: {what} ({_one_line(e)}); use smaller sizes",
+              file=sys.stderr)
         return 2
 
 

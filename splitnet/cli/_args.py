@@ -8,9 +8,10 @@ import dataclasses
 import math
 import os
 import sys
-from pathlib import Path
 
-from ..config import FIXED, FREE, cli_fields
+from ..config import FIXED, FREE, MAX_SEED, cli_fields
+
+MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -28,24 +29,46 @@ def _fail(what: str, text: str):
     raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
 
 
-def positive_int(text: str) -> int:
+def _bounded_int(text: str, lo: int, hi: int, what: str, says_hi: bool = False) -> int:
     try:
         v = int(text)
     except ValueError:
-        _fail("expected a positive integer", text)
-    if v < 1:
-        _fail("expected a positive integer", text)
+        _fail(what, text)
+    if v < lo:
+        _fail(what, text)
+    if v > hi:
+        _fail(what if says_hi else f"{what} <= {hi:,}", text)
     return v
+
+
+def positive_int(text: str) -> int:
+    return _bounded_int(text, 1, MAX_COUNT, "expected a positive integer")
 
 
 def nonnegative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        _fail("expected an integer >= 0", text)
-    if v < 0:
-        _fail("expected an integer >= 0", text)
-    return v
+    return _bounded_int(text, 0, MAX_COUNT, "expected an integer >= 0")
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer in [0, 2**63 - 1] (what every generator of torch, numpy and
+    Python takes)."""
+    return _bounded_int(text, 0, MAX_SEED,
+                        f"expected a seed, an integer >= 0 and <= {MAX_SEED:,}", says_hi=True)
+
+
+def float_in(lo: float, hi: float, zero: bool = False):
+    """The option type of a finite number in [lo, hi] (and 0 itself when ``zero``)."""
+    what = (f"expected a number >= 0: 0 or one in [{lo:g}, {hi:g}]" if zero else
+            f"expected a number in [{lo:g}, {hi:g}]")
+
+    def parse(text: str) -> float:
+        v = finite_float(text)
+        if (zero and v == 0) or lo <= v <= hi:
+            return v + 0.0        # -0.0 -> 0.0
+        _fail(what, text)
+
+    parse.__name__ = "number"
+    return parse
 
 
 def finite_float(text: str) -> float:
@@ -67,19 +90,33 @@ def csv(text: str) -> list[str]:
 
 
 def scheme_list(text: str) -> list[str]:
-    """Schemes on the command line: names, patterns or stage strings separated by ``;``. A
-    stage string holds commas itself (``c:0.5,d:1,c:0.5``), so without a ``;`` a text with a
-    ``:`` is one stage string and one without is a comma-separated list of names."""
-    if ";" in text:
-        parts = text.split(";")
-    elif ":" in text:
-        parts = [text]
-    else:
-        parts = text.split(",")
-    items = [x.strip() for x in parts if x.strip()]
-    if not items:
-        _fail("expected schemes separated by ';' (names, patterns or stage strings)", text)
-    return items
+    """Schemes on the command line: names and s/f/x patterns separated by commas, and stage
+    strings (``c:0.5,d:1,c:0.5``), whose commas separate stages: consecutive items with ':' are
+    one stage string. ``;`` separates schemes outright, so two stage strings in a row are
+    ``c:1,d:1;c:0.5,d:1,c:0.5`` (or give the option twice: the values add up)."""
+    out = []
+    for group in text.split(";"):
+        stages = []
+        for item in (x.strip() for x in group.split(",")):
+            if not item:
+                continue
+            if ":" in item:
+                stages.append(item)
+                continue
+            if stages:
+                out.append(",".join(stages))
+                stages = []
+            out.append(item)
+        if stages:
+            out.append(",".join(stages))
+    if not out:
+        _fail("expected schemes: names, patterns or stage strings separated by ',' or ';'", text)
+    return out
+
+
+SCHEME_LIST_HELP = ("names and s/f patterns separated by commas; a stage string such as "
+                    "c:0.5,d:1,c:0.5 counts as one scheme; ';' separates two stage strings in a "
+                    "row (or repeat the option)")
 
 
 def csv_floats(text: str) -> list[float]:
@@ -169,20 +206,11 @@ def fixed_options(cls) -> list[str]:
 
 
 def check_writable(path, flag: str = "--out") -> None:
-    """An output file we can create: not a directory, its folder exists and is writable (tried
-    for real, see :func:`splitnet._io.probe_writable`)."""
-    from .._io import probe_writable
+    """An output file we can create or replace (:func:`splitnet._io.check_output_file`: a new
+    name or a regular file, never a directory, device or FIFO, in a writable folder)."""
+    from .._io import check_output_file
 
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"{flag} {p} is a directory; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{flag} {p}: directory {parent} does not exist")
-    try:
-        probe_writable(parent)
-    except OSError as e:
-        raise ValueError(f"{flag} {p}: cannot write to {parent} ({e.strerror})") from None
+    check_output_file(path, flag)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +257,27 @@ def set_stdout_guard() -> None:
     sys.stdout = _PipeSafeStdout(sys.stdout)
 
 
+def add_threads_option(p) -> None:
+    """``--threads N`` (CPU threads of the work; default: :func:`splitnet.runenv.default_threads`,
+    which leaves cores that other processes keep busy)."""
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help="CPU threads (default: the cores not busy with other processes, at "
+                        "least 1; see splitnet.runenv.default_threads)")
+
+
+def set_threads(n: int | None) -> int:
+    """Set torch's CPU threads to ``n`` (None: :func:`splitnet.runenv.default_threads`);
+    returns the number set. Imports torch: call it from ``run``."""
+    import torch
+
+    from ..runenv import default_threads
+
+    n = n or default_threads()
+    if n != torch.get_num_threads():
+        torch.set_num_threads(n)
+    return n
+
+
 def torch_device(name: str):
     """``--device auto|cpu|cuda`` as a torch device (auto: CUDA when available); asking for CUDA
     where there is none is a one-line error. Imports torch: call it from ``run``, not from a
@@ -242,6 +291,8 @@ def torch_device(name: str):
     return torch.device(name)
 
 
-__all__ = ["OneLineParser", "add_config_options", "check_writable", "csv", "csv_floats",
-           "csv_positive_ints", "finite_float", "fixed_options", "given_options", "nonempty",
-           "nonnegative_int", "positive_int", "scheme_list", "set_stdout_guard", "torch_device"]
+__all__ = ["MAX_COUNT", "SCHEME_LIST_HELP", "OneLineParser", "add_config_options",
+           "add_threads_option", "check_writable", "csv", "csv_floats", "csv_positive_ints",
+           "finite_float", "fixed_options", "float_in", "given_options", "nonempty",
+           "nonnegative_int", "positive_int", "scheme_list", "seed", "set_stdout_guard",
+           "set_threads", "torch_device"]

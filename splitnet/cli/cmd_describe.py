@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..config import WEIGHTS, SplitConfig
-from ._args import add_config_options, csv, given_options, positive_int
+from ._args import SCHEME_LIST_HELP, add_config_options, given_options, positive_int, scheme_list
 
 RANK = 30   # place in `splitnet --help`
 HELP = "parameters, field evaluations and FLOPs per token of a model"
@@ -14,9 +14,9 @@ SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6}
 
 
 def configure(p) -> None:
-    p.add_argument("--scheme", type=csv, default=["lie-trotter"],
-                   help="scheme name, s/f pattern, comma-separated list, or 'all' for the "
-                        "registry (default lie-trotter)")
+    p.add_argument("--scheme", type=scheme_list, action="extend", default=None,
+                   help=f"schemes: {SCHEME_LIST_HELP}; or 'all' for the registry (default "
+                        f"lie-trotter)")
     p.add_argument("--weights", choices=[*WEIGHTS, "both"], default="both",
                    help="weights mode (default both)")
     g = p.add_argument_group("model (splitnet.models.SplitConfig)")
@@ -35,7 +35,8 @@ def run(args) -> int:
     from .. import cost
     from ..schemes import available
 
-    names = available() if args.scheme == ["all"] else args.scheme
+    given = args.scheme or ["lie-trotter"]
+    names = available() if given == ["all"] else given
     weights = WEIGHTS if args.weights == "both" else (args.weights,)
     size = {**SIZE, **given_options(args, SplitConfig, skip=("scheme", "weights"))}
     size.update(vocab_size=args.vocab_size, max_len=args.seq_len)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from contextlib import contextmanager
 
-from ._args import nonempty
+from ._args import add_threads_option, nonempty, set_threads
 
 RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
@@ -18,8 +20,9 @@ def configure(p) -> None:
         "(config.json, model.safetensors, and a byte tokenizer) that transformers' "
         "AutoModelForCausalLM.from_pretrained loads with the same logits. A Lie-Trotter model "
         "with Euler sub-steps at h = 1 is written as a standard GPT-2; any other scheme as a "
-        "'splitnet' model (load it with 'import splitnet.hf'). Needs: pip install "
-        "'splitnet[hf]'.")
+        "'splitnet' model (load it with 'import splitnet.hf'). The files are written to a "
+        "temporary folder beside HFDIR and moved in only when complete and read back: a full "
+        "disk, Ctrl-C or SIGTERM leaves HFDIR as it was. Needs: pip install 'splitnet[hf]'.")
     p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
                    help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
     p.add_argument("--out", metavar="HFDIR", type=nonempty, required=True,
@@ -32,6 +35,7 @@ def configure(p) -> None:
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="load a checkpoint that holds Python objects (an old format); only for "
                         "files from a trusted source")
+    add_threads_option(p)
 
 
 def _check_out(args):
@@ -50,13 +54,57 @@ def _check_out(args):
     return out
 
 
-def run(args) -> int:
-    import torch
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a job scheduler, ``kill``) stops the export like Ctrl-C: the temporary
+    directory is removed and the command says so (exit 130), instead of dying half-written."""
+    def handle(signum, frame):
+        raise KeyboardInterrupt
 
+    try:
+        old = signal.signal(signal.SIGTERM, handle)
+    except ValueError:                      # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _write(model, out, fmt: str):
+    """The model written to a temporary directory beside ``out``, read back as transformers
+    would and compared on a few tokens, then moved into ``out`` (file by file with
+    --overwrite). Any failure, a full disk or a signal leaves ``out`` as it was. Returns (the
+    format written, max |logit difference|, tokens compared)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from .. import interop
+    from .._io import atomic_directory, write_failure
+
+    try:
+        with atomic_directory(out) as tmp:
+            written = interop.to_hf(model, tmp, format=fmt)
+            back = AutoModelForCausalLM.from_pretrained(tmp, local_files_only=True).eval()
+            idx = torch.randint(0, model.vocab_size, (1, min(16, model.max_len)),
+                                generator=torch.Generator().manual_seed(0))
+            with torch.no_grad():
+                diff = float((back(idx).logits - model(idx)).abs().max())
+    except Exception as e:
+        failure = write_failure(e, out)
+        if failure is None:
+            raise
+        raise failure from None
+    return written, diff, idx.shape[1]
+
+
+def run(args) -> int:
     from ..checkpoint import load_model
     from ..config import require
 
     out = _check_out(args)
+    set_threads(args.threads)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint)
     require("transformers", "safetensors", extra="hf", feature="splitnet export")
     from transformers.utils import logging as hf_logging
@@ -68,20 +116,13 @@ def run(args) -> int:
     why = interop.gpt2_mismatch(model)
     if args.format == "gpt2" and why:
         raise ValueError(f"the model is not a GPT-2 ({why}); use --format splitnet or auto")
-    fmt = interop.to_hf(model, out, format=args.format)
-    # Read it back as transformers would, and compare the logits on a few tokens.
-    from transformers import AutoModelForCausalLM
-
-    back = AutoModelForCausalLM.from_pretrained(out, local_files_only=True).eval()
-    idx = torch.randint(0, model.vocab_size, (1, min(16, model.max_len)),
-                        generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        diff = float((back(idx).logits - model(idx)).abs().max())
+    with _sigterm_as_interrupt():
+        fmt, diff, n = _write(model, out, args.format)
     kind = ("a standard GPT-2" if fmt == "gpt2" else
             f"a splitnet model ({why or 'as asked'}); load it with 'import splitnet.hf'")
     print(f"wrote {out} as {kind}")
     print(f"read back with AutoModelForCausalLM: max |logit difference| = {diff:.3g} on "
-          f"{idx.shape[1]} tokens")
+          f"{n} tokens")
     if not diff <= TOLERANCE:
         print(f"splitnet export: the model read back differs (more than {TOLERANCE:g})",
               file=sys.stderr)

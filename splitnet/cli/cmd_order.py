@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from ..subflows import METHODS
-from ._args import check_writable, csv, csv_floats, positive_int, scheme_list
+from ._args import (
+    SCHEME_LIST_HELP,
+    add_threads_option,
+    csv,
+    csv_floats,
+    positive_int,
+    scheme_list,
+    seed,
+    set_threads,
+)
 
 RANK = 10   # place in `splitnet --help`
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
@@ -16,13 +26,13 @@ DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
 # Macaron decoder as published, and the symmetric generalised Strang and its triple jump over
 # --field-order (feed-forward outermost, like Macaron). Separated by ';' (stage strings hold ',').
 DEFAULT_SCHEMES_3 = "d:1,x:1,c:1;c:0.5,d:1,x:1,c:0.5;strang;yoshida4"
+MAX_STEP = 100.0     # the largest step size --step-sizes takes (the system's time scale is ~1)
 
 
 def configure(p) -> None:
-    p.add_argument("--schemes", type=scheme_list, default=None,
-                   help=f"scheme names, s/f/x patterns or stage strings, separated by ';' (or "
-                        f"',' when no stage string is among them) (default: {DEFAULT_SCHEMES}; "
-                        f"with --fields 3: {DEFAULT_SCHEMES_3})")
+    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                   help=f"schemes: {SCHEME_LIST_HELP} (default: {DEFAULT_SCHEMES}; with "
+                        f"--fields 3: {DEFAULT_SCHEMES_3})")
     p.add_argument("--fields", type=int, choices=(2, 3), default=2,
                    help="2: attention + feed-forward (default); 3: a decoder layer, with "
                         "cross-attention to fixed memory particles")
@@ -43,15 +53,20 @@ def configure(p) -> None:
     p.add_argument("--tokens", type=positive_int, default=6, help="particles (default 6)")
     p.add_argument("--d-model", type=positive_int, default=8,
                    help="particle dimension, a multiple of 2 (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random system (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random system (default 0)")
     p.add_argument("--out", default="order.png", help="PNG to write (default order.png)")
     p.add_argument("--strict", action="store_true",
-                   help="exit with status 1 if any measured slope is off theory by more than 0.3")
+                   help="exit with status 1 if any measured slope is off theory by more than 0.3 "
+                        "(or undetermined: every error at round-off)")
+    add_threads_option(p)
 
 
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
+    from .._io import check_output_file
     from ..flows import n_steps_for
+    from ..plots import check_format
+    from ..runenv import require_memory
     from ..schemes import available, get, resolve
     from ..subflows import get_method
     from ..validate import check_step_size
@@ -77,12 +92,27 @@ def _validate(args):
                              else [0.5, 0.25, 0.125, 0.0625])
     for h in hs:
         check_step_size(h)
+        if h > MAX_STEP:
+            raise ValueError(f"--step-sizes: a step of {h:g} is beyond the system's time scale "
+                             f"(at most {MAX_STEP:g})")
         if args.kind == "global":
             n_steps_for((0.0, 1.0), h)
     if len(set(hs)) < 2:
         raise ValueError("--step-sizes needs at least two distinct values")
-    check_writable(args.out)
+    check_output_file(args.out)
+    check_format(args.out)
+    require_memory(memory_estimate(args.tokens, args.d_model),
+                   f"a particle system of {args.tokens} tokens in R^{args.d_model}",
+                   "lower --tokens or --d-model")
     return schemes, hs
+
+
+def memory_estimate(tokens: int, d_model: int, heads: int = 2, d_ff: int = 16) -> float:
+    """Bytes a convergence study of the particle system holds at once (float64): the attention
+    scores and their softmax per head (tokens^2 each, a few copies), the solver's stages (about
+    20 states of tokens x d_model) and the fields' weights."""
+    return 8.0 * (4 * heads * tokens**2 + 20 * tokens * (d_model + d_ff)
+                  + 4 * d_model**2 + 2 * d_model * d_ff)
 
 
 def _system(args):
@@ -113,6 +143,7 @@ def run(args) -> int:
     from .. import analysis, plots
 
     schemes, hs = _validate(args)
+    set_threads(args.threads)
     fields, x0, what = _system(args)
     slope = "local slope" if args.kind == "local" else "global slope"
     print(f"{what}: {args.tokens} particles in R^{args.d_model}, float64, seed {args.seed}; "
@@ -134,8 +165,11 @@ def run(args) -> int:
         order = "exact" if exact else str(s.effective_order(r.method))
         slope_txt = "at floor" if exact else f"{r.order:.2f}"
         expected = "-" if exact else str(r.expected_order)
+        # a slope that is not a number: every error at round-off (or zero), nothing measured
+        verdict = "ok" if r.ok else ("MISMATCH" if math.isfinite(r.order) else
+                                     "undetermined (errors at round-off)")
         print(f"{_label(s):<{width}}{r.method:<10}{order:>6}{slope_txt:>14}{expected:>10}  "
-              f"{'ok' if r.ok else 'MISMATCH'}")
+              f"{verdict}")
     for s, r in zip((s for s, _ in combos), results):
         r.scheme = _label(s)
     drawn = [r for s, r in zip((s for s, _ in combos), results)
@@ -147,4 +181,5 @@ def run(args) -> int:
     return 1 if (bad and args.strict) else 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "RANK", "configure", "run"]
+__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "MAX_STEP", "RANK", "configure",
+           "memory_estimate", "run"]

@@ -10,16 +10,41 @@ one more source: an option in :func:`configure` and a function beside :func:`_fr
 
 from __future__ import annotations
 
+import math
 import sys
 
 from ..config import DEVICES, METHODS
 from ..names import unknown_name
-from ._args import check_writable, csv, csv_positive_ints, nonempty, positive_int, torch_device
+from ._args import (
+    SCHEME_LIST_HELP,
+    add_threads_option,
+    csv,
+    nonempty,
+    positive_int,
+    scheme_list,
+    set_threads,
+    torch_device,
+)
 
 RANK = 80   # place in `splitnet --help`
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.refine.DEFAULT_SCHEMES
 OWN = "own"
+MAX_SUBSTEPS = 4096      # substeps of a scheme per layer (each one more pass over the fields)
+
+
+def substeps_list(text: str) -> list[int]:
+    """Comma-separated substep counts, each in [1, MAX_SUBSTEPS]."""
+    import argparse
+
+    out = []
+    for x in csv(text):
+        k = positive_int(x)
+        if k > MAX_SUBSTEPS:
+            raise argparse.ArgumentTypeError(f"expected at most {MAX_SUBSTEPS} substeps, got "
+                                             f"{x!r}")
+        out.append(k)
+    return out
 
 
 def configure(p) -> None:
@@ -44,16 +69,15 @@ def configure(p) -> None:
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="load a checkpoint that holds Python objects (an old format); only for "
                         "files from a trusted source")
-    p.add_argument("--schemes", type=csv, default=csv(DEFAULT_SCHEMES),
-                   help=f"comma-separated schemes (names, s/f patterns, stage strings) that "
-                        f"integrate the layers' fields; '{OWN}' = the layers' own stages with "
-                        f"their own sub-layers (added by default for per-stage models) "
-                        f"(default {DEFAULT_SCHEMES})")
-    p.add_argument("--substeps", type=csv_positive_ints, default=[1, 2, 4, 8],
+    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                   help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
+                        f"'{OWN}' = the layers' own stages with their own sub-layers (added by "
+                        f"default for per-stage models) (default {DEFAULT_SCHEMES})")
+    p.add_argument("--substeps", type=substeps_list, default=[1, 2, 4, 8],
                    metavar="K,K,...", help="steps of the scheme per layer (default 1,2,4,8)")
     p.add_argument("--methods", type=csv, default=list(METHODS),
                    help=f"sub-flow methods, of {', '.join(METHODS)} (default all)")
-    p.add_argument("--exact-substeps", type=csv_positive_ints, default=None, metavar="K,K,...",
+    p.add_argument("--exact-substeps", type=substeps_list, default=None, metavar="K,K,...",
                    help="substeps for the exact method, which costs ~30-150 field evaluations "
                         "per sub-flow (default: --substeps)")
     p.add_argument("--windows", type=positive_int, default=None, metavar="N",
@@ -66,8 +90,7 @@ def configure(p) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="auto = cuda when available (default auto)")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="CPU threads (default: torch's)")
+    add_threads_option(p)
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")
 
@@ -80,18 +103,17 @@ def _grid(args) -> list:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         raise ValueError(unknown_name("method", bad[0], METHODS))
-    return study_grid(args.schemes, args.substeps, args.methods, args.exact_substeps)
+    return study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
+                      args.exact_substeps)
 
 
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
-    import math
-
     from ..refine import checkpoint_source
 
     model, evaluate, info = checkpoint_source(
         args.checkpoint, windows=args.windows, device=device, batch_size=args.batch_size,
-        trust=args.trust_checkpoint,
+        trust=args.trust_checkpoint, check_memory=True,
         warn=lambda msg: print(f"splitnet refine: warning: {msg}", file=sys.stderr))
     rec = info["val_bpb"]
     desc = (f"checkpoint {args.checkpoint} (step {info['step']}; recorded val bpb "
@@ -115,26 +137,22 @@ def _from_hf(args, device):
 def run(args) -> int:
     import json
 
-    import torch
-
     from .. import plots
+    from .._io import check_outputs
     from ..refine import refinement_study
 
     _grid(args)                                     # every input checked before any work
-    check_writable(args.out)
-    if args.json:
-        check_writable(args.json)
+    check_outputs([("--out", args.out), ("--json", args.json)])
+    plots.check_format(args.out)
     device = torch_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.text and not args.hf:
         raise ValueError("--text goes with --hf (a checkpoint is evaluated on its own "
                          "validation windows)")
     source = _from_hf if args.hf else _from_checkpoint
     model, evaluate, desc, unit, scale = source(args, device)
-    schemes = list(args.schemes)
-    if model.config.weights == "per-stage" and OWN not in schemes and \
-            args.schemes == csv(DEFAULT_SCHEMES):
+    schemes = list(args.schemes or scheme_list(DEFAULT_SCHEMES))
+    if model.config.weights == "per-stage" and OWN not in schemes and args.schemes is None:
         schemes.append(OWN)
     print(f"model: {desc}; {model.scheme.name} ({model.config.weights}, "
           f"{model.config.method}), {model.n_layers} layers, h = {model.step_size:g}; "
@@ -144,14 +162,26 @@ def run(args) -> int:
                            label=f"{model.scheme.name} ({model.config.weights})", unit=unit,
                            scale=scale, progress=args.progress)
     print(res.table())
-    plots.plot_refinement([res], args.out)
-    print(f"png: {args.out}")
-    if args.json:
+    if args.json:                  # the numbers first: a figure that fails must not lose them
         from .._io import atomic_write_text
 
-        atomic_write_text(args.json, json.dumps(res.to_dict(), indent=1))
+        atomic_write_text(args.json, json.dumps(_finite(res.to_dict()), indent=1))
         print(f"json: {args.json}")
+    plots.plot_refinement([res], args.out)
+    print(f"png: {args.out}")
     return 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "HELP", "OWN", "RANK", "configure", "run"]
+def _finite(x):
+    """JSON has no NaN or infinity: a loss that diverged is written as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_SUBSTEPS", "OWN", "RANK", "configure", "run",
+           "substeps_list"]

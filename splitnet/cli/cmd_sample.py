@@ -7,11 +7,23 @@ import math
 import sys
 
 from ..config import DEVICES
-from ._args import nonempty, nonnegative_int, positive_int, torch_device
+from ._args import (
+    add_threads_option,
+    float_in,
+    nonempty,
+    nonnegative_int,
+    positive_int,
+    seed,
+    set_threads,
+    torch_device,
+)
 
 RANK = 60   # place in `splitnet --help`
 HELP = "generate text from a trained checkpoint"
 START = b"\n"   # what an empty prompt starts from: a line break (the corpus is lines of text)
+# Temperatures other than 0 that sampling takes: logits / T stays finite in float32 (a
+# subnormal T made every probability NaN).
+TEMPERATURE = (1e-6, 1e6)
 
 
 def nonnegative_float(text: str) -> float:
@@ -39,17 +51,20 @@ def configure(p) -> None:
                    help="text to continue (default: empty = start from a line break)")
     p.add_argument("--max-new-tokens", type=nonnegative_int, default=256, metavar="N",
                    help="bytes to generate (default 256)")
-    p.add_argument("--temperature", type=nonnegative_float, default=1.0, metavar="T",
-                   help="softmax temperature; 0 = greedy (default 1.0)")
+    p.add_argument("--temperature", type=float_in(TEMPERATURE[0], TEMPERATURE[1], zero=True),
+                   default=1.0, metavar="T",
+                   help=f"softmax temperature in [{TEMPERATURE[0]:g}, {TEMPERATURE[1]:g}]; 0 = "
+                        f"greedy (default 1.0)")
     p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
                    help="sample from the K most likely bytes only (default: all)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
+    p.add_argument("--seed", type=seed, default=0, metavar="S",
                    help="seed of the sampling RNG (default 0): same seed, same text")
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="auto = cuda when available (default auto)")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="load a checkpoint that holds Python objects (an old format); only for "
                         "files from a trusted source")
+    add_threads_option(p)
 
 
 def prompt_bytes(prompt: str) -> bytes:
@@ -94,6 +109,7 @@ def run(args) -> int:
     from ..generation import cache_unsupported, stream
 
     device = torch_device(args.device)
+    set_threads(args.threads)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
@@ -131,4 +147,5 @@ def _how(model, n_prompt: int, n: int, reason: str | None) -> str:
             f"token) for {n - cached}")
 
 
-__all__ = ["HELP", "RANK", "START", "configure", "nonnegative_float", "prompt_bytes", "run"]
+__all__ = ["HELP", "RANK", "START", "TEMPERATURE", "configure", "nonnegative_float",
+           "prompt_bytes", "run"]

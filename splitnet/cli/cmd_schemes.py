@@ -25,17 +25,53 @@ def configure(p) -> None:
                         "(otherwise sums other than 1 fail as not consistent)")
 
 
+MAX_COEFF = 1e6        # |stage coefficient| that --check measures (published ones are below 10)
+MAX_FILE = 1 << 20     # bytes of a --check FILE
+
+
+def _is_spec(text: str) -> bool:
+    """A stage list, a registered name or an s/f pattern: told from the text alone, never
+    looked up on disk (a long pattern is not a file name)."""
+    from ..schemes import available
+
+    t = text.strip()
+    return (":" in t or t in available("all")
+            or (bool(t) and set(t.lower()) <= {"s", "f"}))
+
+
 def _spec(text: str) -> tuple[str, bool]:
-    """(stage text or name, whether it is a stage list): a path to an existing file is read."""
+    """(stage text or name, whether it is a stage list): a stage list, name or pattern as
+    given; anything else is a file (one stage per line), read as UTF-8."""
     from pathlib import Path
 
+    if _is_spec(text):
+        return text.strip(), ":" in text
     path = Path(text)
-    if path.is_file():
-        return path.read_text(), True
-    if ":" not in text and ("/" in text or path.suffix):
-        raise ValueError(f"--check: no file {text!r} (nor a stage list 'field:coeff,...', a "
-                         f"scheme name or an s/f pattern)")
-    return text.strip(), ":" in text
+    try:
+        if path.is_dir():
+            raise ValueError(f"--check {text}: is a directory; give a file of stages")
+        if not path.is_file():
+            raise ValueError(f"--check {text!r}: no file of that name, and not a stage list "
+                             f"'field:coeff,...', a scheme name or an s/f pattern")
+        if path.stat().st_size > MAX_FILE:
+            raise ValueError(f"--check {text}: {path.stat().st_size:,} bytes; a stage file "
+                             f"holds one stage per line (at most {MAX_FILE:,} bytes)")
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"--check {text!r}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--check {text}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                         f"offset {e.start})") from None
+
+
+def _check_coefficients(stages) -> None:
+    for i, st in enumerate(stages, 1):
+        if abs(st.coeff) > MAX_COEFF:
+            raise ValueError(f"stage {i} has coefficient {st.coeff:g}: --check measures "
+                             f"coefficients up to {MAX_COEFF:g} in size (published methods "
+                             f"stay below 10)")
 
 
 def _check(args) -> int:
@@ -44,7 +80,7 @@ def _check(args) -> int:
 
     spec, is_list = _spec(args.check)
     if is_list:
-        parse(spec)                       # a malformed list: its own message first
+        _check_coefficients(parse(spec))  # a malformed list: its own message first
         if args.order is None:
             raise ValueError("--check with a stage list needs --order P: the order the stages "
                              "are meant to have")
@@ -103,4 +139,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "configure", "run"]
+__all__ = ["HELP", "MAX_COEFF", "MAX_FILE", "RANK", "configure", "run"]

@@ -17,8 +17,9 @@ def configure(p) -> None:
     p.description = (
         "Train a byte-level SplitTransformer language model. Default: the Python standard "
         "library's .py files, d_model 128, 4 heads, 4 layers, context 128, batch 16, 600 steps "
-        "= 1.2M training bytes (about 1 minute on 2 idle CPU cores; on cores busy with other "
-        "jobs use --threads 1). Writes checkpoint.pt, metrics.jsonl and loss.png to --out. "
+        "= 1.2M training bytes (about 3 minutes on 2 CPU cores busy with other jobs, where the "
+        "default takes 1 thread; about 1 minute on 2 idle ones). Writes checkpoint.pt, "
+        "metrics.jsonl and loss.png to --out. "
         "On --resume every option not given is restored from the checkpoint; options marked "
         "[may change on --resume] can be changed, the others must match. Several processes: "
         "torchrun --nproc_per_node=N -m splitnet train ...")

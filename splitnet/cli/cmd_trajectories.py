@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import WEIGHTS
-from ._args import check_writable, csv, nonempty, nonnegative_int, positive_int
+from ..config import LIMITS, WEIGHTS
+from ._args import (
+    SCHEME_LIST_HELP,
+    add_threads_option,
+    float_in,
+    nonempty,
+    nonnegative_int,
+    positive_int,
+    scheme_list,
+    seed,
+    set_threads,
+)
 
 RANK = 50   # place in `splitnet --help`
 HELP = "plot token embeddings as particles"
@@ -38,9 +48,9 @@ def configure(p) -> None:
     p.add_argument("--gif", metavar="PATH", help="also write an animated GIF")
     p.add_argument("--diagnostics", metavar="PNG",
                    help="also write the clustering diagnostics (cosines, effective rank)")
-    p.add_argument("--compare", metavar="SCHEMES", type=csv,
-                   help="also write small multiples for these comma-separated schemes on "
-                        "the same input to <out>_compare.png (shared fields)")
+    p.add_argument("--compare", metavar="SCHEMES", type=scheme_list, action="extend",
+                   help=f"also write small multiples for these schemes ({SCHEME_LIST_HELP}) "
+                        f"on the same input to <out>_compare.png (shared fields)")
     p.add_argument("--per-layer", action="store_true",
                    help="record layer outputs only, not every stage")
     p.add_argument("--no-ode", action="store_true", help="do not integrate the ODE path")
@@ -56,10 +66,12 @@ def configure(p) -> None:
     g.add_argument("--d-model", type=positive_int, default=64, help="width (default 64)")
     g.add_argument("--n-heads", type=positive_int, default=4, help="attention heads (default 4)")
     g.add_argument("--n-layers", type=positive_int, default=6, help="layers (default 6)")
-    g.add_argument("--step-size", type=float, default=1.0, help="h (default 1.0)")
+    g.add_argument("--step-size", type=float_in(1e-6, LIMITS["step_size"]), default=1.0,
+                   help="h (default 1.0)")
     g.add_argument("--weights", choices=WEIGHTS, default="shared",
                    help="sub-layer weights (default shared)")
-    g.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
+    g.add_argument("--seed", type=seed, default=0, help="initialisation seed (default 0)")
+    add_threads_option(p)
 
 
 def compare_path(out: str) -> Path:
@@ -86,8 +98,7 @@ def _model(args):
     compare = [resolve(s) for s in args.compare or []]
     if args.checkpoint and args.hf:
         raise ValueError("give --checkpoint or --hf, not both")
-    for flag, o in _outputs(args):
-        check_writable(o, flag)
+    _check_outputs(args)
     if args.checkpoint or args.hf:
         tokenizer = None
         if args.hf:
@@ -104,12 +115,49 @@ def _model(args):
                              f"weights={model.weights!r}, whose stages have their own sub-layers")
         origin = f"Hugging Face {args.hf}" if args.hf else f"checkpoint {args.checkpoint}"
         return model, origin, compare, tokenizer
-    SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
-                n_layers=args.n_layers, step_size=args.step_size, weights=args.weights)
+    cfg = SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
+                      n_layers=args.n_layers, step_size=args.step_size, weights=args.weights,
+                      scheme=scheme or "lie-trotter")
+    _require_memory(args, cfg)
     model = tr.fresh_model(scheme or "lie-trotter", d_model=args.d_model, n_heads=args.n_heads,
                            n_layers=args.n_layers, step_size=args.step_size,
                            weights=args.weights, seed=args.seed)
     return model, f"fresh initialisation (seed {args.seed})", compare, None
+
+
+def _check_outputs(args) -> None:
+    """Every output a new name or a regular file in a writable folder, no two the same, each
+    in a format that can be written: before any work."""
+    from .. import plots
+    from .._io import check_outputs
+
+    outs = _outputs(args)
+    check_outputs(outs)
+    for flag, o in outs:
+        if flag != "--gif":
+            plots.check_format(o, flag)
+
+
+def memory_estimate(cfg, n_tokens: int, points_per_layer: int, ode: bool) -> float:
+    """Bytes of a fresh model (float32 weights: per layer 12 d^2 for the shared attention and
+    feed-forward, times the stages with per-stage weights) and of the recorded states (float64,
+    a few copies for the PCA and the plots) of ``n_tokens`` tokens."""
+    sch = cfg.resolved_scheme()
+    stages = len(sch.stages)
+    per_layer = (4 + 2 * cfg.d_ff / cfg.d_model) * cfg.d_model**2
+    if cfg.weights == "per-stage":
+        per_layer *= stages
+    points = cfg.n_layers * (stages + 1 + (points_per_layer if ode else 0))
+    return 4.0 * cfg.n_layers * per_layer + 8.0 * 4 * points * n_tokens * cfg.d_model
+
+
+def _require_memory(args, cfg) -> None:
+    from ..runenv import require_memory
+
+    n = len(args.text.encode("utf-8", "surrogateescape"))
+    require_memory(memory_estimate(cfg, n, args.points_per_layer, not args.no_ode),
+                   f"a model of {cfg.n_layers} layers of width {cfg.d_model} and its trajectories",
+                   "lower --n-layers or --d-model")
 
 
 def _print_table(traj, cl, origin, model, text) -> None:
@@ -149,6 +197,7 @@ def run(args) -> int:
     from .. import plots
     from .. import trajectories as tr
 
+    set_threads(args.threads)
     model, origin, compare, tokenizer = _model(args)
     idx = tr.encode(args.text) if tokenizer is None else \
         torch.tensor(tokenizer.encode(args.text), dtype=torch.long)
@@ -185,4 +234,5 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_TEXT", "HELP", "RANK", "compare_path", "configure", "run"]
+__all__ = ["DEFAULT_TEXT", "HELP", "RANK", "compare_path", "configure", "memory_estimate",
+           "run"]

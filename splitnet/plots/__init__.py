@@ -1,7 +1,8 @@
 """Every figure the library draws, one style, one atomic saver; a module per figure family:
 
 * :mod:`~splitnet.plots.style` — colours, line styles and markers (:func:`series_style`),
-  :func:`save_figure` (atomic), :func:`readable_log_ticks`,
+  :func:`save_figure` (atomic), :func:`check_format` (before any work),
+  :func:`readable_log_ticks`,
 * :mod:`~splitnet.plots.convergence` — convergence and work–precision plots
   (:func:`plot_convergence`, :func:`plot_work_precision`), the network against its ODE
   (:func:`plot_gaps`),
@@ -26,6 +27,7 @@ from .style import (
     MARKERS,
     PALETTE,
     TOKEN_PALETTE,
+    check_format,
     readable_log_ticks,
     save_figure,
     series_style,
@@ -41,7 +43,8 @@ from .trajectories import (
 from .zoo import plot_zoo_efficiency
 
 __all__ = [
-    "LINESTYLES", "MARKERS", "PALETTE", "TOKEN_PALETTE", "animate", "plot_clustering",
+    "LINESTYLES", "MARKERS", "PALETTE", "TOKEN_PALETTE", "animate", "check_format",
+    "plot_clustering",
     "plot_convergence", "plot_gaps", "plot_metrics", "plot_refinement", "plot_refinement_summary",
     "plot_scheme_comparison", "plot_seed_curves", "plot_trajectories", "plot_work_precision",
     "plot_zoo_efficiency", "readable_log_ticks", "save_figure", "save_trajectory_plot",

@@ -49,19 +49,23 @@ def _refinement_panel(ax, res, styles, top_above: float | None) -> float | None:
     """One model: a line per (scheme, method) through its substep counts; the model as trained
     (star) and the finest exact re-integration (dotted level). Returns the y-limit used."""
     own = res.value(res.own)
-    vals = [res.value(p) for p in res.points] + [own]
-    top = None if top_above is None else min(max(vals), own + top_above)
+    # a loss that diverged (NaN, inf) is drawn off the scale, never used for the limits
+    vals = [v for v in [res.value(p) for p in res.points] + [own] if math.isfinite(v)] or [0.0]
+    top = None if top_above is None else min(max(vals), own + top_above if math.isfinite(own)
+                                             else max(vals))
+    if top is None and len(vals) < len(res.points) + 1:
+        top = max(vals)
     for key, pts in res.series().items():
         x = [p.evals for p in pts]
         y = [res.value(p) for p in pts]
         ax.semilogx(x, y, ms=4, lw=1.3, **styles[key])
         if top is not None:
-            off = [(xi, yi) for xi, yi in zip(x, y) if yi > top]
+            off = [(xi, yi) for xi, yi in zip(x, y) if not yi <= top]
             if off:
                 ax.plot([o[0] for o in off], [top] * len(off), "^", color=styles[key]["color"],
                         mec="k", ms=8, clip_on=False, zorder=4)
     lim = res.limit()
-    if lim is not None:
+    if lim is not None and math.isfinite(res.value(lim)):
         ax.axhline(res.value(lim), color="0.35", ls=":", lw=1.2, zorder=1)
     ax.plot([res.own.evals], [own], "*", color="k", ms=15, zorder=6, mfc="gold")
     lo = min(vals)
@@ -97,7 +101,7 @@ def plot_refinement(results, path, title: str | None = None, top_above: float | 
     clipped = False
     for ax, res in zip(axes.flat, results):
         top = _refinement_panel(ax, res, styles, top_above)
-        clipped |= top is not None and any(res.value(p) > top for p in res.points)
+        clipped |= top is not None and any(not res.value(p) <= top for p in res.points)
     for ax in axes.flat[len(results):]:
         ax.axis("off")
     for ax in axes[:, 0]:
@@ -127,8 +131,10 @@ def _refinement_legend(keys, styles, clipped: bool, top_above, unit: str) -> lis
                           "fields\n(each layer's unsplit ODE solved exactly)"))
     if clipped:
         handles.append(Line2D([], [], color="0.6", mec="k", marker="^", ls="none", ms=8,
-                              label=f"off the scale: > {top_above:g} {unit} above\nthe "
-                                    f"trained network (see the table)"))
+                              label=(f"off the scale: > {top_above:g} {unit} above\nthe "
+                                     f"trained network, or diverged (see the table)"
+                                     if top_above is not None else
+                                     "off the scale: diverged\n(NaN or inf, see the table)")))
     return handles
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from .._io import atomic_write
 
-__all__ = ["LINESTYLES", "MARKERS", "PALETTE", "TOKEN_PALETTE", "readable_log_ticks",
-           "save_figure", "series_style"]
+__all__ = ["LINESTYLES", "MARKERS", "PALETTE", "TOKEN_PALETTE", "check_format",
+           "readable_log_ticks", "save_figure", "series_style"]
 
 # 12 hues dark enough to read on white: tab10 without its grey and olive, then Dark2 shades.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -32,6 +32,20 @@ def series_style(i: int) -> dict:
     n = len(PALETTE)
     return {"color": PALETTE[i % n], "ls": LINESTYLES[(i // n) % len(LINESTYLES)],
             "marker": MARKERS[(i // n) % len(MARKERS)]}
+
+
+def check_format(path, flag: str = "--out") -> str:
+    """The image format :func:`save_figure` would write to ``path`` (its suffix; none = png);
+    ValueError naming ``flag`` and the formats matplotlib writes when it has none of them, so
+    an unknown format is refused before any work."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    known = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in known:
+        raise ValueError(f"{flag} {path}: unknown image format {fmt!r}; use one of "
+                         f"{', '.join(sorted(known))}")
+    return fmt
 
 
 def save_figure(fig, path, close: bool = True, **savefig_kwargs) -> Path:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._io import require_replaceable
 from .style import TOKEN_PALETTE, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -323,7 +324,9 @@ def animate(traj: Trajectories, out, fps: int = 3, dpi: int = 80, tail: int = 4)
     # PillowWriter needs a path: write to a temporary name beside `out`, then rename.
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.gif")
     try:
+        require_replaceable(out)
         anim.save(tmp, writer=PillowWriter(fps=fps), dpi=dpi)
+        require_replaceable(out)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,0 +1,132 @@
+"""Hostile inputs made on the spot (no binary fixtures in the repository): corrupt archives of
+six kinds, edited checkpoints, a FIFO. Used by tests/test_errors.py's scratch folder (the rows
+of docs/errors.md) and tests/test_hostile.py."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import tarfile
+import zipfile
+from pathlib import Path
+
+TEXT = "".join(f"def f{i}(x):\n    return x * {i % 7} + {i * 7919 % 1000}\n" for i in range(400))
+
+ARCHIVES = {          # name -> what is wrong with it
+    "truncated.tar.gz": "a .tar.gz cut in half",
+    "truncated.tar.xz": "a .tar.xz cut in half",
+    "bad-crc.zip": "a zip member whose CRC does not match",
+    "bad-deflate.zip": "a zip member whose deflate stream is corrupt",
+    "encrypted.zip": "an encrypted zip member",
+    "method.zip": "a zip member in an unsupported compression (AES, 99)",
+}
+
+
+def _tar(mode: str) -> bytes:
+    buf = io.BytesIO()
+    data = TEXT.encode()
+    with tarfile.open(fileobj=buf, mode=mode) as t:
+        for k in range(3):
+            info = tarfile.TarInfo(f"src/m{k}.py")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _zip(method: int) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=method) as z:
+        z.writestr("src/a.py", TEXT)
+    return buf.getvalue()
+
+
+def _patch_headers(data: bytes, local_offset: int, central_offset: int, value: int) -> bytes:
+    """Set a 16-bit field of the (single) member's local and central headers."""
+    b = bytearray(data)
+    loc = b.index(b"PK\x03\x04")
+    cen = b.index(b"PK\x01\x02")
+    for at in (loc + local_offset, cen + central_offset):
+        b[at:at + 2] = struct.pack("<H", value)
+    return bytes(b)
+
+
+def corrupt_archives(folder: Path) -> dict[str, Path]:
+    """The six corrupt archives of :data:`ARCHIVES` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    gz, xz = _tar("w:gz"), _tar("w:xz")
+    stored, deflated = _zip(zipfile.ZIP_STORED), _zip(zipfile.ZIP_DEFLATED)
+    crc = bytearray(stored)
+    at = crc.index(b"def f1(")                     # inside the stored member's data
+    crc[at] ^= 0x20
+    bad = bytearray(deflated)
+    start = bad.index(b"src/a.py") + len("src/a.py")   # the local header's name, then data
+    bad[start + 10:start + 40] = b"\xff" * 30
+    content = {
+        "truncated.tar.gz": gz[:len(gz) // 2],
+        "truncated.tar.xz": xz[:len(xz) // 2],
+        "bad-crc.zip": bytes(crc),
+        "bad-deflate.zip": bytes(bad),
+        "encrypted.zip": _patch_headers(stored, 6, 8, 0x1),        # general purpose flag bit 0
+        "method.zip": _patch_headers(stored, 8, 10, 99),           # compression method
+    }
+    out = {}
+    for name, data in content.items():
+        (folder / name).write_bytes(data)
+        out[name] = folder / name
+    return out
+
+
+def good_checkpoint(folder: Path) -> Path:
+    """A real (tiny) run directory: one step of ``splitnet train`` on a small text file."""
+    from splitnet.config import SplitConfig
+    from splitnet.train import TrainConfig, train
+
+    folder.mkdir(parents=True, exist_ok=True)
+    text = folder / "corpus.txt"
+    text.write_text(TEXT)
+    cfg = TrainConfig(model=SplitConfig(d_model=16, n_heads=2, n_layers=1), context=16,
+                      batch_size=4, steps=1, warmup=0, eval_windows=4, text=str(text),
+                      out=str(folder / "run"), progress=False, plot=False, threads=1)
+    import contextlib
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        train(cfg)
+    return folder / "run"
+
+
+EDITS = {            # name -> (what, edit of the checkpoint dict)
+    "ck-no-rng": ("without 'rng'", lambda c: c.pop("rng")),
+    "ck-no-step": ("without 'step'", lambda c: c.pop("step")),
+    "ck-no-optimizer": ("without 'optimizer'", lambda c: c.pop("optimizer")),
+    "ck-negative-step": ("with step -5", lambda c: c.update(step=-5)),
+    "ck-huge-config": ("whose config describes a 1.6 GB model the file does not hold",
+                       lambda c: c["model_config"].update(d_model=16384, n_heads=2)),
+}
+
+
+def edited_checkpoints(run: Path, folder: Path) -> dict[str, Path]:
+    """Copies of the checkpoint of ``run``, each edited as in :data:`EDITS`."""
+    import torch
+
+    from splitnet import checkpoint as ck
+
+    out = {}
+    for name, (_, edit) in EDITS.items():
+        state = torch.load(run / ck.CKPT, weights_only=True)
+        edit(state)
+        d = folder / name
+        d.mkdir(parents=True, exist_ok=True)
+        torch.save(state, d / ck.CKPT)
+        out[name] = d
+    return out
+
+
+def fifo(path: Path) -> Path:
+    if not path.exists():
+        os.mkfifo(path)
+    return path
+
+
+__all__ = ["ARCHIVES", "EDITS", "TEXT", "corrupt_archives", "edited_checkpoints", "fifo",
+           "good_checkpoint"]
