@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import kinds as _kinds
 from . import schemes as _schemes
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS
@@ -162,6 +163,12 @@ class SplitConfig:
     gate_fields: str = option("both", "which fields get the gates", choices=GATE_FIELDS)
     method: str = option("euler", "sub-flow method of every stage (euler = residual "
                          "sub-layers)", choices=METHODS)
+    diffusion_field: str = option("attention", "the diffusion field's kind (splitnet.kinds): "
+                                  "attention = self-attention; conv = a GLU convolution over "
+                                  "conv_kernel positions (ConvS2S)",
+                                  choices=_kinds.serving(DIFFUSION))
+    conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
+                              "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
@@ -183,10 +190,14 @@ class SplitConfig:
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
         _choice("method", self.method, METHODS)
+        _choice("diffusion_field", self.diffusion_field, _kinds.serving(DIFFUSION))
+        set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("activation", self.activation, ACTIVATIONS)
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
+        for f in _kinds.layer_fields(self, self.resolved_scheme(), 0):   # fields the model has
+            f.kind.check(self)
 
     def _check_gates(self) -> None:
         gl = self.gate_layers
