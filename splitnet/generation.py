@@ -110,9 +110,13 @@ def mixes_tokens(f) -> bool:
 
 
 def _name(f) -> str:
-    inner = getattr(f, "field", None)          # a Gated field: name what it gates
-    return type(f).__name__ if inner is None or isinstance(inner, str) else \
-        f"{type(f).__name__}({type(inner).__name__})"
+    """``GLUConv``; ``Gated(GLUConv)``; ``SumField(GLUConv, FeedForward)``."""
+    parts = getattr(f, "fields", None)         # a sum stage: name its components
+    if not isinstance(parts, list):
+        inner = getattr(f, "field", None)      # a Gated field: name what it gates
+        parts = None if inner is None or isinstance(inner, str) else [inner]
+    return type(f).__name__ if not parts else \
+        f"{type(f).__name__}({', '.join(_name(p) for p in parts)})"
 
 
 def cache_unsupported(model) -> str | None:
