@@ -116,22 +116,24 @@ def _positive_ints(name: str, v) -> tuple[int, ...]:
 
 
 def _scheme_spec(scheme):
-    """What a config stores for a scheme: a registry name or pattern as given (validated), or the
-    plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling)."""
+    """What a config stores for a scheme -- a registry name or pattern as given (validated), or
+    the plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling) --
+    and the scheme itself."""
     if isinstance(scheme, _schemes.SplittingScheme):
         try:
             if _schemes.get(scheme.name) == scheme:
-                return scheme.name
+                return scheme.name, scheme
         except ValueError:
             pass
-        return scheme.to_dict()
+        return scheme.to_dict(), scheme
     if isinstance(scheme, dict):
-        return _schemes.resolve(scheme).to_dict()
+        s = _schemes.resolve(scheme)
+        return s.to_dict(), s
     if not isinstance(scheme, str):
         raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                         f"{type(scheme).__name__}")
     s = _schemes.resolve(scheme)          # raises ValueError naming the problem
-    return scheme.strip() if ":" not in scheme else s.to_dict()
+    return (scheme.strip() if ":" not in scheme else s.to_dict()), s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +182,8 @@ class SplitConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by "
                              f"n_heads={self.n_heads}")
-        set_(self, "scheme", _scheme_spec(self.scheme))
+        spec, scheme = _scheme_spec(self.scheme)
+        set_(self, "scheme", spec)
         _choice("weights", self.weights, WEIGHTS)
         if isinstance(self.step_size, bool) or not isinstance(self.step_size, numbers.Real):
             raise TypeError(f"step_size must be a real number, got {self.step_size!r}")
@@ -196,7 +199,7 @@ class SplitConfig:
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
-        for f in _kinds.layer_fields(self, self.resolved_scheme(), 0):   # fields the model has
+        for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
             f.kind.check(self)
 
     def _check_gates(self) -> None:

@@ -73,40 +73,55 @@ def _evals(config: SplitConfig) -> int:
     return m.evals
 
 
-def _layers(config: SplitConfig):
-    sch = config.resolved_scheme()
-    return [layer_fields(config, sch, k) for k in range(config.n_layers)]
+def _layers(config: SplitConfig, sch=None) -> list:
+    """``layer_fields`` of every layer (planned once per gated / plain layer)."""
+    sch = config.resolved_scheme() if sch is None else sch
+    plans: dict[bool, tuple] = {}
+    gated = set(config.gated_layers)
+    return [plans.setdefault(k in gated, layer_fields(config, sch, k))
+            for k in range(config.n_layers)]
 
 
-def count_params(config: SplitConfig) -> tuple[int, int]:
-    """``(all parameters, without the token and position embeddings)`` of
-    ``SplitTransformer.from_config(config)``, equal to its ``n_params()``."""
+def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     d = config.d_model
-    layers = sum(f.n_modules * f.kind.params(config, f.width)
-                 for fields in _layers(config) for f in fields)
-    non_embedding = layers + 2 * d                  # + the final LayerNorm; the head is tied
+    n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
+    non_embedding = n + 2 * d                       # + the final LayerNorm; the head is tied
     return non_embedding + (config.vocab_size + config.max_len) * d, non_embedding
 
 
-def field_evals(config: SplitConfig) -> dict[str, int]:
-    """Evaluations per token of each field of the network (``method.evals`` per stage)."""
+def _field_evals(config: SplitConfig, layers: list) -> dict[str, int]:
     e = _evals(config)
     out: dict[str, int] = {}
-    for fields in _layers(config):
+    for fields in layers:
         for f in fields:
             out[f.field] = out.get(f.field, 0) + f.calls * e
     return out
 
 
-def forward_flops(config: SplitConfig, seq_len: int, evals: int | None = None) -> float:
-    """Forward matmul FLOPs per token on sequences of ``seq_len`` tokens (module docstring).
-    ``evals``: field evaluations per stage (default: the method's; required for ``exact``)."""
+def _forward(config: SplitConfig, layers: list, seq_len: int, evals: int | None) -> float:
     if isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1:
         raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
     e = _evals(config) if evals is None else evals
     fields = sum(f.calls * e * f.kind.flops(config, f.width, seq_len)
-                 for layer in _layers(config) for f in layer)
+                 for layer in layers for f in layer)
     return fields + 2.0 * config.d_model * config.vocab_size     # + the tied head
+
+
+def count_params(config: SplitConfig) -> tuple[int, int]:
+    """``(all parameters, without the token and position embeddings)`` of
+    ``SplitTransformer.from_config(config)``, equal to its ``n_params()``."""
+    return _params(config, _layers(config))
+
+
+def field_evals(config: SplitConfig) -> dict[str, int]:
+    """Evaluations per token of each field of the network (``method.evals`` per stage)."""
+    return _field_evals(config, _layers(config))
+
+
+def forward_flops(config: SplitConfig, seq_len: int, evals: int | None = None) -> float:
+    """Forward matmul FLOPs per token on sequences of ``seq_len`` tokens (module docstring).
+    ``evals``: field evaluations per stage (default: the method's; required for ``exact``)."""
+    return _forward(config, _layers(config), seq_len, evals)
 
 
 # The size `splitnet describe` reports when none is given (a mid-size model, so FLOPs compare).
@@ -131,15 +146,16 @@ def describe(config: SplitConfig | None = None, seq_len: int = 256, **options) -
     if config.max_len < seq_len:
         config = config.replace(max_len=seq_len)
     sch = config.resolved_scheme()
-    fwd = forward_flops(config, seq_len)
-    n_all, n_layers_only = count_params(config)
-    kinds = {f.field: f.kind.name for f in _layers(config)[0]}
+    layers = _layers(config, sch)
+    fwd = _forward(config, layers, seq_len, None)
+    n_all, n_layers_only = _params(config, layers)
     return Cost(
         scheme=sch.name, pattern=sch.diagram(), weights=config.weights,
         method=get_method(config.method).name, d_model=config.d_model, n_heads=config.n_heads,
         n_layers=config.n_layers, d_ff=config.d_ff, vocab_size=config.vocab_size,
-        seq_len=seq_len, params=n_all, params_non_embedding=n_layers_only, kinds=kinds,
-        evals=field_evals(config), flops_forward=fwd, flops_train=3.0 * fwd)
+        seq_len=seq_len, params=n_all, params_non_embedding=n_layers_only,
+        kinds={f.field: f.kind.name for f in layers[0]}, evals=_field_evals(config, layers),
+        flops_forward=fwd, flops_train=3.0 * fwd)
 
 
 def table(schemes=None, weights=WEIGHTS, **size) -> list[Cost]:

@@ -258,7 +258,8 @@ def kind_of(config, field: str) -> FieldKind:
 def check_fields(scheme, fields: Sequence[str] = FIELDS,
                  network: str = "a SplitTransformer") -> None:
     """Refuse (one ``ValueError``) a scheme that advances a field the network does not have."""
-    extra = [f for f in scheme.fields if f not in fields]
+    present = scheme.fields
+    extra = [f for f in present if f not in fields]
     if not extra:
         return
     why = []
@@ -303,15 +304,17 @@ def layer_fields(config, scheme, layer: int, fields: Sequence[str] = FIELDS,
     check_fields(scheme, fields, network)
     shared = config.weights == "shared"
     gated = layer in config.gated_layers
+    present = scheme.fields
+    calls = {f: scheme.n_stages(f) for f in fields if f in present}
     out = []
-    for f in (f for f in fields if f in scheme.fields):
+    for f, n in calls.items():
         kind = kind_of(config, f)
         width = kind.default_width(config)
-        if not shared and f == CONVECTION and width is not None and DIFFUSION in scheme.fields:
-            width = max(1, round(width * scheme.n_stages(DIFFUSION) / scheme.n_stages(f)))
+        if not shared and f == CONVECTION and width is not None and DIFFUSION in calls:
+            width = max(1, round(width * calls[DIFFUSION] / n))
         if gated and config.gate_fields in ("both", f):
             kind = GatedKind(kind, config.gate)
-        out.append(LayerField(f, kind, width, scheme.n_stages(f), shared))
+        out.append(LayerField(f, kind, width, n, shared))
     return tuple(out)
 
 
