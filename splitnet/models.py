@@ -174,8 +174,9 @@ class SplitTransformer(nn.Module):
         after L tokens is predicted from the last ``min(L, max_len)`` of them (learned positions
         end at ``max_len``). A key/value cache per attention evaluation (every stage, every
         sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
-        ``L <= max_len``; ``method="exact"`` (adaptive evaluations) and non-causal models
-        generate without a cache, recomputing the window per token. ``use_cache``: ``None``
+        ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
+        that mix tokens without a cache (``diffusion_field="conv"``) generate without one,
+        recomputing the window per token. ``use_cache``: ``None``
         automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.generation`."""
         from .generation import generate
 
