@@ -310,7 +310,7 @@ def scheme_row(args, device, s, w, peak):
                  n_layers=args.n_layers, vocab_size=args.vocab_size, seq_len=args.seq_len)
     rate = c.flops_train * ntok / sec
     return {"scheme": c.scheme, "weights": w, "batch": batch, "ms": sec * 1e3,
-            "params": c.params, "evals": c.evals, "train_gflop_tok": c.flops_train / 1e9,
+            "params": c.params, "evals": c.n_evals, "train_gflop_tok": c.flops_train / 1e9,
             "tokens_s": ntok / sec, "tflops": rate / 1e12,
             "mfu": None if peak is None else rate / peak,
             "compile_s": max(0.0, first - sec) if args.compile else None}

@@ -1,7 +1,7 @@
 """The cost table of docs/networks.md: the seven core schemes, shared and per-stage weights, at
 d_model = 512 (8 heads, 6 layers, d_ff = 2048, vocabulary 256, 256 tokens).
 
-    python3 experiments/cost_table.py            # ~1 min; prints the caption and the table
+    python3 experiments/cost_table.py            # closed forms: instant; prints the table
     python3 experiments/cost_table.py --write    # into docs/networks.md (regen costs)
     splitnet describe --scheme all --markdown    # the rows for these seven (`all`: the zoo too)
 """
@@ -20,12 +20,14 @@ START, END = "<!-- BEGIN GENERATED cost_table -->", "<!-- END GENERATED cost_tab
 
 
 def table() -> str:
-    rows = cost.table(schemes=available("core"), progress=True, d_model=512, n_heads=8,
+    rows = cost.table(schemes=available("core"), d_model=512, n_heads=8,
                       n_layers=6, vocab_size=256, seq_len=256)
     return ("d_model 512, 8 heads, 6 layers, d_ff 2048, vocabulary 256 (tied head), 256 tokens, "
-            "Euler sub-layers. FLOPs: matmul FLOPs per token (FlopCounterMode), causal attention "
-            "counted dense; train = forward + backward. `fwd x`: forward FLOPs relative to "
-            "lie-trotter with the same weights mode.\n\n"
+            "Euler sub-layers, self-attention and feed-forward fields. FLOPs: matmul FLOPs per "
+            "token in closed form (splitnet.kinds; FlopCounterMode's convention, checked against "
+            "it by tests/test_cost.py), causal attention counted dense; train = forward + "
+            "backward = 3 x forward. `fwd x`: forward FLOPs relative to lie-trotter with the same "
+            "weights mode.\n\n"
             + cost.format_table(rows, markdown=True))
 
 

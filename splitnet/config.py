@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import kinds as _kinds
 from . import schemes as _schemes
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS
@@ -133,22 +134,24 @@ def _positive_ints(name: str, v) -> tuple[int, ...]:
 
 
 def _scheme_spec(scheme):
-    """What a config stores for a scheme: a registry name or pattern as given (validated), or the
-    plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling)."""
+    """What a config stores for a scheme -- a registry name or pattern as given (validated), or
+    the plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling) --
+    and the scheme itself."""
     if isinstance(scheme, _schemes.SplittingScheme):
         try:
             if _schemes.get(scheme.name) == scheme:
-                return scheme.name
+                return scheme.name, scheme
         except ValueError:
             pass
-        return scheme.to_dict()
+        return scheme.to_dict(), scheme
     if isinstance(scheme, dict):
-        return _schemes.resolve(scheme).to_dict()
+        s = _schemes.resolve(scheme)
+        return s.to_dict(), s
     if not isinstance(scheme, str):
         raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
                         f"{type(scheme).__name__}")
     s = _schemes.resolve(scheme)          # raises ValueError naming the problem
-    return scheme.strip() if ":" not in scheme else s.to_dict()
+    return (scheme.strip() if ":" not in scheme else s.to_dict()), s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +183,12 @@ class SplitConfig:
     gate_fields: str = option("both", "which fields get the gates", choices=GATE_FIELDS)
     method: str = option("euler", "sub-flow method of every stage (euler = residual "
                          "sub-layers)", choices=METHODS)
+    diffusion_field: str = option("attention", "the diffusion field's kind (splitnet.kinds): "
+                                  "attention = self-attention; conv = a GLU convolution over "
+                                  "conv_kernel positions (ConvS2S)",
+                                  choices=_kinds.serving(DIFFUSION))
+    conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
+                              "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
@@ -191,7 +200,8 @@ class SplitConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by "
                              f"n_heads={self.n_heads}")
-        set_(self, "scheme", _scheme_spec(self.scheme))
+        spec, scheme = _scheme_spec(self.scheme)
+        set_(self, "scheme", spec)
         _choice("weights", self.weights, WEIGHTS)
         if isinstance(self.step_size, bool) or not isinstance(self.step_size, numbers.Real):
             raise TypeError(f"step_size must be a real number, got {self.step_size!r}")
@@ -201,10 +211,14 @@ class SplitConfig:
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
         _choice("method", self.method, METHODS)
+        _choice("diffusion_field", self.diffusion_field, _kinds.serving(DIFFUSION))
+        set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("activation", self.activation, ACTIVATIONS)
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
+        for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
+            f.kind.check(self)
 
     def _check_gates(self) -> None:
         gl = self.gate_layers

@@ -41,13 +41,17 @@ class SumField:
     on its own clock (``d_j``: how far its clock runs ahead of the stage's first component, in
     time units). A key/value ``cache`` goes to the one component that takes it
     (``supports_cache``), a memory (``memory=``, ``memory_mask=``) to the components that read one
-    (``uses_memory``)."""
+    (``uses_memory``). The sum supports a cache when exactly one component takes it and every
+    other component is position-wise (``mixes_tokens`` false; a callable that does not say is
+    taken to mix tokens)."""
 
     def __init__(self, fields: Sequence, offsets: Sequence[float]):
         self.fields, self.offsets = list(fields), [float(d) for d in offsets]
         takers = [f for f in self.fields if getattr(f, "supports_cache", False)]
-        self.supports_cache = len(takers) == 1
-        self._taker = takers[0] if self.supports_cache else None
+        mixers = [f for f in self.fields if getattr(f, "mixes_tokens", True)]
+        self.mixes_tokens = bool(mixers)
+        self.supports_cache = len(takers) == 1 and all(f is takers[0] for f in mixers)
+        self._taker = takers[0] if len(takers) == 1 else None
         self.uses_memory = any(getattr(f, "uses_memory", False) for f in self.fields)
 
     def __call__(self, t, x, cache=None, **context):

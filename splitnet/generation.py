@@ -2,8 +2,9 @@
 
 **Why a cache is exact for every scheme.** In a causal network the state of token i, after every
 stage and inside every sub-step, depends on tokens 0..i only. So every *evaluation* of the
-attention field in the network -- one per diffusion stage with Euler sub-layers, two with
-``midpoint``, four with ``rk4`` -- sees, for the earlier tokens, keys and values that never change
+attention field in the network -- one per diffusion stage with Euler sub-layers (a sum stage
+``d+c`` included: its attention component takes the cache), two with ``midpoint``, four with
+``rk4`` -- sees, for the earlier tokens, keys and values that never change
 once computed. Each evaluation gets its own :class:`KVCache`; a shared attention module called by
 several stages of a layer has one per stage (each stage sees a different state), and a
 ``Gated`` attention hands the cache to its attention (the gate is position-wise). With the cache a
@@ -25,8 +26,9 @@ uncached generation compute the same function (``tests/test_generation.py`` chec
 window per token. The automatic choice (``use_cache=None``) falls back to it for
 ``method="exact"`` (the adaptive solver evaluates the fields a varying number of times at
 varying states, so there is no fixed set of evaluations to cache), for a non-causal model
-(earlier tokens' states change when a token is added) and for diffusion fields that are not
-:class:`~splitnet.fields.Attention`; ``use_cache=True`` raises ``ValueError`` there instead.
+(earlier tokens' states change when a token is added) and for fields that mix tokens but keep
+no cache (``mixes_tokens`` without ``supports_cache``: the GLU convolution of
+``diffusion_field="conv"``); ``use_cache=True`` raises ``ValueError`` there instead.
 
 **Sampling.** ``temperature == 0``: greedy (argmax, first index on ties). Otherwise
 ``softmax(logits / temperature)``, restricted to the ``top_k`` largest logits when given, drawn
@@ -41,9 +43,6 @@ import numbers
 from collections.abc import Iterator
 
 import torch
-
-from .fields import Attention, Gated
-from .stages import DIFFUSION
 
 
 class KVCache:
@@ -79,38 +78,62 @@ class KVCache:
 
 
 class GenerationCache:
-    """Every key/value cache a model needs: ``layers[k][i]`` is ``None`` for a convection stage
-    of layer k and a list of ``method.evals`` :class:`KVCache` for a diffusion stage.
-    ``length``: the tokens (positions) processed so far."""
+    """Every key/value cache a model needs: ``layers[k][i]`` is ``None`` for a stage of layer k
+    whose field is position-wise (it needs no cache) and a list of ``method.evals``
+    :class:`KVCache` for a stage whose field takes one (``supports_cache``: causal attention,
+    alone, gated or in a sum stage). ``length``: the tokens (positions) processed so far."""
 
     def __init__(self, model, capacity: int):
         reason = cache_unsupported(model)
         if reason:
             raise ValueError(f"generation cannot use a key/value cache: {reason}")
         self.layers = [[[KVCache(capacity) for _ in range(layer.method.evals)]
-                        if st.field == DIFFUSION else None for st in layer.stages]
+                        if takes_cache(f) else None for f in layer.stage_callables()]
                        for layer in model.layers]
         self.capacity = capacity
         self.length = 0
 
     def n_caches(self) -> int:
-        """Number of attention evaluations per token (one :class:`KVCache` each)."""
+        """Number of cached field evaluations per token (one :class:`KVCache` each)."""
         return sum(len(c) for layer in self.layers for c in layer if c is not None)
 
 
+def takes_cache(f) -> bool:
+    """Whether the stage callable ``f`` reads and extends a key/value cache."""
+    return bool(getattr(f, "supports_cache", False))
+
+
+def mixes_tokens(f) -> bool:
+    """Whether a token's update by ``f`` depends on other tokens (a callable that does not say
+    is taken to: only a field that declares ``mixes_tokens = False`` is position-wise)."""
+    return bool(getattr(f, "mixes_tokens", True))
+
+
+def _name(f) -> str:
+    """``GLUConv``; ``Gated(GLUConv)``; ``SumField(GLUConv, FeedForward)``."""
+    parts = getattr(f, "fields", None)         # a sum stage: name its components
+    if not isinstance(parts, list):
+        inner = getattr(f, "field", None)      # a Gated field: name what it gates
+        parts = None if inner is None or isinstance(inner, str) else [inner]
+    return type(f).__name__ if not parts else \
+        f"{type(f).__name__}({', '.join(_name(p) for p in parts)})"
+
+
 def cache_unsupported(model) -> str | None:
-    """Why ``model`` cannot generate with a key/value cache, or ``None`` when it can."""
+    """Why ``model`` cannot generate with a key/value cache, or ``None`` when it can: every stage
+    whose field mixes tokens must take a cache (``supports_cache``), and the sub-flow method
+    must evaluate the fields a fixed number of times."""
     if not model.causal:
         return "the model is not causal (earlier tokens' states depend on later tokens)"
-    for layer in model.layers:
+    for k, layer in enumerate(model.layers):
         evals = layer.method.evals
         if isinstance(evals, bool) or not isinstance(evals, int):
             return (f"sub-flow method {layer.method.name!r} evaluates the fields an adaptive "
                     f"number of times")
-        for m in layer.field_modules(DIFFUSION):
-            inner = m.field if isinstance(m, Gated) else m
-            if not isinstance(inner, Attention):
-                return f"a diffusion field is {type(inner).__name__}, not splitnet Attention"
+        for st, f in zip(layer.stages, layer.stage_callables()):
+            if mixes_tokens(f) and not takes_cache(f):
+                return (f"the {st.field} field of layer {k} ({_name(f)}) mixes tokens but keeps "
+                        f"no key/value cache (each new token recomputes the window instead)")
     return None
 
 
@@ -258,13 +281,13 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
 
     Each new token is drawn (:func:`sample`) from the logits after the last ``min(L, max_len)``
     tokens; ``use_cache``: ``None`` caches keys and values whenever that is exact (not for
-    ``method="exact"``, a non-causal model, or custom diffusion fields: those recompute the
-    window per token), ``True`` insists (``ValueError`` if impossible), ``False`` recomputes.
-    See the module docstring for the maths."""
+    ``method="exact"``, a non-causal model, or a field that mixes tokens without a cache, such as
+    the conv field: those recompute the window per token), ``True`` insists (``ValueError`` if
+    impossible), ``False`` recomputes. See the module docstring for the maths."""
     new = list(stream(model, idx, max_new_tokens, temperature, top_k, generator=generator,
                       use_cache=use_cache))
     return torch.cat([idx, *new], dim=1)
 
 
 __all__ = ["GenerationCache", "KVCache", "cache_unsupported", "check_request", "forward_cached",
-           "forward_last", "generate", "sample", "stream"]
+           "forward_last", "generate", "mixes_tokens", "sample", "stream", "takes_cache"]

@@ -180,7 +180,7 @@ def _copy(dst, src) -> None:
 def gpt2_mismatch(model: SplitTransformer) -> str | None:
     """Why ``model`` is not exactly a GPT-2 (then :func:`to_hf` writes a splitnet directory), or
     None when it is: Lie–Trotter stages (diffusion 1, convection 1) with Euler sub-steps at
-    h = 1, causal, no gates, an activation transformers has."""
+    h = 1, causal self-attention, no gates, an activation transformers has."""
     _check_model(model)
     c = model.config
     reasons = []
@@ -195,6 +195,8 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append("SDU gates")
     if not c.causal:
         reasons.append("bidirectional attention")
+    if c.diffusion_field != "attention":
+        reasons.append(f"diffusion field {c.diffusion_field!r} (GPT-2: self-attention)")
     if c.activation not in ACT_TO_HF:
         reasons.append(f"activation {c.activation!r}")
     return "; ".join(reasons) or None

@@ -46,6 +46,8 @@ class WeightedSum(nn.Module):
         self.terms = nn.ModuleList(fs) if all(isinstance(f, nn.Module) for f in fs) else fs
         self.coeffs = [g[1] for g in groups]
         self.uses_memory = any(getattr(f, "uses_memory", False) for f in fs)
+        self.mixes_tokens = any(getattr(f, "mixes_tokens", True) for f in fs)
+        self.supports_cache = False
 
     def forward(self, t, x, **context):
         out = None
@@ -133,6 +135,12 @@ class SplitLayer(nn.Module):
             out[i] = functools.partial(out[i], **context)
         return out
 
+    def stage_callables(self) -> tuple:
+        """The callable each stage advances, in order: a field module (the same one repeated
+        when shared), or for a sum stage a :class:`~splitnet.flows.SumField` of its
+        components. Generation reads their ``supports_cache`` / ``mixes_tokens``."""
+        return tuple(self._fields)
+
     # -- the ODE this layer is a step of -----------------------------------------------------
     def field_modules(self, field: str) -> list:
         """One callable per stage that advances ``field`` (alone or in a sum), in order (the
@@ -189,9 +197,10 @@ class SplitLayer(nn.Module):
         """The step for new tokens ``x`` (B, n, D) of a causal network whose earlier tokens'
         keys and values sit in ``caches`` (generation; the training path is :meth:`forward`).
 
-        ``caches``: one entry per stage -- ``None`` for a convection stage (position-wise, it
-        needs none), for a diffusion stage a sequence of ``method.evals`` key/value caches, one
-        per field evaluation of the sub-step. Each stage has its own even when its attention
+        ``caches``: one entry per stage -- ``None`` for a stage whose field is position-wise
+        (it needs none), for a stage whose field takes a cache (``supports_cache``: causal
+        attention, alone or in a sum or a gate) a sequence of ``method.evals`` key/value caches,
+        one per field evaluation of the sub-step. Each stage has its own even when its attention
         module is shared: every stage sees a different state. The arithmetic is
         :meth:`forward`'s, row by row."""
         for f, (dt, clock), c in zip(self._fields, self._plan, caches):

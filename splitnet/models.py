@@ -1,7 +1,8 @@
 """Networks built from any splitting scheme or sublayer pattern.
 
 ``SplitTransformer``: token embedding + learned absolute positions, ``n_layers`` steps of the
-scheme (each a :class:`~splitnet.layers.SplitLayer` over attention and feed-forward fields),
+scheme (each a :class:`~splitnet.layers.SplitLayer` over a diffusion field -- self-attention, or a
+GLU convolution -- and the feed-forward convection field, built by their kinds, splitnet.kinds),
 final LayerNorm, output head tied to the embedding. Layer k integrates ``[k h, (k + 1) h]``::
 
     x = tok_emb(idx) + pos_emb(t)            # (B, T, D), the particles at time 0
@@ -20,9 +21,8 @@ import torch
 from torch import nn
 
 from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
-from .fields import Attention, FeedForward, Gated
+from .kinds import layer_fields
 from .layers import SplitLayer
-from .stages import CONVECTION, DIFFUSION
 
 
 class SplitTransformer(nn.Module):
@@ -31,10 +31,13 @@ class SplitTransformer(nn.Module):
     Parameters (the fields of :class:`~splitnet.config.SplitConfig`)
     ----------
     scheme : name, pattern (e.g. ``"sfsf"``), stage string, or SplittingScheme
-    weights : ``"shared"`` -- one attention and one feed-forward per layer used by all stages of
-        that field (parameters equal for every scheme); ``"per-stage"`` -- one sub-layer per
-        stage, feed-forward width scaled by (diffusion stages / convection stages) so Strang has
-        the parameters of a Transformer layer (Macaron matching).
+    weights : ``"shared"`` -- one module per field per layer used by all stages of that field
+        (parameters equal for every scheme); ``"per-stage"`` -- one sub-layer per stage,
+        feed-forward width scaled by (diffusion stages / convection stages) so Strang has the
+        parameters of a Transformer layer (Macaron matching).
+    diffusion_field, conv_kernel : the diffusion field's kind (:mod:`splitnet.kinds`):
+        ``"attention"`` (self-attention) or ``"conv"`` (a GLU convolution over ``conv_kernel``
+        positions, ConvS2S). The convection field is the feed-forward network.
     step_size : h; 1.0 is the usual residual ``x + f(x)``.
     gate, gate_layers : add a self-dependency unit (``"sigmoid"`` or ``"tanh"``) to the fields
         of exactly the listed layers (0-based; default all): ``f(t, x) + SDU(x)``.
@@ -89,29 +92,15 @@ class SplitTransformer(nn.Module):
         return self._config
 
     # -- construction --------------------------------------------------------------------
-    def _field(self, kind: str, gated: bool, width: int | None = None) -> nn.Module:
-        c = self.config
-        if kind == DIFFUSION:
-            f = Attention(c.d_model, c.n_heads, causal=c.causal, dropout=c.dropout,
-                          norm_eps=c.norm_eps)
-        else:
-            f = FeedForward(c.d_model, width, activation=c.activation, dropout=c.dropout,
-                            norm_eps=c.norm_eps)
-        if gated and c.gate_fields in ("both", kind):
-            return Gated(f, c.d_model, c.gate)
-        return f
-
     def _layer(self, k: int) -> SplitLayer:
+        """Layer ``k``: each field built by its kind (:func:`splitnet.kinds.layer_fields`), one
+        module per field (shared) or one per stage (per-stage)."""
         c = self.config
-        gated = k in c.gated_layers
-        if c.weights == "shared":
-            dif, con = self._field(DIFFUSION, gated), self._field(CONVECTION, gated, c.d_ff)
-        else:
-            n_d, n_c = self.scheme.n_stages(DIFFUSION), self.scheme.n_stages(CONVECTION)
-            width = max(1, round(c.d_ff * n_d / n_c))
-            dif = [self._field(DIFFUSION, gated) for _ in range(n_d)]
-            con = [self._field(CONVECTION, gated, width) for _ in range(n_c)]
-        return SplitLayer(self.scheme, dif, con, step_size=c.step_size, method=c.method)
+        fields = {}
+        for f in layer_fields(c, self.scheme, k):
+            fields[f.field] = f.kind.build(c, f.width) if f.shared else \
+                [f.kind.build(c, f.width) for _ in range(f.calls)]
+        return SplitLayer(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
@@ -185,8 +174,9 @@ class SplitTransformer(nn.Module):
         after L tokens is predicted from the last ``min(L, max_len)`` of them (learned positions
         end at ``max_len``). A key/value cache per attention evaluation (every stage, every
         sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
-        ``L <= max_len``; ``method="exact"`` (adaptive evaluations) and non-causal models
-        generate without a cache, recomputing the window per token. ``use_cache``: ``None``
+        ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
+        that mix tokens without a cache (``diffusion_field="conv"``) generate without one,
+        recomputing the window per token. ``use_cache``: ``None``
         automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.generation`."""
         from .generation import generate
 

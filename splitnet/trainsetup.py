@@ -25,6 +25,7 @@ from . import checkpoint as ck
 from . import data as D
 from ._io import require_writable_dir
 from .config import FIXED, FREE, SplitConfig, TrainConfig
+from .cost import count_params, forward_flops
 from .runenv import RunEnv, available_memory, run_env
 
 __all__ = ["build_model", "build_optimizer", "compile_scope", "estimate_memory",
@@ -116,37 +117,31 @@ def build_optimizer(model, cfg: TrainConfig):
 
 
 def flops_per_token(model, context: int) -> float:
-    """Training FLOPs per token, nanoGPT style: 6 x (matrix weights applied per token, each
-    counted once per stage that uses it) + 12 x context x d_model per attention call + head."""
-    from torch import nn
+    """Training FLOPs per token for MFU: 3 x the forward matmul FLOPs of the model's closed form
+    (:func:`splitnet.cost.forward_flops`: every field evaluation -- each stage times the sub-flow
+    method's evaluations -- at ``context`` tokens, attention dense, plus the head), the nanoGPT
+    convention (6 x weights applied per token + 12 x context x d_model per attention call). A
+    method with an adaptive number of evaluations (``exact``) counts one per stage, a lower
+    bound."""
+    from .subflows import get_method
 
-    from .stages import CONVECTION, DIFFUSION
-
-    matmul, attn_calls = 0, 0
-    for layer in model.layers:
-        for name in (DIFFUSION, CONVECTION):
-            mods = layer.field_modules(name)
-            for m in mods:
-                matmul += sum(x.weight.numel() for x in m.modules() if isinstance(x, nn.Linear))
-            if name == DIFFUSION:
-                attn_calls += len(mods)
-    matmul += model.head.weight.numel()
-    return 6.0 * matmul + 12.0 * attn_calls * context * model.d_model
+    evals = get_method(model.config.method).evals or 1
+    return 3.0 * forward_flops(model.config, context, evals=evals)
 
 
 def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     """Rough bytes a training step needs on one process: weights, gradients and AdamW moments
-    (16 bytes per parameter), plus activations kept for the backward pass: per token and stage
-    about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a feed-forward stage,
-    and the attention matrix when no fused kernel applies (heads x context floats per token).
+    (16 bytes per parameter, counted exactly), plus activations kept for the backward pass: per
+    token and stage about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a
+    feed-forward stage, and the attention matrix when no fused kernel applies (heads x context
+    floats per token; also charged to a conv diffusion field, which needs less).
     Used to refuse a run that cannot fit before anything is allocated."""
     m = cfg.model
     sch = m.resolved_scheme()
     n_d = sch.n_stages("diffusion")
     n_c = sch.n_stages("convection")
     d, ff = m.d_model, m.d_ff
-    params = 2 * 256 * d + m.n_layers * (n_d if m.weights == "per-stage" else 1) * 4 * d * d \
-        + m.n_layers * 2 * d * ff * (n_d if m.weights == "per-stage" else 1)
+    params = count_params(m)[0]                     # exact, from the field kinds' closed forms
     tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
     per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
     per_token += 2 * 256     # logits and their float32 copy

@@ -68,9 +68,9 @@ def _nan_field(t, x):
     return x * float("nan")
 
 
-def _model():
+def _model(**kw):
     torch.manual_seed(0)
-    return sn.models.SplitTransformer(256, 8, 2, 1, max_len=8)
+    return sn.models.SplitTransformer(256, 8, 2, 1, max_len=8, **kw)
 
 
 def _train_config(**kw):
@@ -237,6 +237,21 @@ CASES = [
     ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
      ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\), "
                  r"a pattern"),
+    ("a scheme field no kind serves", lambda: sn.models.SplitConfig(scheme="a:1,c:1"),
+     ValueError, r"a SplitTransformer has the fields diffusion and convection; scheme 'custom' "
+                 r"\(a f\) advances a: no field kind serves 'a'"),
+    ("a cross stage in a decoder-only model",
+     lambda: sn.models.SplitConfig(scheme="c:0.5,d:1,x:1,c:0.5"),
+     ValueError, r"advances cross: cross reads a memory .* needs an encoder–decoder network"),
+    ("unknown diffusion field kind", lambda: sn.models.SplitConfig(diffusion_field="rnn"),
+     ValueError, r"diffusion_field must be one of attention, conv; got 'rnn'"),
+    ("centred conv field with an even kernel",
+     lambda: sn.models.SplitConfig(diffusion_field="conv", causal=False, conv_kernel=4),
+     ValueError, r"a non-causal conv field needs an odd conv_kernel .*, got 4"),
+    ("key/value cache demanded of a conv model",
+     lambda: _model(diffusion_field="conv").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
+     ValueError, r"use_cache=True, but this model cannot use a key/value cache: the diffusion "
+                 r"field of layer 0 \(GLUConv\) mixes tokens but keeps no key/value cache"),
     ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
      ValueError, r"min_lr_ratio must be >= 0, got -1"),
     ("cosine floor above 1 (rate above its peak)", lambda: _train_config(min_lr_ratio=2),

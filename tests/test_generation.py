@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import splitnet as sn
 from splitnet import generation as G
 from splitnet.cli import main
 from splitnet.models import SplitTransformer
@@ -155,6 +156,91 @@ def test_exact_method_and_non_causal_generate_without_cache():
         assert torch.equal(m.generate(idx, 2, temperature=0), _greedy_reference(m, idx, 2))
         with pytest.raises(ValueError, match=why):
             m.generate(idx, 3, use_cache=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# sum stages and field kinds: generation asks each stage's field
+
+SUM = "c:0.25,d:0.5,d+c:0.5,c:0.25"       # a sum stage d+c beside plain stages
+SUM_MODELS = {
+    "sum shared": {"scheme": SUM},
+    "sum per-stage gated": {"scheme": SUM, "weights": "per-stage", "gate": "tanh"},
+    "sum rk4": {"scheme": SUM, "method": "rk4"},
+    "parallel": {"scheme": "parallel"},
+}
+
+
+def _sum_model(name):
+    kw = dict(SUM_MODELS[name])
+    if kw["scheme"] == "parallel":           # one stage d+c:1: x + D(x) + C(x), GPT-J's block
+        kw["scheme"] = sn.SplittingScheme.from_stages([("d+c", 1.0)], order=1, name="parallel")
+    return _model(**kw)
+
+
+@pytest.mark.parametrize("name", SUM_MODELS)
+def test_sum_stages_generate_exactly_with_the_cache(name, monkeypatch):
+    """The cache of a sum stage goes to its attention component: cached greedy equals the
+    plain definition, within the context and sliding past it."""
+    m = _sum_model(name)
+    assert G.cache_unsupported(m) is None
+    idx = _prompt(4)
+    ref = _greedy_reference(m, idx, MAX_LEN - 4)
+    assert len(set(ref[:, 4:].flatten().tolist())) >= 4
+    assert torch.equal(m.generate(idx, MAX_LEN - 4, temperature=0, use_cache=False), ref)
+    seq = _prompt(MAX_LEN)
+    cache = G.GenerationCache(m, MAX_LEN)
+    with torch.no_grad():
+        parts = [G.forward_cached(m, seq[:, a:b], cache) for a, b in ((0, 5), (5, 6), (6, 12))]
+        torch.testing.assert_close(torch.cat(parts, dim=1), m(seq), rtol=0, atol=1e-12)
+    _no_full_forward(monkeypatch)
+    assert torch.equal(m.generate(idx, MAX_LEN - 4, temperature=0, use_cache=True), ref)
+
+
+def test_sum_stage_caches_are_counted_and_needed():
+    m = _sum_model("sum rk4")
+    cache = G.GenerationCache(m, MAX_LEN)
+    assert [[c is not None for c in layer] for layer in cache.layers] == \
+        [[False, True, True, False]] * 2                   # d and d+c take caches, c none
+    assert cache.n_caches() == 2 * 2 * 4
+    # control: without its cache the sum stage's attention sees only the new tokens
+    for layer in cache.layers:
+        layer[2] = None
+    seq = _prompt(6)
+    with torch.no_grad():
+        logits = torch.cat([G.forward_cached(m, seq[:, :3], cache),
+                            G.forward_cached(m, seq[:, 3:], cache)], dim=1)
+        assert (logits - m(seq)).abs().max() > 1e-3
+
+
+def test_conv_field_generates_by_recomputing_the_window(monkeypatch):
+    m = _model(scheme="strang", diffusion_field="conv", conv_kernel=2)
+    why = G.cache_unsupported(m)
+    assert "diffusion field of layer 0 (GLUConv) mixes tokens but keeps no key/value cache" in why
+    idx = _prompt(5)
+    ref = _greedy_reference(m, idx, 2 * MAX_LEN)       # one forward of the window per token
+    assert len(set(ref[:, 5:].flatten().tolist())) >= 4
+    for use_cache in (None, False):
+        assert torch.equal(m.generate(idx, 2 * MAX_LEN, temperature=0, use_cache=use_cache), ref)
+    with pytest.raises(ValueError, match=r"use_cache=True, but .*GLUConv\) mixes tokens"):
+        m.generate(idx, 2, use_cache=True)
+    with pytest.raises(ValueError, match="cannot use a key/value cache"):
+        G.GenerationCache(m, MAX_LEN)
+    gated = _model(diffusion_field="conv", gate="sigmoid", gate_layers=[0], scheme=SUM)
+    assert "layer 0 (Gated(GLUConv)) mixes tokens" in G.cache_unsupported(gated)
+    summed = _model(diffusion_field="conv", scheme="c:0.25,d+c:0.5,d:0.5,c:0.25")
+    assert "the diffusion+convection field of layer 0 (SumField(GLUConv, FeedForward))" in \
+        G.cache_unsupported(summed)
+
+
+def test_a_sum_takes_a_cache_only_when_its_other_parts_are_position_wise():
+    from splitnet.fields import Attention, FeedForward, GLUConv
+    from splitnet.flows import SumField
+
+    att = Attention(16, 2, causal=True)
+    assert SumField([att, FeedForward(16, 32)], [0.0, 0.0]).supports_cache
+    assert not SumField([att, GLUConv(16)], [0.0, 0.0]).supports_cache
+    assert not SumField([att, lambda t, x: x], [0.0, 0.0]).supports_cache   # unknown: mixes
+    assert not SumField([Attention(16, 2), FeedForward(16, 32)], [0.0, 0.0]).supports_cache
 
 
 def test_batch_rows_are_independent():

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import splitnet
-from splitnet import cli, config, subflows
+from splitnet import cli, config, kinds, subflows
 
 PKG = Path(splitnet.__file__).resolve().parent
 ROOT = PKG.parent
@@ -33,6 +33,7 @@ def registries() -> dict[str, tuple[set[str], str]]:
         "gates": (set(config.GATES), "splitnet/config.py"),
         "compile modes": (set(config.COMPILE_MODES), "splitnet/config.py"),
         "SDPA backends": (set(config.SDPA_BACKENDS), "splitnet/config.py"),
+        "field kinds": (set(kinds.KINDS), "splitnet/kinds.py"),
     }
 
 
@@ -78,6 +79,7 @@ def test_no_module_keeps_a_copy_of_a_registry():
     'HELP = "sub-flow method: euler, midpoint or rk4"\n',
     'CHOICES = ["shared", "per-stage"]\n',
     'ACTS = {"gelu", "relu", "silu"}\n',
+    'KINDS = ("attention", "conv", "feedforward")\n',
 ])
 def test_the_copy_detector_finds_a_copy(source):
     assert copies(source, "splitnet/some_new_module.py")

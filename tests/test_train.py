@@ -73,6 +73,23 @@ def test_loss_decreases(text, tmp_path):
     assert set(state["rng"]) >= {"python", "numpy", "torch"}
 
 
+def test_conv_field_learns_and_resumes(text, tmp_path):
+    """A ConvS2S-like decoder-only network is one flag: GLU convolutions as the diffusion field."""
+    out = tmp_path / "conv"
+    _run(text, out, "--diffusion-field", "conv", "--conv-kernel", "4", "--steps", "30",
+         "--lr", "3e-3", "--eval-every", "30")
+    recs = ck.read_metrics(out / ck.METRICS)
+    first = sum(r["loss"] for r in recs[:5]) / 5
+    last = sum(r["loss"] for r in recs[-5:]) / 5
+    assert last < first - 0.5, (first, last)
+    state = ck.load(out)
+    assert (state["model_config"]["diffusion_field"], state["model_config"]["conv_kernel"]) == \
+        ("conv", 4)
+    assert any(k.endswith("diffusion.conv.weight") for k in state["model"])
+    s = _run(text, out, "--steps", "32", "--resume")     # the kind is restored from the checkpoint
+    assert s["step"] == 32 and ck.load(out)["model_config"]["diffusion_field"] == "conv"
+
+
 def test_lr_schedule():
     def lr(s):
         return T.lr_at(s, warmup=10, steps=110, min_lr_ratio=0.1)

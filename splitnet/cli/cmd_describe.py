@@ -42,16 +42,17 @@ def run(args) -> int:
     size.update(vocab_size=args.vocab_size, max_len=args.seq_len)
     for n in names:                     # every problem before any work
         SplitConfig(**size, scheme=n)
-    rows = cost.table(names, weights=weights, progress=len(names) * len(weights) > 2,
-                      seq_len=args.seq_len, **size)
+    rows = cost.table(names, weights=weights, seq_len=args.seq_len, **size)
     if args.json:
         for r in rows:
             print(json.dumps(r.as_dict()))
         return 0
     r0 = rows[0]
+    kinds = ", ".join(f"{f} = {k}" for f, k in r0.kinds.items())
     print(f"d_model={r0.d_model} n_heads={r0.n_heads} n_layers={r0.n_layers} d_ff={r0.d_ff} "
-          f"vocab={r0.vocab_size} seq_len={r0.seq_len} method={r0.method}; FLOPs = matmul "
-          f"FLOPs per token (FlopCounterMode), dense attention")
+          f"vocab={r0.vocab_size} seq_len={r0.seq_len} method={r0.method}; fields: {kinds}; "
+          f"FLOPs = matmul FLOPs per token in closed form (FlopCounterMode's convention, dense "
+          f"attention)")
     print(cost.format_table(rows, markdown=args.markdown))
     print()
     for s in dict.fromkeys(r.scheme for r in rows):

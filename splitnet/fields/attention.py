@@ -1,0 +1,95 @@
+"""Self-attention, the diffusion field ``F(x_i, [x_1..x_n])``: particles interact.
+
+``F(x) = W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)`` (pre-norm inside); causal or not. Its
+kind (built from a config, closed-form cost): :class:`splitnet.kinds.AttentionKind`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with pre-norm inside (diffusion field).
+
+    Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
+    ``causal=True`` masks the future.
+
+    ``forward(t, x, cache)`` with a key/value cache (generation, causal only): ``x`` (B, n, d)
+    holds the *new* tokens only; their keys and values are appended to ``cache`` and their
+    queries attend to every cached position and, causally, to each other -- the last n rows of
+    the attention over the whole sequence. ``cache`` is any object with ``length`` (positions
+    held) and ``append(k, v) -> (k_all, v_all)`` on (B, H, n, d_h) tensors
+    (:class:`splitnet.generation.KVCache`). Without a cache, ``forward`` is the training path,
+    unchanged.
+    """
+
+    uses_memory = False
+    mixes_tokens = True        # a token's update depends on the other tokens
+
+    @property
+    def supports_cache(self) -> bool:
+        """A key/value cache is exact for causal attention only."""
+        return self.causal
+
+    def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
+                 bias: bool = True, norm_eps: float = 1e-5):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def forward(self, t, x: torch.Tensor, cache=None) -> torch.Tensor:
+        if cache is not None:
+            return self._forward_cached(x, cache)
+        if x.dim() < 2:
+            raise ValueError(f"Attention needs states of shape (..., n_tokens, d_model), got "
+                             f"shape {tuple(x.shape)}")
+        *lead, n, d = x.shape                                   # (..., n, d)
+        if d != self.d_model:
+            raise ValueError(f"Attention expects states of width d_model={self.d_model}, got "
+                             f"shape {tuple(x.shape)}")
+        h = self.norm(x)
+        if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
+            h = h.reshape(-1, n, d)                             # (B, n, d)
+        q, k, v = self.qkv(h).split(d, dim=-1)
+        hd = d // self.n_heads
+        q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal)
+        y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
+        return self.resid_dropout(self.proj(y))
+
+    def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:
+        """New tokens ``x`` (B, n, d) at positions ``cache.length ..``: query i attends to every
+        cached key and to the new keys up to its own position."""
+        if not self.causal:
+            raise ValueError("a key/value cache needs causal attention: with causal=False the "
+                             "earlier tokens' outputs change when a token is added")
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"cached Attention expects new tokens of shape (batch, n, "
+                             f"{self.d_model}), got shape {tuple(x.shape)}")
+        b, n, d = x.shape
+        hd = d // self.n_heads
+        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        past = cache.length
+        k, v = cache.append(k, v)                               # (B, H, past + n, hd)
+        mask = None
+        if n > 1 and past > 0:   # new token i sees positions 0 .. past + i
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           is_causal=past == 0 and n > 1)
+        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(b, n, d)))
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
+
+
+__all__ = ["Attention"]

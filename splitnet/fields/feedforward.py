@@ -1,0 +1,55 @@
+"""The feed-forward network, the convection field ``G(x_i)``: each particle alone.
+
+``G(x) = W_2 act(W_1 LN(x) + b_1) + b_2``. Its kind: :class:`splitnet.kinds.FeedForwardKind`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ACTIVATIONS
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU with the tanh approximation (GPT-2's ``gelu_new``)."""
+    return F.gelu(x, approximate="tanh")
+
+
+def activation_function(name: str):
+    """The activation function ``name`` of :data:`splitnet.config.ACTIVATIONS` (the one list)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; available: {', '.join(ACTIVATIONS)}")
+    fn, keywords = ACTIVATIONS[name]
+    f = getattr(F, fn)
+    return functools.partial(f, **dict(keywords)) if keywords else f
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network with pre-norm inside (convection field)."""
+
+    uses_memory = False
+    mixes_tokens = False       # each particle alone
+    supports_cache = False
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
+                 norm_eps: float = 1e-5):
+        super().__init__()
+        self.act = activation_function(activation)
+        self.activation = activation
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.fc1.in_features:
+            raise ValueError(f"FeedForward expects states of width d_model="
+                             f"{self.fc1.in_features}, got shape {tuple(x.shape)}")
+        return self.dropout(self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
+
+
+__all__ = ["FeedForward", "activation_function", "gelu_tanh"]

@@ -1,0 +1,192 @@
+"""Field kinds: each kind's module (shapes, leading dims), its closed-form parameters and FLOPs
+against the real module and FlopCounterMode, the flags generation reads; the GLU convolution
+(formula, causality, locality, the centred window); the registry and the config option."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from splitnet import kinds as K
+from splitnet.config import SplitConfig
+from splitnet.fields import Gated, GLUConv
+from splitnet.models import SplitTransformer
+
+D, N, M = 16, 7, 5
+dt = torch.float64
+
+
+def _cfg(**kw) -> SplitConfig:
+    return SplitConfig(**{"vocab_size": 11, "d_model": D, "n_heads": 4, "n_layers": 2,
+                          "max_len": 16, "conv_kernel": 3, **kw})
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, dtype=dt, generator=torch.Generator().manual_seed(seed))
+
+
+def _call(module, x, memory=None):
+    return module(0.0, x) if memory is None else module(0.0, x, memory=memory)
+
+
+def _all_kinds():
+    """Every registered kind, and each of them gated."""
+    plain = [K.get_kind(name) for name in K.KINDS]
+    return plain + [K.GatedKind(k, "tanh") for k in plain]
+
+
+@pytest.mark.parametrize("kind", _all_kinds(), ids=repr)
+@pytest.mark.parametrize("causal", [True, False])
+def test_closed_forms_equal_the_module_and_flop_counter(kind, causal):
+    cfg = _cfg(causal=causal, conv_kernel=5)
+    width = 24 if kind.default_width(cfg) is not None else None
+    with torch.device("meta"):
+        module = kind.build(cfg, width)
+        x = torch.zeros(2, N, D)
+        memory = torch.zeros(2, M, D) if kind.uses_memory else None
+    assert kind.params(cfg, width) == sum(p.numel() for p in module.parameters())
+    fc = FlopCounterMode(display=False)
+    with fc:
+        _call(module, x, memory)
+    want = kind.flops(cfg, width, seq_len=N, memory_len=M if memory is not None else 0)
+    assert fc.get_total_flops() == pytest.approx(want * 2 * N, rel=1e-12)
+    # what generation reads from the module is what the kind says
+    assert module.mixes_tokens == kind.mixes_tokens
+    assert module.supports_cache == kind.cacheable(cfg)
+    assert getattr(module, "uses_memory", False) == kind.uses_memory
+    assert isinstance(module, Gated) == isinstance(kind, K.GatedKind)
+
+
+@pytest.mark.parametrize("name", list(K.KINDS))
+def test_every_kind_works_on_any_leading_dims(name):
+    torch.manual_seed(0)
+    kind = K.get_kind(name)
+    module = kind.build(_cfg(causal=True)).double().eval()
+    memory = _x(M, D, seed=3) if kind.uses_memory else None
+    x = _x(3, 2, N, D)
+    y = _call(module, x, memory)
+    assert y.shape == x.shape
+    want = torch.stack([_call(module, x[i], memory) for i in range(3)])
+    torch.testing.assert_close(y, want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(_call(module, x[0, 0], memory), y[0, 0], rtol=0, atol=1e-12)
+
+
+def test_glu_conv_is_the_windowed_formula():
+    """y_i = W_o (a_i * sigmoid(b_i)), [a; b]_i = c + sum_m W_m h_{i-k+1+m}, h = LN(x), zero
+    before the first token (causal)."""
+    torch.manual_seed(0)
+    k = 3
+    g = GLUConv(D, kernel_size=k).double()
+    x = _x(2, N, D)
+    h = F.layer_norm(x, (D,), g.norm.weight, g.norm.bias, g.norm.eps)
+    rows = []
+    for i in range(N):
+        z = g.conv.bias.clone().expand(2, 2 * D).clone()
+        for m in range(k):
+            j = i - k + 1 + m
+            if j >= 0:
+                z = z + h[:, j] @ g.conv.weight[:, :, m].T
+        a, b = z[:, :D], z[:, D:]
+        rows.append(g.proj(a * torch.sigmoid(b)))
+    torch.testing.assert_close(g(0.0, x), torch.stack(rows, 1), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_causal_conv_sees_exactly_the_last_k_tokens(k):
+    torch.manual_seed(0)
+    g = GLUConv(D, kernel_size=k).double()
+    x = _x(1, 10, D)
+    j = 5
+    y = x.clone()
+    y[:, j] += _x(1, D, seed=1)                    # change token j only
+    moved = (g(0.0, x) - g(0.0, y)).abs().amax(-1)[0]
+    assert (moved[:j] == 0).all()                  # the past never sees the future
+    assert (moved[j:j + k] > 1e-6).all()           # tokens j .. j+k-1 see token j
+    assert (moved[j + k:] == 0).all()              # a local interaction: nobody further
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_centred_conv_sees_both_sides(k):
+    torch.manual_seed(0)
+    g = GLUConv(D, kernel_size=k, causal=False).double()
+    x = _x(1, 11, D)
+    j, r = 5, (k - 1) // 2
+    y = x.clone()
+    y[:, j] += _x(1, D, seed=1)
+    moved = (g(0.0, x) - g(0.0, y)).abs().amax(-1)[0]
+    inside = torch.zeros(11, dtype=torch.bool)
+    inside[j - r:j + r + 1] = True
+    assert (moved[inside] > 1e-6).all() and (moved[~inside] == 0).all()
+
+
+def test_glu_conv_errors():
+    with pytest.raises(ValueError, match="odd kernel_size"):
+        GLUConv(D, kernel_size=4, causal=False)
+    with pytest.raises(ValueError, match="kernel_size"):
+        GLUConv(D, kernel_size=0)
+    with pytest.raises(ValueError, match="d_model=16"):
+        GLUConv(D)(0.0, torch.zeros(3, 8))
+    with pytest.raises(ValueError, match="n_tokens"):
+        GLUConv(D)(0.0, torch.zeros(D))
+
+
+# ---------------------------------------------------------------------------------------------
+# the registry and the config
+
+
+def test_the_registry():
+    for name, cls in K.KINDS.items():
+        assert cls.name == name and cls.serves and ":" in cls.module
+    assert K.serving("diffusion")[0] == "attention" and "conv" in K.serving("diffusion")
+    assert K.serving("convection") == ("feedforward",)
+    assert K.kind_of(_cfg(), "convection").name == "feedforward"
+    assert K.kind_of(_cfg(diffusion_field="conv"), "diffusion").name == "conv"
+    assert K.kind_of(_cfg(), "cross").name == "cross"
+    with pytest.raises(ValueError, match="unknown field kind 'rnn'"):
+        K.get_kind("rnn")
+    with pytest.raises(ValueError, match="no field kind is registered for the field 'gravity'"):
+        K.kind_of(_cfg(), "gravity")
+
+
+def test_the_config_option_takes_its_choices_from_the_registry():
+    from splitnet.config import SplitConfig as C
+
+    field = C.__dataclass_fields__["diffusion_field"]
+    assert tuple(field.metadata["choices"]) == K.serving("diffusion")
+    with pytest.raises(ValueError, match="diffusion_field must be one of attention, conv"):
+        _cfg(diffusion_field="feedforward")
+    with pytest.raises(ValueError, match="conv_kernel"):
+        _cfg(conv_kernel=0)
+    with pytest.raises(ValueError, match="odd conv_kernel"):
+        _cfg(diffusion_field="conv", causal=False, conv_kernel=2)
+    _cfg(diffusion_field="attention", causal=False, conv_kernel=2)   # not used: no objection
+
+
+def test_an_old_config_without_the_options_loads_with_the_defaults():
+    d = _cfg().to_dict()
+    del d["diffusion_field"], d["conv_kernel"]
+    c = SplitConfig.from_dict(d)
+    assert (c.diffusion_field, c.conv_kernel) == ("attention", 3)
+
+
+@pytest.mark.parametrize("scheme, match", [
+    ("a:1,c:1", r"has the fields diffusion and convection; .* advances a: no field kind serves"),
+    ("c:0.5,d:1,x:1,c:0.5", r"advances cross: cross reads a memory .* SplitSeq2Seq"),
+])
+def test_a_model_refuses_a_field_it_has_no_kind_for(scheme, match):
+    with pytest.raises(ValueError, match=match):
+        SplitTransformer(11, D, 4, 1, scheme=scheme)
+
+
+def test_a_conv_model_builds_conv_fields_with_the_macaron_matching():
+    m = SplitTransformer(11, D, 4, 2, scheme="strang", weights="per-stage",
+                         diffusion_field="conv", conv_kernel=4)
+    lay = m.layers[0]
+    assert all(isinstance(f, GLUConv) and f.kernel_size == 4 and f.causal
+               for f in lay.diffusion)
+    assert [f.fc1.out_features for f in lay.convection] == [2 * D, 2 * D]
+    # the conv's output projection is a residual projection: GPT-2's scaled init
+    std = lay.diffusion[0].proj.weight.std().item()
+    assert std < 0.02 / 2 * 1.5 and lay.diffusion[0].conv.weight.std().item() > 0.015
