@@ -20,33 +20,15 @@ matplotlib is imported inside the functions: importing this package costs nothin
 
 from __future__ import annotations
 
-from .convergence import plot_convergence, plot_gaps, plot_work_precision
-from .refinement import plot_refinement, plot_refinement_summary
-from .style import (
-    LINESTYLES,
-    MARKERS,
-    PALETTE,
-    TOKEN_PALETTE,
-    check_format,
-    readable_log_ticks,
-    save_figure,
-    series_style,
-)
-from .training import plot_metrics, plot_seed_curves, smoothed
-from .trajectories import (
-    animate,
-    plot_clustering,
-    plot_scheme_comparison,
-    plot_trajectories,
-    save_trajectory_plot,
-)
-from .zoo import plot_zoo_efficiency
+# Every family module's __all__ is served from here, so a new plot is one function in its
+# family's module (and its name in that module's __all__).
+from . import convergence, refinement, style, training, trajectories, zoo
+from .convergence import *  # noqa: F403
+from .refinement import *  # noqa: F403
+from .style import *  # noqa: F403
+from .training import *  # noqa: F403
+from .trajectories import *  # noqa: F403
+from .zoo import *  # noqa: F403
 
-__all__ = [
-    "LINESTYLES", "MARKERS", "PALETTE", "TOKEN_PALETTE", "animate", "check_format",
-    "plot_clustering",
-    "plot_convergence", "plot_gaps", "plot_metrics", "plot_refinement", "plot_refinement_summary",
-    "plot_scheme_comparison", "plot_seed_curves", "plot_trajectories", "plot_work_precision",
-    "plot_zoo_efficiency", "readable_log_ticks", "save_figure", "save_trajectory_plot",
-    "series_style", "smoothed",
-]
+__all__ = sorted({name for m in (convergence, refinement, style, training, trajectories, zoo)  # noqa: PLE0605
+                  for name in m.__all__})
