@@ -24,6 +24,7 @@ from typing import Any
 
 from . import kinds as _kinds
 from . import schemes as _schemes
+from .names import unknown_name
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS
 
@@ -211,7 +212,13 @@ class SplitConfig:
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
         _choice("method", self.method, METHODS)
-        _choice("diffusion_field", self.diffusion_field, _kinds.serving(DIFFUSION))
+        if self.diffusion_field not in _kinds.serving(DIFFUSION):   # a registry that grows
+            other = _kinds.KINDS.get(self.diffusion_field)
+            raise ValueError(
+                f"field kind {self.diffusion_field!r} serves {other.serves}, not diffusion"
+                if other is not None else
+                unknown_name("diffusion field kind", self.diffusion_field,
+                             _kinds.serving(DIFFUSION), listed_by="splitnet train --help"))
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("activation", self.activation, ACTIVATIONS)
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))

@@ -244,7 +244,8 @@ CASES = [
      lambda: sn.models.SplitConfig(scheme="c:0.5,d:1,x:1,c:0.5"),
      ValueError, r"advances cross: cross reads a memory .* needs an encoder–decoder network"),
     ("unknown diffusion field kind", lambda: sn.models.SplitConfig(diffusion_field="rnn"),
-     ValueError, r"diffusion_field must be one of attention, conv; got 'rnn'"),
+     ValueError, r"^unknown diffusion field kind 'rnn'; no diffusion field kind has a close name "
+                 r"\(splitnet train --help lists them all\)$"),
     ("centred conv field with an even kernel",
      lambda: sn.models.SplitConfig(diffusion_field="conv", causal=False, conv_kernel=4),
      ValueError, r"a non-causal conv field needs an odd conv_kernel .*, got 4"),

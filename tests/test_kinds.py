@@ -155,7 +155,7 @@ def test_the_config_option_takes_its_choices_from_the_registry():
 
     field = C.__dataclass_fields__["diffusion_field"]
     assert tuple(field.metadata["choices"]) == K.serving("diffusion")
-    with pytest.raises(ValueError, match="diffusion_field must be one of attention, conv"):
+    with pytest.raises(ValueError, match="'feedforward' serves convection, not diffusion"):
         _cfg(diffusion_field="feedforward")
     with pytest.raises(ValueError, match="conv_kernel"):
         _cfg(conv_kernel=0)
