@@ -12,14 +12,12 @@ time, the medians, and a markdown row for docs/benchmarks.md.
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
-import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+from cli_timing import machine_row, parse, parser, splitnet, time_runs
 
 NO_TORCH = ("import sys, runpy; sys.argv = ['splitnet', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('splitnet', run_name='__main__')\n"
@@ -46,26 +44,12 @@ def _in_process(extra: list[str], runs: int) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Median wall time of `splitnet describe --scheme "
-                                             "all`.")
-    ap.add_argument("--runs", type=int, default=7, help="number of runs (default 7)")
-    ap.add_argument("extra", nargs=argparse.REMAINDER,
-                    help="arguments passed to `splitnet describe` after `--`")
-    args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs must be >= 1")
-    extra = [a for a in args.extra if a != "--"]
-    exe = shutil.which("splitnet")
-    cmd = [exe] if exe else [sys.executable, "-m", "splitnet"]
-    cmd += ["describe", "--scheme", "all", *extra]
-    times = []
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            print(r.stdout, r.stderr, file=sys.stderr)
-            return r.returncode
+    args, extra = parse(parser("describe --scheme all", runs=7), argv)
+    cmd = [*splitnet(), "describe", "--scheme", "all", *extra]
+    times, r = time_runs(cmd, args.runs)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr, file=sys.stderr)
+        return r.returncode
     rows = sum(1 for line in r.stdout.splitlines() if " shared " in line or " per-stage " in line)
     probe = subprocess.run([sys.executable, "-c", NO_TORCH, *cmd[cmd.index("describe"):]],
                            capture_output=True, text=True, check=False)
@@ -76,12 +60,9 @@ def main(argv=None) -> int:
     print(f"median of {args.runs}: {med:.2f} s end to end (min {min(times):.2f}, max "
           f"{max(times):.2f}); {rows} rows; cost.table in process: {inproc * 1e3:.0f} ms; "
           f"torch imported: {'no' if torch_free else 'YES (regression)'}")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     cmd_txt = " ".join(["splitnet describe --scheme all", *extra])
-    print(f"\n| `{cmd_txt}` | {med:.2f} s | {min(times):.2f}–{max(times):.2f} s | "
-          f"{inproc * 1e3:.0f} ms | {os.cpu_count()} cores, "
-          f"{platform.processor() or platform.machine()}, load {load:.1f} | "
-          f"{time.strftime('%Y-%m-%d')} |")
+    print("\n" + machine_row([f"`{cmd_txt}`", f"{med:.2f} s",
+                              f"{min(times):.2f}–{max(times):.2f} s", f"{inproc * 1e3:.0f} ms"]))
     return 0 if torch_free else 1
 
 

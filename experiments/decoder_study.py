@@ -14,7 +14,6 @@ docs/figures/decoder_orders.png.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from tqdm.auto import tqdm
 import splitnet as sn
 from splitnet.algebra import lie_defects
 from splitnet.analysis import leading_term
+from splitnet.dev.docblocks import write_blocks
 from splitnet.plots import plot_convergence
 from splitnet.problems import decoder_system
 from splitnet.stages import pair_defects
@@ -112,21 +112,10 @@ def study() -> dict[str, str]:
     return {"table": "\n".join(rows)}
 
 
-def write(tables: dict[str, str]) -> None:
-    text = DOC.read_text()
-    for name, body in tables.items():
-        pat = re.compile(rf"(<!-- decoder_study:{name} -->\n).*?(<!-- /decoder_study:{name} -->)",
-                         re.DOTALL)
-        if not pat.search(text):
-            raise SystemExit(f"docs/theory.md has no marker for decoder_study:{name}")
-        text = pat.sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(2), text)
-    DOC.write_text(text)
-
-
 def main() -> int:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    write(study())
+    write_blocks(DOC, "decoder_study", study())
     print(f"decoder study written to {DOC.relative_to(ROOT)} and {FIG.relative_to(ROOT)} "
           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0

@@ -14,7 +14,6 @@ in R^8, seed 0) unless a table says otherwise.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 
 import splitnet as sn
 from splitnet.check import fit_slope
+from splitnet.dev.docblocks import write_blocks
 from splitnet.plots import plot_convergence, plot_work_precision, readable_log_ticks, save_figure
 from splitnet.problems import ClosedFormFlow, WrongClock, local_errors, time_dependent_linear
 
@@ -296,19 +296,8 @@ def work_precision(system) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 def write_tables(tables: dict[str, str]) -> None:
-    text = DOC.read_text()
-    for name, body in tables.items():
-        pat = re.compile(rf"(<!-- order_study:{name} -->\n).*?(<!-- /order_study:{name} -->)",
-                         re.DOTALL)
-        if not pat.search(text):
-            raise SystemExit(f"docs/theory.md has no marker for table {name!r}")
-        text = pat.sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(2), text)
-    if text == DOC.read_text():     # nothing changed: keep the date, leave the file alone
-        return
-    stamp = time.strftime("%Y-%m-%d")
-    text = re.sub(r"(<!-- order_study:date -->).*?(<!-- /order_study:date -->)",
-                  rf"\g<1>{stamp}\g<2>", text)
-    DOC.write_text(text)
+    """Into docs/theory.md's ``order_study`` blocks; the date only when a table changed."""
+    write_blocks(DOC, "order_study", tables, stamp=True)
 
 
 PARTS = ["orders", "merged", "lie_bracket", "matrices", "clocks", "sandwich", "work_precision"]
