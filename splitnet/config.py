@@ -34,6 +34,7 @@ GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
 # splitnet.fields builds the function from it (this module stays free of torch).
 ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tanh"),)),
                "relu": ("relu", ()), "silu": ("silu", ()), "tanh": ("tanh", ())}
+POSITIONS = ("learned", "none")     # how tokens know their position besides rotary attention
 DEVICES = ("auto", "cpu", "cuda")
 # Speed levers (splitnet.accel, splitnet.losses): none changes the function computed, only
 # rounding, so all are free on --resume.
@@ -77,7 +78,7 @@ LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2
           "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
           # reals: a step, a learning rate or a peak beyond these overflows float32 at once
           "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
-          "peak_tflops": 1e6}
+          "peak_tflops": 1e6, "rotary_base": 1e12}
 
 
 def _int(name: str, v, lo: int = 1, none: bool = False):
@@ -192,6 +193,15 @@ class SplitConfig:
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
+    positions: str = option("learned", "token positions: learned absolute embeddings added to "
+                            "the input (GPT-2), or none (GPT-NeoX: rotary attention carries "
+                            "them)", choices=POSITIONS)
+    rotary_pct: float = option(0.0, "share of each attention head's channels rotated by "
+                               "rotary position embeddings (RoPE, GPT-NeoX's convention; "
+                               "Pythia: 0.25); 0 = off")
+    rotary_base: float = option(10000.0, "RoPE base (theta) of rotary_pct")
+    tie_head: bool = option(True, "output head tied to the token embedding (--no-tie-head: a "
+                            "matrix of its own, as GPT-NeoX)")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -215,6 +225,10 @@ class SplitConfig:
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("activation", self.activation, ACTIVATIONS)
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
+        _choice("positions", self.positions, POSITIONS)
+        set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))
+        set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))
+        set_(self, "tie_head", bool(self.tie_head))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
         for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
@@ -524,6 +538,6 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_SEED",
-           "METHODS", "PARAM_DTYPES", "SDPA_BACKENDS", "SESSION", "WEIGHTS", "MissingDependency",
-           "SplitConfig", "TrainConfig", "cli_fields", "config_from_call", "config_signature",
-           "int_list", "option", "require"]
+           "METHODS", "PARAM_DTYPES", "POSITIONS", "SDPA_BACKENDS", "SESSION", "WEIGHTS",
+           "MissingDependency", "SplitConfig", "TrainConfig", "cli_fields", "config_from_call",
+           "config_signature", "int_list", "option", "require"]

@@ -248,6 +248,16 @@ CASES = [
     ("centred conv field with an even kernel",
      lambda: sn.models.SplitConfig(diffusion_field="conv", causal=False, conv_kernel=4),
      ValueError, r"a non-causal conv field needs an odd conv_kernel .*, got 4"),
+    ("rotary share outside [0, 1]", lambda: sn.models.SplitConfig(rotary_pct=1.5),
+     ValueError, r"rotary_pct must be <= 1, got 1.5"),
+    ("rotary channels per head odd", lambda: sn.models.SplitConfig(d_model=24, n_heads=4,
+                                                                    rotary_pct=0.5),
+     ValueError, r"rotary_pct 0.5 of head_dim 6 gives 3 rotary channels; rotary needs an even "
+                 r"number >= 2"),
+    ("rotary on the conv field", lambda: sn.models.SplitConfig(diffusion_field="conv",
+                                                                rotary_pct=0.25),
+     ValueError, r"rotary_pct turns an attention's queries and keys; the conv diffusion field "
+                 r"has none"),
     ("key/value cache demanded of a conv model",
      lambda: _model(diffusion_field="conv").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
      ValueError, r"use_cache=True, but this model cannot use a key/value cache: the diffusion "
