@@ -10,7 +10,8 @@ modes) takes well under a second (``benchmarks/bench_describe.py``).
   ``positions="none"``), the final LayerNorm ``2 d``, the head when it is not tied to the
   embedding (``V d``, counted with the embeddings), and every module of every layer
   (``kind.params``: one per field per layer, or one per stage with ``weights="per-stage"``).
-  Rotary position embeddings have no parameters.
+  Rotary position embeddings have no parameters; ``learn_coefficients`` adds one per stage and
+  layer.
 * **Field evaluations per token**, per field: each stage of each layer calls its field
   ``evals(method)`` times (euler 1, midpoint 2, rk4 4); a field call processes every token once,
   so per token ``n_layers * stages advancing the field * evals`` (a sum stage ``d+c`` counts for
@@ -87,6 +88,8 @@ def _layers(config: SplitConfig, sch=None) -> list:
 def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     d = config.d_model
     n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
+    if config.learn_coefficients:
+        n += config.n_layers * len(config.resolved_scheme().stages)
     non_embedding = n + 2 * d                       # + the final LayerNorm
     tables = config.vocab_size * (1 if config.tie_head else 2) + \
         (config.max_len if config.positions == "learned" else 0)

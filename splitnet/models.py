@@ -25,6 +25,7 @@ from torch import nn
 from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
 from .kinds import layer_fields
 from .layers import SplitLayer
+from .learned import LearnedSplitLayer, coefficients
 
 
 class SplitTransformer(nn.Module):
@@ -50,6 +51,8 @@ class SplitTransformer(nn.Module):
     positions, rotary_pct, rotary_base, tie_head : learned absolute positions or none; rotary
         position embeddings on that share of each attention head (GPT-NeoX); the head tied to
         the token embedding or its own matrix.
+    learn_coefficients : every stage coefficient of every layer a parameter initialised from
+        the scheme (:mod:`splitnet.learned`; :meth:`coefficients` reports them).
     """
 
     def __init__(self, *args, **options):
@@ -106,7 +109,8 @@ class SplitTransformer(nn.Module):
         for f in layer_fields(c, self.scheme, k):
             fields[f.field] = f.kind.build(c, f.width) if f.shared else \
                 [f.kind.build(c, f.width) for _ in range(f.calls)]
-        return SplitLayer(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
+        cls = LearnedSplitLayer if c.learn_coefficients else SplitLayer
+        return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
@@ -121,6 +125,11 @@ class SplitTransformer(nn.Module):
                 nn.init.zeros_(p)
 
     # -- use ---------------------------------------------------------------------------------
+    def coefficients(self) -> tuple:
+        """Per layer, a tuple of :class:`~splitnet.stages.Stage` ``(field, coeff)`` with the
+        coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
+        return coefficients(self)
+
     def n_params(self, embeddings: bool = True) -> int:
         """All parameters (a tied head counted once); ``embeddings=False``: without the token
         and position embeddings and an untied head (Kaplan et al.'s non-embedding count)."""
