@@ -1,0 +1,376 @@
+"""Beyond splitting (issue 21): unsplit and learned integrators as LMs -> docs/unsplit.md
+
+    python experiments/unsplit_study.py                  # train what is missing, evaluate, report
+    python experiments/unsplit_study.py --phase train    # only train (resumable; run it again)
+    python experiments/unsplit_study.py --report-only    # docs/unsplit.md from what finished
+
+Models (byte-level, the Python standard library corpus, the CPU scale of
+experiments/compare_schemes.py: d_model 64, 4 heads, 4 layers, d_ff 256, context 64, batch 16,
+400 AdamW steps at lr 2e-3; every model has shared weights, so the fixed-coefficient models have
+equal parameters and the learned ones 4 x stages more, the coefficients):
+
+* ``lie-trotter``  the pre-norm Transformer, x += D(x); x += C(x)
+* ``parallel``     GPT-J / GPT-NeoX's parallel block, x += D(x) + C(x) (scheme parallel, euler)
+* ``strang``       C/2, D, C/2 with one C per layer (Strang shared)
+* ``rk4-block``    classical RK4 of D + C per layer (scheme parallel, method rk4): the "RK4
+                   block" of the whole layer, 4 evaluations of each field
+* ``yoshida4``     the triple jump of Strang steps, shared weights
+* ``learned-X`` / ``learned-X-pen``  the coefficients of X (lie-trotter, strang, yoshida4)
+                   learned per layer (``learn_coefficients``), without and with the order
+                   penalty λ = 1 (squared order conditions up to X's declared order)
+
+Each finished run is evaluated once (cached in ``RUN/unsplit.json``): validation bits per byte,
+and the refinement study of :mod:`splitnet.refine` on ``--windows`` validation windows: the own
+stages (learned coefficients as they are) with 1, 2, 4 Euler substeps per layer and each layer's
+unsplit ODE solved exactly; for learned models the final coefficients, their sums, the order
+conditions by degree and ``check_order``'s verdict per layer. Runs go to ``--runs``
+(default runs/unsplit) ``/<model>/seed<k>``; a finished run is skipped, an interrupted one
+resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from splitnet import checkpoint as ck
+from splitnet.config import SplitConfig, TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALE = {"d_model": 64, "n_heads": 4, "n_layers": 4, "d_ff": 256, "context": 64,
+         "batch_size": 16, "steps": 400, "lr": 2e-3, "warmup": 30, "eval_every": 50,
+         "eval_windows": 128}
+PENALTY = 1.0
+FIXED = {"lie-trotter": {"scheme": "lie-trotter"}, "parallel": {"scheme": "parallel"},
+         "strang": {"scheme": "strang"}, "rk4-block": {"scheme": "parallel", "method": "rk4"},
+         "yoshida4": {"scheme": "yoshida4"}}
+LEARNED = {f"learned-{k}{'-pen' if pen else ''}": (s, pen)
+           for k, s in (("lt", "lie-trotter"), ("strang", "strang"), ("y4", "yoshida4"))
+           for pen in (False, True)}
+ORDER = list(FIXED) + list(LEARNED)
+LABELS = {"lie-trotter": "Lie–Trotter (Transformer)", "parallel": "parallel (GPT-J/NeoX)",
+          "strang": "Strang shared", "rk4-block": "RK4 block (parallel, rk4)",
+          "yoshida4": "Yoshida4 shared",
+          **{k: f"learned from {s}" + (f", penalty λ={PENALTY:g}" if pen else "")
+             for k, (s, pen) in LEARNED.items()}}
+# relative cost of a step (field evaluations per layer), to order the runs cheapest first
+COST = {"lie-trotter": 2, "parallel": 2, "strang": 3, "rk4-block": 8, "yoshida4": 9,
+        "learned-lt": 2, "learned-lt-pen": 2.2, "learned-strang": 3, "learned-strang-pen": 3.3,
+        "learned-y4": 9, "learned-y4-pen": 10}
+SUBSTEPS = (1, 2, 4)
+
+
+def model_config(name: str) -> SplitConfig:
+    base = {k: SCALE[k] for k in ("d_model", "n_heads", "n_layers", "d_ff")}
+    if name in FIXED:
+        return SplitConfig(**base, max_len=SCALE["context"], **FIXED[name])
+    scheme, _ = LEARNED[name]
+    return SplitConfig(**base, max_len=SCALE["context"], scheme=scheme, learn_coefficients=True)
+
+
+def train_config(name: str, seed: int, out: Path, threads, resume=False) -> TrainConfig:
+    pen = LEARNED[name][1] if name in LEARNED else False
+    sc = SCALE
+    return TrainConfig(model=model_config(name), context=sc["context"], steps=sc["steps"],
+                       batch_size=sc["batch_size"], lr=sc["lr"], warmup=sc["warmup"],
+                       eval_windows=sc["eval_windows"], eval_every=sc["eval_every"],
+                       ckpt_every=sc["eval_every"], seed=seed, device="cpu", threads=threads,
+                       progress=False, plot=False, out=str(out), resume=resume,
+                       overwrite=not resume, order_penalty=PENALTY if pen else 0.0)
+
+
+def _done_step(out: Path, want: TrainConfig) -> int | None:
+    try:
+        state = ck.load(out)
+        stored = TrainConfig.from_dict({**state["train_config"], "out": str(out)})
+    except (ValueError, KeyError, TypeError):
+        return None
+    same = stored.replace(threads=want.threads, progress=False, plot=False) == \
+        want.replace(resume=False, overwrite=False)
+    return state["step"] if same else None
+
+
+def train_one(name: str, seed: int, runs: Path, threads) -> Path:
+    from splitnet.train import train
+
+    out = runs / name / f"seed{seed}"
+    want = train_config(name, seed, out, threads)
+    done = _done_step(out, want)
+    if done != SCALE["steps"]:
+        t0 = time.perf_counter()
+        summary = train(want.replace(resume=done is not None, overwrite=done is None))
+        if summary.get("signal"):
+            raise KeyboardInterrupt
+        (out / "wall.json").write_text(json.dumps({"wall_s": time.perf_counter() - t0,
+                                                   "tok_per_s": summary.get("tok_per_s")}))
+        print(f"[{time.strftime('%H:%M:%S')}] trained {name} seed {seed} in "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation of one finished run
+
+
+def coefficient_summary(model) -> list[dict]:
+    """Per learned layer: coefficients, field sums, order conditions by degree, and
+    check_order's verdict as they are and with each field rescaled to sum 1."""
+    import splitnet as sn
+    from splitnet.algebra import lie_defects
+    from splitnet.stages import coefficient_sums, per_field_normalized
+
+    declared = model.scheme.order
+    out = []
+    for stages, chk in zip(model.coefficients(), sn.check_order(model)):
+        norm = per_field_normalized(stages)
+        rescaled = None if norm is None else sn.check_order(list(norm), order=declared)
+        out.append({"coeffs": [st.coeff for st in stages],
+                    "sums": coefficient_sums(stages),
+                    "defects": [float(x) for x in lie_defects(stages, max(2, min(declared, 4)))],
+                    "verdict": chk.verdict,
+                    "rescaled_tail": None if rescaled is None else float(rescaled.tail),
+                    "rescaled_verdict": None if rescaled is None else rescaled.verdict})
+    return out
+
+
+def evaluate_one(out: Path, name: str, windows: int) -> dict:
+    from splitnet.refine import OWN, checkpoint_source, refinement_study
+
+    cache = out / "unsplit.json"
+    spec = {"windows": windows, "substeps": list(SUBSTEPS), "version": 1}
+    if cache.exists():
+        d = json.loads(cache.read_text())
+        if d.get("spec") == spec:
+            return d
+    model, evaluate, info = checkpoint_source(out, windows=windows)
+    t0 = time.perf_counter()
+    res = refinement_study(model, evaluate, schemes=[OWN], substeps=list(SUBSTEPS),
+                           methods=["euler"] if model.config.method == "euler" else
+                           [model.config.method], label=LABELS[name], progress=False)
+    recs = ck.read_metrics(out / ck.METRICS)
+    d = {"spec": spec, "name": name, "refine": res.to_dict(), "info": info,
+         "final_val_bpb": [r["val_bpb"] for r in recs if "val_bpb" in r][-1],
+         "val_curve": [(r["step"], r["val_bpb"]) for r in recs if "val_bpb" in r],
+         "coefficient_curve": [(r["step"], r["coefficients"], r["order_defect"])
+                               for r in recs if "coefficients" in r],
+         "n_params": model.n_params(),
+         "tok_per_s": json.loads((out / "wall.json").read_text()).get("tok_per_s")
+         if (out / "wall.json").exists() else None,
+         "coefficients": coefficient_summary(model) if model.config.learn_coefficients
+         else None, "eval_s": None}
+    d["eval_s"] = time.perf_counter() - t0
+    cache.write_text(json.dumps(d))
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def _ms(v) -> str:
+    v = np.asarray([x for x in v if x is not None and math.isfinite(x)], dtype=float)
+    if not len(v):
+        return "–"
+    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else f"{v.mean():.3f}"
+
+
+def paired(results, a: str, b: str, key=lambda r: r["final_val_bpb"]) -> str:
+    """Mean paired difference a − b over the seeds both have, ± its standard error, and t."""
+    ra = {r["seed"]: key(r) for r in results if r["name"] == a}
+    rb = {r["seed"]: key(r) for r in results if r["name"] == b}
+    seeds = sorted(set(ra) & set(rb))
+    if len(seeds) < 2:
+        return "–"
+    d = np.array([ra[s] - rb[s] for s in seeds])
+    se = d.std(ddof=1) / math.sqrt(len(d))
+    t = d.mean() / se if se > 0 else math.inf
+    return f"{d.mean():+.3f} ± {se:.3f} (t = {t:+.1f}, n = {len(d)})"
+
+
+def _refined(r, k: int):
+    pts = {p["substeps"]: p["loss"] for p in r["refine"]["points"]}
+    return pts.get(k, float("nan")) / math.log(2)
+
+
+def fixed_table(results) -> list[str]:
+    lines = ["| model | params | field evaluations / layer | val bpb (mean ± sd) | "
+             "vs Lie–Trotter (paired) | own stages, 2 substeps | 4 substeps | layer ODE, "
+             "exact | tokens/s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in [n for n in ORDER if n in FIXED]:
+        rs = [r for r in results if r["name"] == name]
+        if not rs:
+            continue
+        own = rs[0]["refine"]["own"]
+        lines.append(
+            f"| {LABELS[name]} (n={len(rs)}) | {rs[0]['n_params']:,} | {own['evals']:g} | "
+            f"{_ms([r['final_val_bpb'] for r in rs])} | "
+            f"{'–' if name == 'lie-trotter' else paired(results, name, 'lie-trotter')} | "
+            f"{_ms([_refined(r, 2) for r in rs])} | {_ms([_refined(r, 4) for r in rs])} | "
+            f"{_ms([r['refine']['ode']['loss'] / math.log(2) for r in rs])} | "
+            f"{_ms([r['tok_per_s'] for r in rs]).split(' ')[0]} |")
+    return lines
+
+
+def _sum_drift(r) -> float:
+    """Largest |sum of a field's coefficients − 1| over the layers."""
+    return max(abs(v - 1) for layer in r["coefficients"] for v in layer["sums"].values())
+
+
+def learned_table(results) -> list[str]:
+    lines = ["| model | val bpb | vs the same scheme fixed (paired) | max \\|Σ_f − 1\\| | order "
+             "defect (penalty at λ=1) | check_order per layer (as is; fields rescaled) | own "
+             "stages, 2 / 4 substeps | layer ODE, exact |",
+             "|---|---:|---:|---:|---:|---|---:|---:|"]
+    for name in [n for n in ORDER if n in LEARNED]:
+        rs = [r for r in results if r["name"] == name]
+        if not rs:
+            continue
+        scheme = LEARNED[name][0]
+        verdicts: dict = {}
+        for r in rs:
+            for layer in r["coefficients"]:
+                tail = layer["rescaled_tail"]
+                shown = round(tail) if tail is not None and math.isfinite(tail) else tail
+                key = (layer["verdict"], "–" if tail is None else
+                       f"{layer['rescaled_verdict']} {shown}")
+                verdicts[key] = verdicts.get(key, 0) + 1
+        vtext = "; ".join(f"{n}× {a} / {b}" for (a, b), n in sorted(verdicts.items()))
+        defects = [r["coefficient_curve"][-1][2] for r in rs if r["coefficient_curve"]]
+        lines.append(
+            f"| {LABELS[name]} (n={len(rs)}) | {_ms([r['final_val_bpb'] for r in rs])} | "
+            f"{paired(results, name, scheme)} | {_ms([_sum_drift(r) for r in rs])} | "
+            f"{_ms(defects)} | {vtext} | {_ms([_refined(r, 2) for r in rs])} / "
+            f"{_ms([_refined(r, 4) for r in rs])} | "
+            f"{_ms([r['refine']['ode']['loss'] / math.log(2) for r in rs])} |")
+    return lines
+
+
+def coefficient_rows(results) -> list[str]:
+    """Layer 0 and the last layer of seed 0 of every learned model: where the coefficients
+    went (initial value -> final)."""
+    from splitnet.schemes import get
+
+    lines = ["| model | layer | stages: initial -> learned (seed 0) |", "|---|---:|---|"]
+    for name in [n for n in ORDER if n in LEARNED]:
+        r = next((r for r in results if r["name"] == name and r["seed"] == 0), None)
+        if r is None:
+            continue
+        init = get(LEARNED[name][0]).stages
+        for k in (0, len(r["coefficients"]) - 1):
+            cells = ", ".join(f"{st.field[0]} {st.coeff:.3f}→{c:.3f}"
+                              for st, c in zip(init, r["coefficients"][k]["coeffs"]))
+            lines.append(f"| {LABELS[name]} | {k} | {cells} |")
+    return lines
+
+
+def figures(results, figdir: Path) -> list[str]:
+    from splitnet.plots import plot_seed_curves
+
+    figdir.mkdir(parents=True, exist_ok=True)
+    out = []
+    curves = {LABELS[n]: [r["val_curve"] for r in results if r["name"] == n]
+              for n in ORDER if any(r["name"] == n for r in results)}
+    f = figdir / "unsplit_val.png"
+    plot_seed_curves(curves, f, "step", "validation bpb",
+                     title="validation bits per byte (mean ± sd over seeds)",
+                     zoom_from=SCALE["steps"] / 2)
+    out.append(f)
+    drift = {}
+    for n in (n for n in ORDER if n in LEARNED):
+        rs = [r for r in results if r["name"] == n and r["coefficient_curve"]]
+        if rs:
+            drift[LABELS[n]] = [[(s, math.log10(max(d, 1e-12))) for s, _, d in
+                                 r["coefficient_curve"]] for r in rs]
+    if drift:
+        f = figdir / "unsplit_defect.png"
+        plot_seed_curves(drift, f, "step", "log10 order defect (squared conditions, all layers)",
+                         title="learned coefficients: distance from a method of the declared "
+                               "order")
+        out.append(f)
+    return out
+
+
+def write_report(results, path: Path, seeds, argv) -> None:
+    figs = figures(results, path.parent / "figures")
+    corpora = {json.dumps(r["info"].get("corpus")) for r in results}
+    sc = SCALE
+    text = [
+        "<!-- generated by experiments/unsplit_study.py; rewritten after every evaluation -->",
+        "", "# Beyond splitting: unsplit and learned integrators as language models", "",
+        f"Command: `python3 experiments/unsplit_study.py {' '.join(argv)}`. Scale: d_model "
+        f"{sc['d_model']}, {sc['n_heads']} heads, {sc['n_layers']} layers, d_ff {sc['d_ff']}, "
+        f"context {sc['context']}, batch {sc['batch_size']}, {sc['steps']} steps (AdamW lr "
+        f"{sc['lr']}, warmup {sc['warmup']}, cosine to 10 %), shared weights, seeds "
+        f"{seeds}; validation on {sc['eval_windows']} fixed windows; CPU, one thread. "
+        f"Corpus: {'; '.join(sorted(corpora))}.", "",
+        "## Parallel, Lie–Trotter, Strang, an RK4 block", "", *fixed_table(results), "",
+        "## Learned coefficients", "", *learned_table(results), "", *coefficient_rows(results),
+        "", *[f"![{f.stem}](figures/{f.name})" for f in figs], ""]
+    path.write_text("\n".join(text))
+    print(f"wrote {path}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def jobs(models, seeds) -> list[tuple[str, int]]:
+    return [(m, s) for s in seeds for m in sorted(models, key=lambda m: COST[m])]
+
+
+def load(runs: Path, models, seeds, windows) -> list[dict]:
+    out = []
+    for m in models:
+        for s in seeds:
+            f = runs / m / f"seed{s}" / "unsplit.json"
+            if f.exists():
+                d = json.loads(f.read_text())
+                if d["spec"]["windows"] == windows:
+                    out.append({**d, "seed": s})
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "unsplit")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--models", default=",".join(ORDER))
+    p.add_argument("--windows", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--phase", choices=("all", "train", "eval"), default="all")
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--report", type=Path, default=ROOT / "docs" / "unsplit.md")
+    p.add_argument("--steps", type=int, default=SCALE["steps"],
+                   help="training steps (a smoke test; the report says which)")
+    a = p.parse_args(argv)
+    SCALE.update(steps=a.steps, eval_every=min(SCALE["eval_every"], a.steps))
+    seeds = [int(s) for s in a.seeds.split(",")]
+    models = [m for m in a.models.split(",") if m]
+    bad = [m for m in models if m not in ORDER]
+    if bad:
+        p.error(f"unknown model(s) {bad}; available: {', '.join(ORDER)}")
+    import torch
+
+    torch.set_num_threads(a.threads)
+    if not a.report_only:
+        for m, s in jobs(models, seeds):
+            if a.phase in ("all", "train"):
+                out = train_one(m, s, a.runs, a.threads)
+            else:
+                out = a.runs / m / f"seed{s}"
+            if a.phase in ("all", "eval") and (out / ck.CKPT).exists() and \
+                    ck.load(out)["step"] == SCALE["steps"]:
+                evaluate_one(out, m, a.windows)
+                write_report(load(a.runs, models, seeds, a.windows), a.report, seeds, argv)
+    write_report(load(a.runs, models, seeds, a.windows), a.report, seeds, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
