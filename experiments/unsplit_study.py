@@ -173,11 +173,13 @@ def evaluate_one(out: Path, name: str, windows: int) -> dict:
 # report
 
 
-def _ms(v) -> str:
+def _ms(v, signed: bool = False, sci: bool = False) -> str:
     v = np.asarray([x for x in v if x is not None and math.isfinite(x)], dtype=float)
     if not len(v):
         return "–"
-    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else f"{v.mean():.3f}"
+    f = ".1e" if sci else ("+.3f" if signed else ".3f")
+    sd = f" ± {v.std(ddof=1):{'.1e' if sci else '.3f'}}" if len(v) > 1 else ""
+    return f"{v.mean():{f}}{sd}"
 
 
 def paired(results, a: str, b: str, key=lambda r: r["final_val_bpb"]) -> str:
@@ -193,27 +195,45 @@ def paired(results, a: str, b: str, key=lambda r: r["final_val_bpb"]) -> str:
     return f"{d.mean():+.3f} ± {se:.3f} (t = {t:+.1f}, n = {len(d)})"
 
 
-def _refined(r, k: int):
+def _refined(r, k) -> float:
+    """bpb of the model re-integrated with its own stages in k substeps per layer ("ode": each
+    layer's unsplit ODE solved exactly), on the study's validation windows."""
+    if k == "ode":
+        return r["refine"]["ode"]["loss"] / math.log(2)
     pts = {p["substeps"]: p["loss"] for p in r["refine"]["points"]}
     return pts.get(k, float("nan")) / math.log(2)
 
 
+def _drift(r, k) -> float:
+    return _refined(r, k) - _refined(r, 1)
+
+
+def refine_cells(rs) -> str:
+    """n = 1 on the study's windows, then the change at 2 and 4 substeps and for the ODE."""
+    return (f"{_ms([_refined(r, 1) for r in rs])} | {_ms([_drift(r, 2) for r in rs], True)} | "
+            f"{_ms([_drift(r, 4) for r in rs], True)} | "
+            f"{_ms([_drift(r, 'ode') for r in rs], True)}")
+
+
+REFINE_HEAD = ("as trained, study windows | 2 substeps (change) | 4 substeps (change) | layer "
+               "ODE, exact (change)")
+
+
 def fixed_table(results) -> list[str]:
-    lines = ["| model | params | field evaluations / layer | val bpb (mean ± sd) | "
-             "vs Lie–Trotter (paired) | own stages, 2 substeps | 4 substeps | layer ODE, "
-             "exact | tokens/s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| model | params | field evaluations / layer | val bpb (mean ± sd) | vs "
+             f"Lie–Trotter (paired) | {REFINE_HEAD} | tokens/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in [n for n in ORDER if n in FIXED]:
         rs = [r for r in results if r["name"] == name]
         if not rs:
             continue
         own = rs[0]["refine"]["own"]
+        speed = np.median([r["tok_per_s"] for r in rs if r["tok_per_s"]])
         lines.append(
             f"| {LABELS[name]} (n={len(rs)}) | {rs[0]['n_params']:,} | {own['evals']:g} | "
             f"{_ms([r['final_val_bpb'] for r in rs])} | "
             f"{'–' if name == 'lie-trotter' else paired(results, name, 'lie-trotter')} | "
-            f"{_ms([_refined(r, 2) for r in rs])} | {_ms([_refined(r, 4) for r in rs])} | "
-            f"{_ms([r['refine']['ode']['loss'] / math.log(2) for r in rs])} | "
-            f"{_ms([r['tok_per_s'] for r in rs]).split(' ')[0]} |")
+            f"{refine_cells(rs)} | {speed:,.0f} |")
     return lines
 
 
@@ -222,78 +242,110 @@ def _sum_drift(r) -> float:
     return max(abs(v - 1) for layer in r["coefficients"] for v in layer["sums"].values())
 
 
+def _verdicts(rs) -> str:
+    """check_order per layer over the runs: as is / with each field rescaled to sum 1."""
+    counts: dict = {}
+    for r in rs:
+        for layer in r["coefficients"]:
+            tail = layer["rescaled_tail"]
+            shown = round(tail) if tail is not None and math.isfinite(tail) else tail
+            key = (layer["verdict"], "–" if tail is None else
+                   f"{layer['rescaled_verdict']} (order {shown})")
+            counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{n}× {a} / {b}" for (a, b), n in sorted(counts.items()))
+
+
 def learned_table(results) -> list[str]:
-    lines = ["| model | val bpb | vs the same scheme fixed (paired) | max \\|Σ_f − 1\\| | order "
-             "defect (penalty at λ=1) | check_order per layer (as is; fields rescaled) | own "
-             "stages, 2 / 4 substeps | layer ODE, exact |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]
+    lines = [f"| model | val bpb | vs the same scheme fixed (paired) | max \\|Σ_f − 1\\| | "
+             f"order defect | {REFINE_HEAD} |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in [n for n in ORDER if n in LEARNED]:
         rs = [r for r in results if r["name"] == name]
         if not rs:
             continue
-        scheme = LEARNED[name][0]
-        verdicts: dict = {}
-        for r in rs:
-            for layer in r["coefficients"]:
-                tail = layer["rescaled_tail"]
-                shown = round(tail) if tail is not None and math.isfinite(tail) else tail
-                key = (layer["verdict"], "–" if tail is None else
-                       f"{layer['rescaled_verdict']} {shown}")
-                verdicts[key] = verdicts.get(key, 0) + 1
-        vtext = "; ".join(f"{n}× {a} / {b}" for (a, b), n in sorted(verdicts.items()))
         defects = [r["coefficient_curve"][-1][2] for r in rs if r["coefficient_curve"]]
         lines.append(
             f"| {LABELS[name]} (n={len(rs)}) | {_ms([r['final_val_bpb'] for r in rs])} | "
-            f"{paired(results, name, scheme)} | {_ms([_sum_drift(r) for r in rs])} | "
-            f"{_ms(defects)} | {vtext} | {_ms([_refined(r, 2) for r in rs])} / "
-            f"{_ms([_refined(r, 4) for r in rs])} | "
-            f"{_ms([r['refine']['ode']['loss'] / math.log(2) for r in rs])} |")
+            f"{paired(results, name, LEARNED[name][0])} | "
+            f"{_ms([_sum_drift(r) for r in rs])} | {_ms(defects, sci=True)} | "
+            f"{refine_cells(rs)} |")
+    return lines
+
+
+def _defects(rs) -> str:
+    """Largest order condition of each degree (over the layers), mean over the runs."""
+    degrees = len(rs[0]["coefficients"][0]["defects"])
+    per = [[max(layer["defects"][d] for layer in r["coefficients"]) for r in rs]
+           for d in range(degrees)]
+    return ", ".join(f"{np.mean(v):.1e}" for v in per)
+
+
+def verdict_table(results) -> list[str]:
+    lines = ["| model | largest order condition by degree 1, 2, … (max over layers, mean over "
+             "seeds) | check_order per layer, all seeds: coefficients as they are / each field "
+             "rescaled to sum 1 (the method they are for the fields s_f F_f) |", "|---|---|---|"]
+    for name in [n for n in ORDER if n in LEARNED]:
+        rs = [r for r in results if r["name"] == name]
+        if rs:
+            lines.append(f"| {LABELS[name]} | {_defects(rs)} | {_verdicts(rs)} |")
     return lines
 
 
 def coefficient_rows(results) -> list[str]:
-    """Layer 0 and the last layer of seed 0 of every learned model: where the coefficients
-    went (initial value -> final)."""
+    """Every layer of seed 0 of every learned model: where the coefficients went (initial value
+    -> final), and each field's sum."""
     from splitnet.schemes import get
 
-    lines = ["| model | layer | stages: initial -> learned (seed 0) |", "|---|---:|---|"]
+    lines = ["| model | layer | stages: initial → learned (seed 0) | sums |", "|---|---:|---|---|"]
     for name in [n for n in ORDER if n in LEARNED]:
         r = next((r for r in results if r["name"] == name and r["seed"] == 0), None)
         if r is None:
             continue
         init = get(LEARNED[name][0]).stages
-        for k in (0, len(r["coefficients"]) - 1):
+        for k, layer in enumerate(r["coefficients"]):
             cells = ", ".join(f"{st.field[0]} {st.coeff:.3f}→{c:.3f}"
-                              for st, c in zip(init, r["coefficients"][k]["coeffs"]))
-            lines.append(f"| {LABELS[name]} | {k} | {cells} |")
+                              for st, c in zip(init, layer["coeffs"]))
+            sums = ", ".join(f"{f[0]} {v:.3f}" for f, v in layer["sums"].items())
+            lines.append(f"| {LABELS[name]} | {k} | {cells} | {sums} |")
     return lines
 
 
-def figures(results, figdir: Path) -> list[str]:
+def figures(results, figdir: Path) -> list[Path]:
     from splitnet.plots import plot_seed_curves
 
     figdir.mkdir(parents=True, exist_ok=True)
-    out = []
     curves = {LABELS[n]: [r["val_curve"] for r in results if r["name"] == n]
               for n in ORDER if any(r["name"] == n for r in results)}
-    f = figdir / "unsplit_val.png"
-    plot_seed_curves(curves, f, "step", "validation bpb",
+    out = [figdir / "unsplit_val.png"]
+    plot_seed_curves(curves, out[0], "step", "validation bpb",
                      title="validation bits per byte (mean ± sd over seeds)",
                      zoom_from=SCALE["steps"] / 2)
-    out.append(f)
-    drift = {}
+    sums, defect = {}, {}
     for n in (n for n in ORDER if n in LEARNED):
         rs = [r for r in results if r["name"] == n and r["coefficient_curve"]]
-        if rs:
-            drift[LABELS[n]] = [[(s, math.log10(max(d, 1e-12))) for s, _, d in
-                                 r["coefficient_curve"]] for r in rs]
-    if drift:
-        f = figdir / "unsplit_defect.png"
-        plot_seed_curves(drift, f, "step", "log10 order defect (squared conditions, all layers)",
-                         title="learned coefficients: distance from a method of the declared "
-                               "order")
-        out.append(f)
+        if not rs:
+            continue
+        defect[LABELS[n]] = [[(s, math.log10(max(d, 1e-12))) for s, _, d in
+                              r["coefficient_curve"]] for r in rs]
+        for field in ("diffusion", "convection"):
+            idx = [i for i, st in enumerate(_stages(n)) if st.field == field]
+            sums[f"{LABELS[n]}: {field}"] = [
+                [(s, float(np.mean([sum(layer[i] for i in idx) for layer in cs])))
+                 for s, cs, _ in r["coefficient_curve"]] for r in rs]
+    if defect:
+        out.append(figdir / "unsplit_defect.png")
+        plot_seed_curves(defect, out[-1], "step", "log10 order defect (all layers)",
+                         title="learned coefficients: squared order conditions up to the "
+                               "declared order")
+        out.append(figdir / "unsplit_sums.png")
+        plot_seed_curves(sums, out[-1], "step", "coefficient sum (mean over layers)",
+                         title="learned coefficients: each field's sum (1 = consistent)")
     return out
+
+
+def _stages(name: str):
+    from splitnet.schemes import get
+
+    return get(LEARNED[name][0]).stages
 
 
 def write_report(results, path: Path, seeds, argv) -> None:
@@ -310,8 +362,9 @@ def write_report(results, path: Path, seeds, argv) -> None:
         f"{seeds}; validation on {sc['eval_windows']} fixed windows; CPU, one thread. "
         f"Corpus: {'; '.join(sorted(corpora))}.", "",
         "## Parallel, Lie–Trotter, Strang, an RK4 block", "", *fixed_table(results), "",
-        "## Learned coefficients", "", *learned_table(results), "", *coefficient_rows(results),
-        "", *[f"![{f.stem}](figures/{f.name})" for f in figs], ""]
+        "## Learned coefficients", "", *learned_table(results), "", *verdict_table(results),
+        "", *coefficient_rows(results), "",
+        *[f"![{f.stem}](figures/{f.name})" for f in figs], ""]
     path.write_text("\n".join(text))
     print(f"wrote {path}", file=sys.stderr)
 
