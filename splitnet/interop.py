@@ -266,6 +266,8 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append("rotary or no position embeddings (GPT-2: learned positions)")
     if not c.tie_head:
         reasons.append("an untied head")
+    if c.learn_coefficients:
+        reasons.append("learned stage coefficients")
     return "; ".join(reasons) or None
 
 

@@ -101,6 +101,7 @@ def test_a_learned_model_starts_as_the_plain_one(scheme, method):
                        b.generate(idx[:, :3], 8, temperature=0, use_cache=False))
     torch.testing.assert_close(sn.analysis.rediscretize(b, method=method)(idx), b(idx), rtol=0,
                                atol=0)
+    assert "learned stage coefficients" in sn.interop.gpt2_mismatch(b)   # never exported as GPT-2
 
 
 def test_learned_clocks_follow_the_coefficients_for_time_dependent_fields():
