@@ -466,8 +466,17 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
                   used, det=det, det_why=det_why)
 
 
+def measure_layers(layers, declared: int | None = None, normalize: bool = False,
+                   **options) -> tuple[OrderCheck, ...]:
+    """:func:`measure_order` of each layer's stage list (a trained model's coefficients,
+    ``model.coefficients()``), named ``layer 0``, ``layer 1``, ...: a verdict for each layer.
+    ``declared`` applies to every layer."""
+    return tuple(measure_order(stages, declared, name=f"layer {k}", normalize=normalize,
+                               **options) for k, stages in enumerate(layers))
+
+
 __all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "OrderCheck", "adaptive_errors",
            "algebraic_order", "condition_defects", "consistency", "detectable_error", "expm",
            "field_matrices", "fit_slope", "is_mirrored", "local_error", "matrix_step",
-           "measure_order", "perturbation_direction", "random_matrices", "round_off_floor",
-           "window_fit", "word_series"]
+           "measure_layers", "measure_order", "perturbation_direction", "random_matrices",
+           "round_off_floor", "window_fit", "word_series"]

@@ -35,6 +35,7 @@ GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
 # splitnet.fields builds the function from it (this module stays free of torch).
 ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tanh"),)),
                "relu": ("relu", ()), "silu": ("silu", ()), "tanh": ("tanh", ())}
+POSITIONS = ("learned", "none")     # how tokens know their position besides rotary attention
 DEVICES = ("auto", "cpu", "cuda")
 # Speed levers (splitnet.accel, splitnet.losses): none changes the function computed, only
 # rounding, so all are free on --resume.
@@ -78,7 +79,7 @@ LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2
           "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
           # reals: a step, a learning rate or a peak beyond these overflows float32 at once
           "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
-          "peak_tflops": 1e6}
+          "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}
 
 
 def _int(name: str, v, lo: int = 1, none: bool = False):
@@ -193,6 +194,19 @@ class SplitConfig:
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
+    positions: str = option("learned", "token positions: learned absolute embeddings added to "
+                            "the input (GPT-2), or none (GPT-NeoX: rotary attention carries "
+                            "them)", choices=POSITIONS)
+    rotary_pct: float = option(0.0, "share of each attention head's channels rotated by "
+                               "rotary position embeddings (RoPE, GPT-NeoX's convention; "
+                               "Pythia: 0.25); 0 = off")
+    rotary_base: float = option(10000.0, "RoPE base (theta) of rotary_pct")
+    tie_head: bool = option(True, "output head tied to the token embedding (--no-tie-head: a "
+                            "matrix of its own, as GPT-NeoX)")
+    learn_coefficients: bool = option(False, "every stage coefficient of every layer a "
+                                      "trainable parameter, initialised from the scheme "
+                                      "(model.coefficients(); --order-penalty keeps them a "
+                                      "method)")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -222,6 +236,11 @@ class SplitConfig:
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("activation", self.activation, ACTIVATIONS)
         set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
+        _choice("positions", self.positions, POSITIONS)
+        set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))
+        set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))
+        set_(self, "tie_head", bool(self.tie_head))
+        set_(self, "learn_coefficients", bool(self.learn_coefficients))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
         for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
@@ -326,6 +345,10 @@ class TrainConfig:
                                 "substeps (K drawn from --refine-substeps; by (seed, step))")
     refine_substeps: tuple[int, ...] = option((1, 2, 4), "substep counts K that --refine-prob "
                                               "draws from", metavar="K,K,...", parse=int_list)
+    # learned coefficients (splitnet.learned): off unless order_penalty > 0
+    order_penalty: float = option(0.0, "λ: add λ x the squared order conditions of every "
+                                  "layer's learned coefficients up to the scheme's declared "
+                                  "order (needs --learn-coefficients)", metavar="λ")
     # run (free on --resume)
     eval_every: int = option(100, "validation every N steps", resume=FREE)
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
@@ -398,6 +421,8 @@ class TrainConfig:
         set_(self, "clip", _real("clip", self.clip, lo=0.0))
         set_(self, "refine_prob", _real("refine_prob", self.refine_prob, 0.0, 1.0))
         set_(self, "refine_substeps", _positive_ints("refine_substeps", self.refine_substeps))
+        set_(self, "order_penalty", _real("order_penalty", self.order_penalty, lo=0.0))
+        self._check_learned()
         _choice("device", self.device, DEVICES)
         for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
                               ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),
@@ -430,6 +455,14 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum "
                              f"{self.grad_accum}")
+
+    def _check_learned(self) -> None:
+        if self.order_penalty > 0 and not self.model.learn_coefficients:
+            raise ValueError("order_penalty needs learned coefficients: add "
+                             "--learn-coefficients")
+        if self.refine_prob > 0 and self.model.learn_coefficients:
+            raise ValueError("refine_prob with learned coefficients: the refined layers would "
+                             "hold the coefficients fixed; choose one of the two")
 
     def _check_tensorboard(self) -> None:
         tb = self.tensorboard
@@ -531,6 +564,6 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_SEED",
-           "METHODS", "PARAM_DTYPES", "SDPA_BACKENDS", "SESSION", "WEIGHTS", "MissingDependency",
-           "SplitConfig", "TrainConfig", "cli_fields", "config_from_call", "config_signature",
-           "int_list", "option", "require"]
+           "METHODS", "PARAM_DTYPES", "POSITIONS", "SDPA_BACKENDS", "SESSION", "WEIGHTS",
+           "MissingDependency", "SplitConfig", "TrainConfig", "cli_fields", "config_from_call",
+           "config_signature", "int_list", "option", "require"]

@@ -6,9 +6,12 @@ modes) takes well under a second (``benchmarks/bench_describe.py``).
 ``splitnet describe --scheme strang`` (command line, :mod:`splitnet.cli.cmd_describe`) or
 :func:`describe` (API).
 
-* **Parameters**: token and position embeddings ``V d + max_len d``, the final LayerNorm ``2 d``
-  (the head is tied to the embedding), and every module of every layer (``kind.params``: one per
-  field per layer, or one per stage with ``weights="per-stage"``).
+* **Parameters**: token and position embeddings ``V d + max_len d`` (no position table with
+  ``positions="none"``), the final LayerNorm ``2 d``, the head when it is not tied to the
+  embedding (``V d``, counted with the embeddings), and every module of every layer
+  (``kind.params``: one per field per layer, or one per stage with ``weights="per-stage"``).
+  Rotary position embeddings have no parameters; ``learn_coefficients`` adds one per stage and
+  layer.
 * **Field evaluations per token**, per field: each stage of each layer calls its field
   ``evals(method)`` times (euler 1, midpoint 2, rk4 4); a field call processes every token once,
   so per token ``n_layers * stages advancing the field * evals`` (a sum stage ``d+c`` counts for
@@ -46,8 +49,8 @@ class Cost:
     d_ff: int
     vocab_size: int
     seq_len: int
-    params: int                 # all parameters (embedding tied with the head, counted once)
-    params_non_embedding: int   # without token and position embeddings
+    params: int                 # all parameters (a tied head counted once)
+    params_non_embedding: int   # without token and position embeddings and an untied head
     kinds: dict                 # field -> the kind that serves it ({'diffusion': 'attention', ..})
     evals: dict                 # field -> its evaluations per token (whole network)
     flops_forward: float        # per token
@@ -85,8 +88,12 @@ def _layers(config: SplitConfig, sch=None) -> list:
 def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     d = config.d_model
     n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
-    non_embedding = n + 2 * d                       # + the final LayerNorm; the head is tied
-    return non_embedding + (config.vocab_size + config.max_len) * d, non_embedding
+    if config.learn_coefficients:
+        n += config.n_layers * len(config.resolved_scheme().stages)
+    non_embedding = n + 2 * d                       # + the final LayerNorm
+    tables = config.vocab_size * (1 if config.tie_head else 2) + \
+        (config.max_len if config.positions == "learned" else 0)
+    return non_embedding + tables * d, non_embedding
 
 
 def _field_evals(config: SplitConfig, layers: list) -> dict[str, int]:
@@ -104,7 +111,7 @@ def _forward(config: SplitConfig, layers: list, seq_len: int, evals: int | None)
     e = _evals(config) if evals is None else evals
     fields = sum(f.calls * e * f.kind.flops(config, f.width, seq_len)
                  for layer in layers for f in layer)
-    return fields + 2.0 * config.d_model * config.vocab_size     # + the tied head
+    return fields + 2.0 * config.d_model * config.vocab_size     # + the head
 
 
 def count_params(config: SplitConfig) -> tuple[int, int]:

@@ -57,6 +57,7 @@ class SplitTransformerConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         cfg = SplitConfig.from_dict(self.split_config) if self.split_config else SplitConfig()
         self.split_config = cfg.to_dict()          # validated, complete
+        self.tie_word_embeddings = cfg.tie_head    # an untied head stays untied on load
         super().__post_init__(**kwargs)
 
     @property

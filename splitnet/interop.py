@@ -1,4 +1,4 @@
-"""Models in and out: GPT-2-family ``transformers`` models as SplitTransformers, and back.
+"""Models in and out: GPT-2 and GPT-NeoX ``transformers`` models as SplitTransformers, and back.
 
 Needs the optional extra ``pip install 'splitnet[hf]'`` (transformers, safetensors); without it
 every function here raises :class:`~splitnet.config.MissingDependency` (an ``ImportError`` that
@@ -16,6 +16,14 @@ names the pip command). Nothing is ever downloaded: directories are read with
 
   The map is exact: Conv1D stores ``W`` as (in, out) and computes ``x W + b``; a Linear stores
   ``W^T``; everything else (biases, LayerNorm epsilon, tanh-GELU, positions) is copied.
+
+  A ``GPTNeoXForCausalLM`` (the Pythia family) maps too: with ``use_parallel_residual`` its
+  layer ``x + attn(LN1 x) + mlp(LN2 x)`` is one Euler step of the unsplit ODE (scheme
+  ``parallel``), without it ``x += attn(LN1 x); x += mlp(LN2 x)`` is Lie–Trotter; no position
+  table (``positions="none"``), rotary embeddings on ``rotary_pct`` of each head
+  (``partial_rotary_factor``), an untied head unless ``tie_word_embeddings``. Its fused
+  ``query_key_value`` rows are laid out per head as ``(heads, 3, head_dim)`` and are permuted
+  into splitnet's ``(3, heads, head_dim)``. Export of such models is not provided.
 * :func:`to_hf` -- the way back. A model that is exactly a GPT-2 (:func:`gpt2_mismatch` returns
   None) is written as a standard GPT-2 directory; every other scheme and weights mode as a
   ``splitnet`` directory (:mod:`splitnet.hf`), which ``AutoModelForCausalLM`` loads once
@@ -77,9 +85,11 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
         model = src.model
     elif isinstance(src, transformers.GPT2LMHeadModel):
         model = _from_gpt2(src)
+    elif isinstance(src, transformers.GPTNeoXForCausalLM):
+        model = _from_neox(src)
     else:
-        raise TypeError(f"from_hf takes a GPT2LMHeadModel, a SplitTransformerForCausalLM or a "
-                        f"directory, got {type(src).__name__}")
+        raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
+                        f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model
 
@@ -102,10 +112,11 @@ def _load_pretrained(path):
         cfg = transformers.AutoConfig.from_pretrained(p, local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise ValueError(f"{p}/config.json cannot be read ({str(e).splitlines()[0]})") from None
-    kinds = {"gpt2": transformers.GPT2LMHeadModel, hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
+    kinds = {"gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM,
+             hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
     if cfg.model_type not in kinds:
-        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports 'gpt2' and "
-                         f"'splitnet' models")
+        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports 'gpt2', "
+                         f"'gpt_neox' and 'splitnet' models")
     try:
         return kinds[cfg.model_type].from_pretrained(p, local_files_only=True)
     except OSError as e:
@@ -173,6 +184,58 @@ def _copy(dst, src) -> None:
         p.copy_(q)
 
 
+def _neox_options(c) -> dict:
+    """The SplitConfig options of a GPTNeoXConfig; ValueError for anything the map would not
+    reproduce exactly."""
+    if c.hidden_act not in HF_TO_ACT:
+        raise ValueError(f"GPT-NeoX activation {c.hidden_act!r} has no exact splitnet "
+                         f"counterpart (supported: {', '.join(HF_TO_ACT)})")
+    rope = dict(c.rope_parameters or {})
+    bad = [why for why, wrong in (
+        (f"rope_type {rope.get('rope_type')!r} (splitnet has the default RoPE only)",
+         rope.get("rope_type", "default") != "default"),
+        ("attention_bias=False (splitnet's attention has biases)", not c.attention_bias))
+        if wrong]
+    if bad:
+        raise ValueError(f"this GPT-NeoX cannot be mapped exactly: {', '.join(bad)}")
+    drops = {c.hidden_dropout, c.attention_dropout}
+    return {
+        "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_layers": c.num_hidden_layers,
+        "scheme": "parallel" if c.use_parallel_residual else "lie-trotter", "causal": True,
+        "weights": "shared", "step_size": 1.0, "d_ff": c.intermediate_size,
+        "max_len": c.max_position_embeddings, "activation": HF_TO_ACT[c.hidden_act],
+        "dropout": float(drops.pop()) if len(drops) == 1 else 0.0,
+        "norm_eps": c.layer_norm_eps, "positions": "none",
+        "rotary_pct": float(rope.get("partial_rotary_factor", 1.0)),
+        "rotary_base": float(rope.get("rope_theta", 10000.0)),
+        "tie_head": bool(c.tie_word_embeddings)}
+
+
+def _from_neox(src) -> SplitTransformer:
+    """A GPTNeoXForCausalLM as a SplitTransformer (scheme parallel or lie-trotter)."""
+    model = SplitTransformer(**_neox_options(src.config))
+    neox = src.gpt_neox
+    model.to(neox.embed_in.weight.dtype)
+    heads, d = model.config.n_heads, model.config.d_model
+    with torch.no_grad():
+        pairs = [(model.tok_emb, neox.embed_in), (model.norm, neox.final_layer_norm)]
+        if not model.config.tie_head:
+            pairs.append((model.head, src.lm_head))
+        for layer, block in zip(model.layers, neox.layers):
+            att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
+            pairs += [(att.norm, block.input_layernorm), (att.proj, block.attention.dense),
+                      (ffn.norm, block.post_attention_layernorm),
+                      (ffn.fc1, block.mlp.dense_h_to_4h), (ffn.fc2, block.mlp.dense_4h_to_h)]
+            qkv = block.attention.query_key_value    # rows (heads, 3, head_dim) -> (3, heads, ..)
+            att.qkv.weight.copy_(qkv.weight.view(heads, 3, d // heads, d).transpose(0, 1)
+                                 .reshape(3 * d, d))
+            att.qkv.bias.copy_(qkv.bias.view(heads, 3, d // heads).transpose(0, 1).reshape(-1))
+        for dst, src_mod in pairs:
+            _copy(dst, src_mod)
+    return model
+
+
 # ---------------------------------------------------------------------------------------------
 # out
 
@@ -199,6 +262,12 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"diffusion field {c.diffusion_field!r} (GPT-2: self-attention)")
     if c.activation not in ACT_TO_HF:
         reasons.append(f"activation {c.activation!r}")
+    if c.positions != "learned" or c.rotary_pct > 0:
+        reasons.append("rotary or no position embeddings (GPT-2: learned positions)")
+    if not c.tie_head:
+        reasons.append("an untied head")
+    if c.learn_coefficients:
+        reasons.append("learned stage coefficients")
     return "; ".join(reasons) or None
 
 

@@ -103,9 +103,23 @@ class AttentionKind(FieldKind):
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
 
+    @staticmethod
+    def rotary_dims(config) -> int:
+        """Channels per head that rotary position embeddings turn: ``int(head_dim *
+        rotary_pct)`` (GPT-NeoX's rounding), 0 when off."""
+        return int(config.d_model // config.n_heads * config.rotary_pct)
+
+    def check(self, config) -> None:
+        r = self.rotary_dims(config)
+        if config.rotary_pct > 0 and (r < 2 or r % 2):
+            raise ValueError(f"rotary_pct {config.rotary_pct:g} of head_dim "
+                             f"{config.d_model // config.n_heads} gives {r} rotary channels; "
+                             f"rotary needs an even number >= 2 of them")
+
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
-                "dropout": config.dropout, "norm_eps": config.norm_eps}
+                "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base}
 
     def params(self, config, width=None):
         d = config.d_model
@@ -124,6 +138,9 @@ class ConvKind(FieldKind):
     mixes_tokens = True
 
     def check(self, config) -> None:
+        if config.rotary_pct > 0:
+            raise ValueError("rotary_pct turns an attention's queries and keys; the conv "
+                             "diffusion field has none (use rotary_pct 0)")
         if not config.causal and config.conv_kernel % 2 == 0:
             raise ValueError(f"a non-causal conv field needs an odd conv_kernel (a window "
                              f"centred on the token), got {config.conv_kernel}")

@@ -58,7 +58,7 @@ class WeightedSum(nn.Module):
         return out
 
 
-class _EvaluationCaches:
+class EvaluationCaches:
     """A field whose k-th evaluation within one sub-step reads and extends ``caches[k]``.
 
     A sub-flow method calls its field ``evals`` times per sub-step, each time on a different
@@ -205,7 +205,7 @@ class SplitLayer(nn.Module):
         :meth:`forward`'s, row by row."""
         for f, (dt, clock), c in zip(self._fields, self._plan, caches):
             if c is not None:
-                f = _EvaluationCaches(f, c)
+                f = EvaluationCaches(f, c)
             if self._euler:
                 dx = f(t + clock, x)
                 x = x + dx if dt == 1.0 else x + dt * dx
@@ -221,4 +221,4 @@ class SplitLayer(nn.Module):
                 f"method={self.method.name!r}")
 
 
-__all__ = ["SplitLayer", "WeightedSum"]
+__all__ = ["EvaluationCaches", "SplitLayer", "WeightedSum"]

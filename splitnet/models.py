@@ -1,9 +1,11 @@
 """Networks built from any splitting scheme or sublayer pattern.
 
-``SplitTransformer``: token embedding + learned absolute positions, ``n_layers`` steps of the
+``SplitTransformer``: token embedding + learned absolute positions (or none:
+``positions="none"``, e.g. with rotary attention, ``rotary_pct``), ``n_layers`` steps of the
 scheme (each a :class:`~splitnet.layers.SplitLayer` over a diffusion field -- self-attention, or a
 GLU convolution -- and the feed-forward convection field, built by their kinds, splitnet.kinds),
-final LayerNorm, output head tied to the embedding. Layer k integrates ``[k h, (k + 1) h]``::
+final LayerNorm, output head tied to the embedding (or not: ``tie_head=False``). Layer k
+integrates ``[k h, (k + 1) h]``::
 
     x = tok_emb(idx) + pos_emb(t)            # (B, T, D), the particles at time 0
     for k, layer in enumerate(layers):       # one scheme step per layer
@@ -23,6 +25,7 @@ from torch import nn
 from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
 from .kinds import layer_fields
 from .layers import SplitLayer
+from .learned import LearnedSplitLayer, coefficients
 
 
 class SplitTransformer(nn.Module):
@@ -45,6 +48,11 @@ class SplitTransformer(nn.Module):
         ``"diffusion"`` or ``"convection"``.
     method : sub-flow method of every stage (``"euler"`` = residual sub-layers).
     activation, norm_eps : feed-forward activation (``gelu_tanh`` is GPT-2's) and LayerNorm eps.
+    positions, rotary_pct, rotary_base, tie_head : learned absolute positions or none; rotary
+        position embeddings on that share of each attention head (GPT-NeoX); the head tied to
+        the token embedding or its own matrix.
+    learn_coefficients : every stage coefficient of every layer a parameter initialised from
+        the scheme (:mod:`splitnet.learned`; :meth:`coefficients` reports them).
     """
 
     def __init__(self, *args, **options):
@@ -55,12 +63,13 @@ class SplitTransformer(nn.Module):
         # A scheme object passed in is used as is (the config stores an equal, rebuildable one).
         self.scheme = scheme if hasattr(scheme, "stages") else c.resolved_scheme()
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = nn.Embedding(c.max_len, c.d_model)
+        self.pos_emb = nn.Embedding(c.max_len, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(self._layer(k) for k in range(c.n_layers))
         self.norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.head.weight = self.tok_emb.weight   # tied
+        if c.tie_head:
+            self.head.weight = self.tok_emb.weight   # tied
         self._init_weights()
 
     N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
@@ -100,7 +109,8 @@ class SplitTransformer(nn.Module):
         for f in layer_fields(c, self.scheme, k):
             fields[f.field] = f.kind.build(c, f.width) if f.shared else \
                 [f.kind.build(c, f.width) for _ in range(f.calls)]
-        return SplitLayer(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
+        cls = LearnedSplitLayer if c.learn_coefficients else SplitLayer
+        return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
@@ -115,9 +125,19 @@ class SplitTransformer(nn.Module):
                 nn.init.zeros_(p)
 
     # -- use ---------------------------------------------------------------------------------
+    def coefficients(self) -> tuple:
+        """Per layer, a tuple of :class:`~splitnet.stages.Stage` ``(field, coeff)`` with the
+        coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
+        return coefficients(self)
+
     def n_params(self, embeddings: bool = True) -> int:
+        """All parameters (a tied head counted once); ``embeddings=False``: without the token
+        and position embeddings and an untied head (Kaplan et al.'s non-embedding count)."""
         n = sum(p.numel() for p in self.parameters())
-        return n if embeddings else n - self.tok_emb.weight.numel() - self.pos_emb.weight.numel()
+        if embeddings:
+            return n
+        emb = [self.tok_emb, self.pos_emb] + ([] if self.config.tie_head else [self.head])
+        return n - sum(m.weight.numel() for m in emb if m is not None)
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token + position embedding of ``idx`` (B, T) int64 at positions ``start..start+T-1``."""
@@ -143,8 +163,10 @@ class SplitTransformer(nn.Module):
             if lo < 0 or hi >= c.vocab_size:
                 raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got "
                                  f"[{lo}, {hi}]")
-        pos = torch.arange(start, start + T, device=idx.device)
-        return self.drop(self.tok_emb(idx) + self.pos_emb(pos))    # (B, T, D)
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+        return self.drop(x)                                         # (B, T, D)
 
     def forward(self, idx: torch.Tensor, return_states: bool = False):
         """``idx`` (B, T) int64 -> logits (B, T, V). With ``return_states`` also a tensor

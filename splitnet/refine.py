@@ -100,10 +100,13 @@ def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: i
                   own_scheme: SplittingScheme) -> SplitLayer:
     """One layer re-discretised (see :func:`rediscretize`); shares the layer's modules. A named
     scheme over other fields than the layer's is taken over the layer's fields
-    (:meth:`~splitnet.splitting.SplittingScheme.over`)."""
+    (:meth:`~splitnet.splitting.SplittingScheme.over`). A layer with learned coefficients
+    (``current_stages``) is refined with them as they are now, not normalised."""
     names = layer.field_names
     if scheme is None:
-        sch = repeated(own_scheme, substeps)
+        now = getattr(layer, "current_stages", None)
+        sch = repeated(own_scheme, substeps) if now is None else \
+            tuple(Stage(st.field, st.coeff / substeps) for _ in range(substeps) for st in now())
         fields = {f: _own_callables(layer, f, substeps) for f in names}
     else:
         if set(scheme.fields) != set(names):

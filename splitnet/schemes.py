@@ -235,6 +235,18 @@ def _raw_stages(scheme) -> tuple[tuple[Stage, ...], str, int | None]:
     return _st.as_stages(scheme), "custom", None
 
 
+def _per_layer(scheme):
+    """The per-layer stage lists of a model (``coefficients()``) or of a sequence of stage
+    lists; None for anything that describes one scheme."""
+    if callable(getattr(scheme, "coefficients", None)):
+        return tuple(_st.as_stages(layer) for layer in scheme.coefficients())
+    if (isinstance(scheme, (tuple, list)) and scheme
+            and all(isinstance(x, (tuple, list)) and x and isinstance(x[0], Stage)
+                    for x in scheme)):
+        return tuple(_st.as_stages(layer) for layer in scheme)
+    return None
+
+
 def check_order(scheme, order: int | None = None, normalize: bool = False, **options):
     """Measure the classical order of ``scheme`` on random non-commuting matrices with exact
     exponentials (:func:`splitnet.check.measure_order`) and compare it with ``order``.
@@ -250,11 +262,21 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     10); too few usable errors give ``"undetermined"`` with the reason. ``options``:
     ``seed``, ``dim``, ``step_sizes``, ``floor``, ``ceiling``, ``tolerance``.
 
+    A trained model (anything with ``coefficients()``: a SplitTransformer, learned
+    coefficients or not) or a sequence of per-layer stage lists (``model.coefficients()``) gives
+    a tuple of checks, one per layer (``layer 0``, ...), against ``order`` (default: the
+    model's scheme's declared order; for a bare list, none).
+
     >>> check_order("yoshida4").ok
     True
     """
-    from .check import measure_order
+    from .check import measure_layers, measure_order
 
+    layers = _per_layer(scheme)
+    if layers is not None:
+        default = getattr(getattr(scheme, "scheme", None), "order", None)
+        return measure_layers(layers, order if order is not None else default,
+                              normalize=normalize, **options)
     stages, name, declared = _raw_stages(scheme)
     declared = order if order is not None else declared
     return measure_order(stages, declared, name=name, normalize=normalize, **options)

@@ -125,6 +125,24 @@ def coefficient_sums(stages: Sequence[Stage], fields: Sequence[str] | None = Non
     return {f: math.fsum(s.coeff for s in stages if f in s.components) for f in names}
 
 
+def per_field_normalized(stages: Sequence[Stage], tol: float = 1e-12
+                         ) -> tuple[Stage, ...] | None:
+    """Each field's coefficients divided by that field's sum: a method whose fields sum to 1
+    with ``s_f`` each, read as a consistent method for the rescaled fields ``s_f F_f`` (what
+    learned coefficients integrate). None when a sum is 0 or a sum stage joins fields whose sums
+    differ (by more than ``tol``, relative): no such reading exists."""
+    sums = coefficient_sums(stages)
+    if any(abs(v) < 1e-300 for v in sums.values()):
+        return None
+    out = []
+    for st in stages:
+        s = [sums[f] for f in st.components]
+        if max(s) - min(s) > tol * max(abs(x) for x in s):
+            return None
+        out.append(Stage(st.field, st.coeff / s[0]))
+    return tuple(out)
+
+
 def field_coeffs(stages: Sequence[Stage], field: str) -> tuple[float, ...]:
     """The coefficients of the stages that advance ``field`` (alone or in a sum), in order."""
     return tuple(s.coeff for s in stages if field in s.components)
@@ -290,4 +308,5 @@ __all__ = ["ALIASES", "BUILTIN", "CONVECTION", "CROSS", "DIFFUSION", "EXACT_ORDE
            "STRING_LETTER", "SUM", "Stage", "as_stage", "as_stages", "clocks",
            "coefficient_sums", "component_clocks", "diagram", "field_coeffs", "field_name",
            "field_names", "format_stages", "is_palindrome", "merge", "pair_defects", "parse",
+           "per_field_normalized",
            "progress", "second_order_defect"]

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from . import checkpoint as ck
 from . import data as D
 from .config import FIXED, FREE, TrainConfig
+from .learned import coefficient_metrics, order_penalty
 from .refine import refined, refinement_at
 from .runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from .trainsetup import (
@@ -190,7 +191,10 @@ def _train_step(run: _Run) -> _Pending:
             with sync:      # all-reduce only on the last micro-batch
                 with run.amp:
                     loss = run.step_fn(run.fwd, xm, ym)
-                (loss / accum).backward()
+                total = loss / accum
+                if cfg.order_penalty > 0 and m == accum - 1:   # once, in the reduced backward
+                    total = total + cfg.order_penalty * order_penalty(run.model)
+                total.backward()
             loss_sum += loss.detach()
     loss_t = loss_sum / accum
     if env.distributed:
@@ -384,7 +388,7 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
                 _log(run, rec)
             raise
         run.last_val = vl / D.LN2
-        recs[-1].update(val_loss=vl, val_bpb=run.last_val)
+        recs[-1].update(val_loss=vl, val_bpb=run.last_val, **coefficient_metrics(run.model))
     for rec in recs:
         _log(run, rec)
 

@@ -65,3 +65,51 @@ def test_the_order_command_reports_the_exact_flow_not_a_mismatch(tmp_path, capsy
                "--out", str(tmp_path / "p.png")])
     out = capsys.readouterr().out
     assert rc == 0 and "MISMATCH" not in out and "exact" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# a parallel network end to end: layers, describe, refine, trajectories
+
+
+def _parallel_model(method="euler", weights="shared"):
+    torch.manual_seed(0)
+    m = sn.models.SplitTransformer(256, 16, 2, 2, scheme="parallel", method=method,
+                                   weights=weights, max_len=16).double().eval()
+    return m
+
+
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+def test_a_parallel_network_steps_the_sum_of_its_layer_fields(method):
+    """Every layer is x + D(x) + C(x) (euler, GPT-J's block) or classical RK4 of D + C."""
+    m = _parallel_model(method)
+    idx = torch.randint(0, 256, (2, 9))
+    x = m.embed(idx)
+    for layer in m.layers:
+        d, c = layer.field_modules("diffusion")[0], layer.field_modules("convection")[0]
+
+        def f(y, d=d, c=c):
+            return d(0.0, y) + c(0.0, y)
+
+        x = x + f(x) if method == "euler" else _rk4(f, x, 1.0)
+    torch.testing.assert_close(m(idx), m.head(m.norm(x)), rtol=0, atol=1e-12)
+
+
+def test_a_parallel_network_is_described_refined_and_traced():
+    from splitnet import cost
+    from splitnet.refine import ode_model, rediscretize
+    from splitnet.trajectories import collect
+
+    m = _parallel_model("midpoint")
+    row = cost.describe(m.config, seq_len=16)
+    assert row.params == m.n_params() and row.evals == {"diffusion": 4, "convection": 4}
+    assert row.pattern == "s+f"
+    idx = torch.randint(0, 256, (1, 12))
+    torch.testing.assert_close(rediscretize(m, method="midpoint")(idx), m(idx), rtol=0, atol=0)
+    # two parallel midpoint steps of h/2 per layer: the same ODE, closer to its exact flow
+    exact = ode_model(m)(idx)
+    err1 = (m(idx) - exact).abs().max()
+    err2 = (rediscretize(m, "parallel", substeps=2, method="midpoint")(idx) - exact).abs().max()
+    assert err2 < err1 / 2
+    tr = collect(m, "abcdefgh", continuous=True)
+    assert tr.fields == ("embedding",) + ("diffusion+convection",) * 2
+    assert tr.path is not None and float(tr.gap()[-1]) < 1e-2

@@ -1,11 +1,20 @@
-"""``splitnet describe``: parameters, field evaluations and FLOPs per token (splitnet.cost)."""
+"""``splitnet describe``: parameters, field evaluations and FLOPs per token (splitnet.cost);
+with ``--checkpoint`` a trained model's, and its coefficients layer by layer with their order
+verdicts (learned coefficients: :mod:`splitnet.learned`)."""
 
 from __future__ import annotations
 
 import sys
 
 from ..config import WEIGHTS, SplitConfig
-from ._args import SCHEME_LIST_HELP, add_config_options, given_options, positive_int, scheme_list
+from ._args import (
+    SCHEME_LIST_HELP,
+    add_config_options,
+    given_options,
+    nonempty,
+    positive_int,
+    scheme_list,
+)
 
 RANK = 30   # place in `splitnet --help`
 HELP = "parameters, field evaluations and FLOPs per token of a model"
@@ -27,6 +36,78 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--json", action="store_true", help="print one JSON object per row")
+    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, default=None,
+                   help="describe a trained model (a 'splitnet train' run directory or its "
+                        "checkpoint.pt) instead: its cost, then every layer's coefficients (the "
+                        "learned ones with --learn-coefficients) with the order conditions' "
+                        "defects by degree and check_order's verdict for each layer")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds Python objects (an old format); only for "
+                        "files from a trusted source")
+
+
+def _degrees(order: int) -> int:
+    """Degrees of the order conditions shown: the declared order (at least 2, at most 6; 2 for
+    the exact flow)."""
+    from ..stages import EXACT_ORDER
+
+    return 2 if order >= EXACT_ORDER else max(2, min(order, 6))
+
+
+def _rescaled_verdict(stages, declared: int) -> str:
+    """The order of ``stages`` with each field divided by its own sum (a consistent method for
+    the rescaled fields ``s_f F_f``)."""
+    from ..schemes import check_order
+    from ..stages import per_field_normalized
+
+    norm = per_field_normalized(stages)
+    if norm is None:
+        return "no per-field rescaling (a sum stage joins fields with different sums)"
+    r = check_order(list(norm), order=declared)
+    measured = "the exact flow" if r.tail == float("inf") else f"order {r.tail:.2f}"
+    return f"each field rescaled to sum 1: {measured} -> {r.verdict}"
+
+
+def coefficient_lines(model) -> list[str]:
+    """Every layer's coefficients: the stage string, each field's sum, the largest order
+    condition by degree (``log(step)`` on Lyndon words, :func:`splitnet.algebra.lie_defects`)
+    and :func:`splitnet.check_order`'s verdict, as they are and with each field rescaled to
+    sum 1 (the method the coefficients are for the fields ``s_f F_f``)."""
+    from ..algebra import lie_defects
+    from ..schemes import check_order
+    from ..stages import EXACT_ORDER, coefficient_sums, format_stages
+
+    declared = model.scheme.order
+    p = _degrees(declared)
+    raw = check_order(model)
+    learned = model.config.learn_coefficients
+    lines = [f"coefficients ({'learned' if learned else 'the scheme’s, not learned'}; scheme "
+             f"{model.scheme.name}, declared order "
+             f"{'exact' if declared >= EXACT_ORDER else declared}); order conditions: largest "
+             f"|log(step) - h sum X| on the Lyndon words of degree 1..{p}"]
+    for k, (stages, a) in enumerate(zip(model.coefficients(), raw)):
+        sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
+        defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, p))
+        lines += [f"layer {k}: {format_stages(stages)}",
+                  f"  sums: {sums}; conditions by degree: {defects}",
+                  f"  check_order: {a.verdict}; {_rescaled_verdict(stages, declared)}"]
+    return lines
+
+
+def _describe_checkpoint(args) -> int:
+    from .. import checkpoint as ck
+    from .. import cost
+
+    state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
+    model = ck.model_from_state(state, args.checkpoint)
+    row = cost.describe(model.config, seq_len=min(args.seq_len, model.config.max_len))
+    print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
+    print(cost.format_table([row], markdown=args.markdown))
+    print()
+    for line in coefficient_lines(model):
+        print(line)
+    sys.stdout.flush()
+    return 0
 
 
 def run(args) -> int:
@@ -34,6 +115,9 @@ def run(args) -> int:
 
     from .. import cost
     from ..schemes import available
+
+    if args.checkpoint is not None:
+        return _describe_checkpoint(args)
 
     given = args.scheme or ["lie-trotter"]
     names = available() if given == ["all"] else given
@@ -63,4 +147,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "configure", "run"]
+__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run"]

@@ -70,6 +70,11 @@ TARGETS = {t.name: t for t in [
            "several hours (resumes from runs/compare-cpu-long)",
            (("experiments/compare_schemes.py", "--scale", "cpu-long", "--models", _LONG_MODELS,
              "--seeds", "0,1,2"),)),
+    Target("peers", "docs/peers.md (the audit table of published RK / predictor-corrector "
+           "blocks)", "~30 s", (("experiments/peers_audit.py",),)),
+    Target("unsplit", "docs/unsplit.md, docs/figures/unsplit_*.png",
+           "~2-3 h on 2 busy cores (33 runs; resumes from runs/unsplit)",
+           (("experiments/unsplit_study.py",),)),
     Target("refine", "docs/refine.md, docs/figures/refine_*.png",
            "hours (trains 30 runs; resumes from runs/refine)",
            (("experiments/refine_study.py",),)),

@@ -9,6 +9,8 @@ the kind's: :mod:`splitnet.kinds`):
 * :class:`GLUConv` (``conv.py``) -- a GLU convolution over the ``k`` nearest positions
   (ConvS2S): a local diffusion field.
 * :class:`CrossAttention` (``cross.py``) -- the cross field: particles pulled by a memory.
+* :class:`Rotary` (``rotary.py``) -- rotary position embeddings of an attention's queries and
+  keys (GPT-NeoX's convention), an option of :class:`Attention`.
 * :class:`FeedForward` (``feedforward.py``) -- the convection field ``G(x_i)``: each particle
   alone, ``W_2 act(W_1 LN(x) + b_1) + b_2``.
 * :class:`SDU` / :class:`Gated` (``gates.py``) -- the Highway Transformer's self-dependency
@@ -27,6 +29,7 @@ from .conv import GLUConv
 from .cross import CrossAttention
 from .feedforward import FeedForward, activation_function, gelu_tanh
 from .gates import SDU, Gated
+from .rotary import Rotary
 
-__all__ = ["SDU", "Attention", "CrossAttention", "FeedForward", "GLUConv", "Gated",
+__all__ = ["SDU", "Attention", "CrossAttention", "FeedForward", "GLUConv", "Gated", "Rotary",
            "activation_function", "gelu_tanh"]

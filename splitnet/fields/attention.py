@@ -1,6 +1,7 @@
 """Self-attention, the diffusion field ``F(x_i, [x_1..x_n])``: particles interact.
 
-``F(x) = W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)`` (pre-norm inside); causal or not. Its
+``F(x) = W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)`` (pre-norm inside); causal or not;
+optionally with rotary position embeddings on Q and K (:mod:`splitnet.fields.rotary`). Its
 kind (built from a config, closed-form cost): :class:`splitnet.kinds.AttentionKind`.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .rotary import Rotary
 
 
 class Attention(nn.Module):
@@ -24,6 +27,10 @@ class Attention(nn.Module):
     held) and ``append(k, v) -> (k_all, v_all)`` on (B, H, n, d_h) tensors
     (:class:`splitnet.generation.KVCache`). Without a cache, ``forward`` is the training path,
     unchanged.
+
+    ``rotary_dims`` > 0 rotates that many channels of every head's queries and keys by the
+    tokens' positions (RoPE, GPT-NeoX's convention; positions ``0 .. n-1``, and with a cache
+    ``cache.length ..``: the absolute positions of the new tokens).
     """
 
     uses_memory = False
@@ -35,7 +42,8 @@ class Attention(nn.Module):
         return self.causal
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
-                 bias: bool = True, norm_eps: float = 1e-5):
+                 bias: bool = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
+                 rotary_base: float = 10000.0):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -44,6 +52,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
+        self.rotary = Rotary(rotary_dims, rotary_base) if rotary_dims else None
 
     def forward(self, t, x: torch.Tensor, cache=None) -> torch.Tensor:
         if cache is not None:
@@ -61,6 +70,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(h).split(d, dim=-1)
         hd = d // self.n_heads
         q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k)
         y = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal)
         y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
@@ -80,6 +91,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
         q, k, v = (z.view(b, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
         past = cache.length
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, start=past)                # keys cached rotated
         k, v = cache.append(k, v)                               # (B, H, past + n, hd)
         mask = None
         if n > 1 and past > 0:   # new token i sees positions 0 .. past + i
