@@ -25,6 +25,7 @@ _SUBMODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)
 _NAMES = {
     "SplittingScheme": "schemes", "Stage": "stages", "check_order": "schemes",
     "SplitLayer": "layers", "SplitConfig": "config", "SplitTransformer": "models",
+    "SplitSeq2Seq": "seq2seq", "Seq2SeqConfig": "seq2seq_config",
     "reference_solution": "analysis", "convergence_study": "analysis",
     "ConvergenceResult": "analysis", "lie_bracket": "analysis", "work_precision": "analysis",
     "particle_system": "problems",

@@ -73,6 +73,8 @@ def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: s
 # error naming the option, not an overflow deep inside torch).
 MAX_SEED = 2**63 - 1
 LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
+          "src_vocab": 2**24, "tgt_vocab": 2**24, "n_encoder_layers": 2**14,
+          "n_decoder_layers": 2**14,
           "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
           "batch_size": 2**24, "grad_accum": 2**24, "eval_windows": 2**24, "eval_every": 2**40,
           "ckpt_every": 2**40, "warmup": 2**40, "seed": MAX_SEED, "loss_chunk": 2**31 - 1,

@@ -53,11 +53,12 @@ class SumField:
         self.supports_cache = len(takers) == 1 and all(f is takers[0] for f in mixers)
         self._taker = takers[0] if len(takers) == 1 else None
         self.uses_memory = any(getattr(f, "uses_memory", False) for f in self.fields)
+        self.masks_padding = any(getattr(f, "masks_padding", False) for f in self.fields)
 
     def __call__(self, t, x, cache=None, **context):
         out = None
         for f, d in zip(self.fields, self.offsets):
-            kw = dict(context) if context and getattr(f, "uses_memory", False) else {}
+            kw = context_for(f, context) if context else {}
             if cache is not None and f is self._taker:
                 kw["cache"] = cache
             y = f(t + d, x, **kw)
@@ -66,6 +67,27 @@ class SumField:
 
     def __repr__(self) -> str:
         return f"SumField({self.fields!r})"
+
+
+MEMORY_CONTEXT = ("memory", "memory_mask", "memory_cache")   # read by fields that use_memory
+PADDING_CONTEXT = ("padding_mask",)                          # read by fields that mask padding
+
+
+def context_for(f, context: dict) -> dict:
+    """The part of a network's ``context`` the field ``f`` reads: the memory (``memory=``,
+    ``memory_mask=``, ``memory_cache=``) when it ``uses_memory``; the padding of the tokens
+    (``padding_mask=`` (B, n) bool, True = padding) when it ``masks_padding``. A field that mixes
+    tokens but cannot mask padding is a ``ValueError``: padding would leak into real tokens."""
+    kw = {}
+    if getattr(f, "uses_memory", False):
+        kw.update((k, context[k]) for k in MEMORY_CONTEXT if k in context)
+    if "padding_mask" in context:
+        if getattr(f, "masks_padding", False):
+            kw["padding_mask"] = context["padding_mask"]
+        elif getattr(f, "mixes_tokens", True):
+            raise ValueError(f"{type(f).__name__} mixes tokens but cannot mask padding: give "
+                             f"sequences without padding, or use attention")
+    return kw
 
 
 def field_map(names: Sequence[str], diffusion=None, convection=None, fields=None,
@@ -193,4 +215,5 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
     return torch.stack(out)
 
 
-__all__ = ["SumField", "field_map", "integrate", "n_steps_for", "stage_fields", "step"]
+__all__ = ["MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for", "field_map",
+           "integrate", "n_steps_for", "stage_fields", "step"]

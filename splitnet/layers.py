@@ -18,7 +18,7 @@ import functools
 import torch
 from torch import nn
 
-from .flows import field_map, stage_fields
+from .flows import context_for, field_map, stage_fields
 from .stages import BUILTIN, as_stages, clocks, diagram, field_coeffs, field_name, field_names
 from .subflows import Euler, get_method
 from .validate import check_step_size
@@ -52,7 +52,7 @@ class WeightedSum(nn.Module):
     def forward(self, t, x, **context):
         out = None
         for c, f in zip(self.coeffs, self.terms):
-            y = f(t, x, **context) if context and getattr(f, "uses_memory", False) else f(t, x)
+            y = f(t, x, **context_for(f, context)) if context else f(t, x)
             y = y if c == 1.0 else c * y
             out = y if out is None else out + y
         return out
@@ -118,21 +118,25 @@ class SplitLayer(nn.Module):
                 object.__setattr__(self, name, f)
         self._plan = tuple((h * st.coeff, h * c) for st, c in zip(self.stages, stage_clocks))
         self._euler = isinstance(self.method, Euler)
-        # stages whose field reads a memory (cross-attention): they get forward's context
-        self._memory_stages = tuple(i for i, f in enumerate(self._fields)
-                                    if getattr(f, "uses_memory", False))
 
     def _with_context(self, context: dict) -> list:
-        """The stage callables with ``context`` (``memory=``, ``memory_mask=``) bound to the
-        ones that read a memory."""
+        """The stage callables with ``context`` bound to the fields that read it
+        (:func:`~splitnet.flows.context_for`: ``memory=``, ``memory_mask=``,
+        ``memory_cache=`` to those that read a memory, ``padding_mask=`` to those that mix
+        tokens). ``None`` values are dropped; context that no field reads is an error."""
+        context = {k: v for k, v in context.items() if v is not None}
         if not context:
             return self._fields
-        if not self._memory_stages:
-            raise ValueError(f"context {sorted(context)} given, but no field of layer "
-                             f"{self.name!r} reads a memory")
-        out = list(self._fields)
-        for i in self._memory_stages:
-            out[i] = functools.partial(out[i], **context)
+        out, used = list(self._fields), set()
+        for i, f in enumerate(self._fields):
+            kw = context_for(f, context)
+            if kw:
+                out[i] = functools.partial(f, **kw)
+                used |= set(kw)
+        unused = sorted(set(context) - used - {"padding_mask"})   # position-wise: no padding
+        if unused:
+            raise ValueError(f"context {unused} given, but no field of layer {self.name!r} "
+                             f"reads it")
         return out
 
     def stage_callables(self) -> tuple:
@@ -193,7 +197,7 @@ class SplitLayer(nn.Module):
                     states.append(x)
         return (x, states) if return_states else x
 
-    def forward_cached(self, x: torch.Tensor, t: float, caches) -> torch.Tensor:
+    def forward_cached(self, x: torch.Tensor, t: float, caches, **context) -> torch.Tensor:
         """The step for new tokens ``x`` (B, n, D) of a causal network whose earlier tokens'
         keys and values sit in ``caches`` (generation; the training path is :meth:`forward`).
 
@@ -202,8 +206,8 @@ class SplitLayer(nn.Module):
         attention, alone or in a sum or a gate) a sequence of ``method.evals`` key/value caches,
         one per field evaluation of the sub-step. Each stage has its own even when its attention
         module is shared: every stage sees a different state. The arithmetic is
-        :meth:`forward`'s, row by row."""
-        for f, (dt, clock), c in zip(self._fields, self._plan, caches):
+        :meth:`forward`'s, row by row. ``context``: as :meth:`forward` (a decoder's memory)."""
+        for f, (dt, clock), c in zip(self._with_context(context), self._plan, caches):
             if c is not None:
                 f = EvaluationCaches(f, c)
             if self._euler:

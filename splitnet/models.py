@@ -26,6 +26,8 @@ from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
 from .kinds import layer_fields
 from .layers import SplitLayer
 from .learned import LearnedSplitLayer, coefficients
+from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
+from .seq2seq_config import Seq2SeqConfig
 
 
 class SplitTransformer(nn.Module):
@@ -223,4 +225,4 @@ class SplitTransformer(nn.Module):
         return torch.tensor(times, dtype=torch.float64)
 
 
-__all__ = ["WEIGHTS", "SplitConfig", "SplitTransformer"]
+__all__ = ["WEIGHTS", "Seq2SeqConfig", "SplitConfig", "SplitSeq2Seq", "SplitTransformer"]

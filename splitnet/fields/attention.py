@@ -20,6 +20,10 @@ class Attention(nn.Module):
     Uses ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA).
     ``causal=True`` masks the future.
 
+    ``forward(t, x, padding_mask=m)``: ``m`` (B, n) bool, True at padding (torch's convention);
+    padded tokens are not attended (a padded token's own output is computed and meaningless).
+    Every row needs one token that is not padding.
+
     ``forward(t, x, cache)`` with a key/value cache (generation, causal only): ``x`` (B, n, d)
     holds the *new* tokens only; their keys and values are appended to ``cache`` and their
     queries attend to every cached position and, causally, to each other -- the last n rows of
@@ -35,6 +39,7 @@ class Attention(nn.Module):
 
     uses_memory = False
     mixes_tokens = True        # a token's update depends on the other tokens
+    masks_padding = True       # forward(..., padding_mask=): padded keys are not attended
 
     @property
     def supports_cache(self) -> bool:
@@ -54,8 +59,12 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
         self.rotary = Rotary(rotary_dims, rotary_base) if rotary_dims else None
 
-    def forward(self, t, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, t, x: torch.Tensor, cache=None,
+                padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         if cache is not None:
+            if padding_mask is not None:
+                raise ValueError("a key/value cache and a padding mask together are not "
+                                 "supported (generation pads nothing)")
             return self._forward_cached(x, cache)
         if x.dim() < 2:
             raise ValueError(f"Attention needs states of shape (..., n_tokens, d_model), got "
@@ -72,8 +81,15 @@ class Attention(nn.Module):
         q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
+        mask, causal = None, self.causal
+        if padding_mask is not None:            # (B, n), True = padding: keys not attended
+            mask = ~padding_mask.bool().reshape(-1, 1, 1, n)
+            if causal:
+                mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+                causal = False
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal)
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=causal)
         y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
         return self.resid_dropout(self.proj(y))
 

@@ -19,8 +19,10 @@ class CrossAttention(nn.Module):
     passes its encoder output through :meth:`SplitLayer.forward`'s context), or fixed at
     construction, ``CrossAttention(d, h, memory=m)`` (a vector field of the numerical API:
     ``X(t, x)``). ``memory`` (B, M, d) or (M, d); ``memory_mask`` (B, M) bool, True = padding
-    (torch's convention). ``memory_cache`` (generation): the memory's keys and values, computed
-    once per module by :meth:`memory_keys_values`."""
+    (torch's convention). ``memory_cache``: the memory's keys and values
+    (:meth:`memory_keys_values`), or a dict that holds them per module: the first call of a
+    module fills its entry, later calls (other stages, other decoding steps) read it, so each
+    module projects the memory once per forward or per generation."""
 
     uses_memory = True
     mixes_tokens = False       # a token's update depends on the memory, not on other tokens
@@ -54,12 +56,17 @@ class CrossAttention(nn.Module):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"CrossAttention expects states of width d_model={self.d_model}, "
                              f"got shape {tuple(x.shape)}")
+        store = memory_cache if isinstance(memory_cache, dict) else None
+        if store is not None:
+            memory_cache = store.get(self)
         if memory_cache is None:
             memory = self.memory if memory is None else memory
             if memory is None:
                 raise ValueError("CrossAttention needs a memory: pass memory= (B, M, d_model) "
                                  "or build it with memory=")
             memory_cache = self.memory_keys_values(memory)
+            if store is not None:
+                store[self] = memory_cache
         k, v = memory_cache
         *lead, n, d = x.shape
         hd = d // self.n_heads

@@ -50,6 +50,10 @@ class Gated(nn.Module):
     def uses_memory(self) -> bool:
         return getattr(self.field, "uses_memory", False)
 
+    @property
+    def masks_padding(self) -> bool:
+        return getattr(self.field, "masks_padding", False)
+
     def forward(self, t, x: torch.Tensor, cache=None, **context) -> torch.Tensor:
         if cache is not None:
             context["cache"] = cache

@@ -1,0 +1,245 @@
+"""SplitSeq2Seq: equal to torch.nn.Transformer(norm_first=True), causal, padding-invariant,
+parameter-matched; decoding cached = uncached, beam 1 = greedy, beam search exhaustive on a
+vocabulary small enough to enumerate."""
+
+import itertools
+import math
+import warnings
+
+import pytest
+import torch
+
+from splitnet.seq2seq import SplitSeq2Seq
+from splitnet.seq2seq_config import Seq2SeqConfig
+
+V, D, H = 11, 16, 2
+SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2}
+
+
+def _model(**kw):
+    opts = dict(n_encoder_layers=2, n_decoder_layers=2, d_ff=24, max_len=32, **SPECIALS)
+    opts.update(kw)
+    torch.manual_seed(opts.pop("seed", 0))
+    return SplitSeq2Seq(V, V, D, H, **opts).double().eval()
+
+
+def _ids(b, n, seed, lo=3):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, V, (b, n), generator=g)
+
+
+def _copy(dst, src):
+    with torch.no_grad():
+        dst.copy_(src)
+
+
+def _map_into_torch(m: SplitSeq2Seq, tt: torch.nn.Transformer) -> None:
+    """Copy the model's sub-layer weights into nn.Transformer's (same maths, other names)."""
+    for ours, theirs in zip(m.encoder_layers, tt.encoder.layers):
+        _copy(theirs.norm1.weight, ours.diffusion.norm.weight)
+        _copy(theirs.norm1.bias, ours.diffusion.norm.bias)
+        _copy(theirs.self_attn.in_proj_weight, ours.diffusion.qkv.weight)
+        _copy(theirs.self_attn.in_proj_bias, ours.diffusion.qkv.bias)
+        _copy(theirs.self_attn.out_proj.weight, ours.diffusion.proj.weight)
+        _copy(theirs.self_attn.out_proj.bias, ours.diffusion.proj.bias)
+        _map_ff(ours.convection, theirs, "norm2")
+    for ours, theirs in zip(m.decoder_layers, tt.decoder.layers):
+        _copy(theirs.norm1.weight, ours.diffusion.norm.weight)
+        _copy(theirs.norm1.bias, ours.diffusion.norm.bias)
+        _copy(theirs.self_attn.in_proj_weight, ours.diffusion.qkv.weight)
+        _copy(theirs.self_attn.in_proj_bias, ours.diffusion.qkv.bias)
+        _copy(theirs.self_attn.out_proj.weight, ours.diffusion.proj.weight)
+        _copy(theirs.self_attn.out_proj.bias, ours.diffusion.proj.bias)
+        x = ours.cross
+        _copy(theirs.norm2.weight, x.norm.weight)
+        _copy(theirs.norm2.bias, x.norm.bias)
+        _copy(theirs.multihead_attn.in_proj_weight,
+              torch.cat([x.q.weight, x.kv.weight]))
+        _copy(theirs.multihead_attn.in_proj_bias, torch.cat([x.q.bias, x.kv.bias]))
+        _copy(theirs.multihead_attn.out_proj.weight, x.proj.weight)
+        _copy(theirs.multihead_attn.out_proj.bias, x.proj.bias)
+        _map_ff(ours.convection, theirs, "norm3")
+    for ours, theirs in ((m.encoder_norm, tt.encoder.norm), (m.decoder_norm, tt.decoder.norm)):
+        _copy(theirs.weight, ours.weight)
+        _copy(theirs.bias, ours.bias)
+
+
+def _map_ff(ff, layer, norm):
+    _copy(getattr(layer, norm).weight, ff.norm.weight)
+    _copy(getattr(layer, norm).bias, ff.norm.bias)
+    _copy(layer.linear1.weight, ff.fc1.weight)
+    _copy(layer.linear1.bias, ff.fc1.bias)
+    _copy(layer.linear2.weight, ff.fc2.weight)
+    _copy(layer.linear2.bias, ff.fc2.bias)
+
+
+def test_lie_trotter_is_torch_transformer_norm_first():
+    m = _model(n_encoder_layers=3, n_decoder_layers=2)
+    with warnings.catch_warnings():        # "enable_nested_tensor ... norm_first": expected
+        warnings.simplefilter("ignore", UserWarning)
+        tt = torch.nn.Transformer(D, H, 3, 2, 24, dropout=0.0, activation="gelu",
+                                  norm_first=True, batch_first=True).double().eval()
+    _map_into_torch(m, tt)
+    src, tgt = _ids(3, 7, 1), _ids(3, 5, 2)
+    src[1, 5:] = 0                                    # padded source
+    pad = src.eq(0)
+    with torch.no_grad():
+        e_src, e_tgt = m.embed_source(src), m.embed_target(tgt)
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64)
+        y = tt(e_src, e_tgt, tgt_mask=causal, src_key_padding_mask=pad,
+               memory_key_padding_mask=pad, tgt_is_causal=True)
+        ref = m.head(y)
+        got = m(src, tgt)
+    assert got.shape == (3, 5, V)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    # and a wrong mapping is caught: perturb one weight
+    with torch.no_grad():
+        m.decoder_layers[1].cross.q.weight[0, 0] += 1e-3
+        assert (m(src, tgt) - ref).abs().max() > 1e-8
+
+
+def test_decoder_is_causal_and_encoder_sees_the_whole_source():
+    m = _model(decoder_scheme="strang")
+    src, tgt = _ids(2, 6, 3), _ids(2, 6, 4)
+    with torch.no_grad():
+        base = m(src, tgt)
+        t2 = tgt.clone()
+        t2[:, 4] = 3 + (t2[:, 4] - 2) % (V - 3)             # change target token 4
+        out = m(src, t2)
+        assert torch.equal(out[:, :4], base[:, :4])          # earlier positions unchanged
+        assert (out[:, 4:] - base[:, 4:]).abs().max() > 1e-6
+        s2 = src.clone()
+        s2[:, -1] = 3 + (s2[:, -1] - 2) % (V - 3)            # the last source token
+        assert (m(s2, tgt)[:, 0] - base[:, 0]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("scheme", ["lie-trotter", "strang", "c:0.5,d:1,x:1,c:0.5"])
+def test_padding_invariance(scheme):
+    m = _model(decoder_scheme=scheme, encoder_scheme="strang", weights="per-stage")
+    src, tgt = _ids(1, 5, 5), _ids(1, 4, 6)
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        a = m(src, tgt)
+        b = m(padded, tgt)                                   # pads found from pad_id
+        c = m(padded, tgt, src_key_padding_mask=padded.eq(0))
+        unmasked = m(padded, tgt, src_key_padding_mask=torch.zeros_like(padded, dtype=bool))
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
+    assert (unmasked - a).abs().max() > 1e-6                 # the mask matters
+
+
+def test_parameter_matching_of_the_macaron_decoder():
+    std = _model(weights="per-stage")
+    mac = _model(decoder_scheme="c:0.5,d:1,x:1,c:0.5", weights="per-stage")
+    sym = _model(decoder_scheme="strang", weights="per-stage")
+    # the same matrices; the second feed-forward adds its LayerNorm and output bias (3 d)
+    assert mac.n_params() - std.n_params() == 2 * 3 * D
+    mats = lambda m: sum(p.numel() for p in m.parameters() if p.dim() == 2)  # noqa: E731
+    assert mats(mac) == mats(std)
+    ff = mac.decoder_layers[0].convection
+    assert len(ff) == 2 and ff[0].fc1.out_features == 12     # two half-width feed-forwards
+    # Strang over three fields: two self- and two cross-attentions per layer, one feed-forward
+    assert sym.n_params() > std.n_params()
+    shared = _model(decoder_scheme="strang")
+    assert shared.n_params() == _model().n_params()          # shared weights: equal always
+
+
+def test_config_round_trip_and_bad_options():
+    m = _model(decoder_scheme="c:0.5,d:1,x:1,c:0.5", weights="per-stage", tie_head=False)
+    c = Seq2SeqConfig.from_dict(m.config.to_dict())
+    assert c == m.config
+    assert SplitSeq2Seq.from_config(c).n_params() == m.n_params()
+    with pytest.raises(ValueError, match="cross-attention belongs to the decoder"):
+        Seq2SeqConfig(encoder_scheme="d:1,x:1,c:1")
+    with pytest.raises(ValueError, match="shared_embeddings needs equal"):
+        Seq2SeqConfig(src_vocab=300)
+    with pytest.raises(ValueError, match="must differ"):
+        Seq2SeqConfig(bos_id=256)
+    with pytest.raises(ValueError, match="all padding"):
+        m(torch.zeros(1, 3, dtype=torch.long), _ids(1, 2, 0))
+    with pytest.raises(ValueError, match="max_len"):
+        m(_ids(1, 40, 0), _ids(1, 2, 0))
+
+
+def _brute_force(m, src, n, alpha):
+    """Every output of up to n tokens (eos-terminated, or n tokens), scored as beam search
+    scores them; the best."""
+    c = m.config
+    words = [t for t in range(V) if t not in (c.pad_id, c.bos_id)]
+    best, best_seq = -math.inf, None
+    with torch.no_grad():
+        memory, mask = m.encode(src)
+        for length in range(1, n + 1):
+            for seq in itertools.product(words, repeat=length):
+                if c.eos_id in seq[:-1] or (length < n and seq[-1] != c.eos_id):
+                    continue
+                inp = torch.tensor([[c.bos_id, *seq[:-1]]])
+                logp = torch.log_softmax(m.decode(inp, memory, mask)[0].double(), -1)
+                s = sum(float(logp[i, tok]) for i, tok in enumerate(seq)) / length ** alpha
+                if s > best:
+                    best, best_seq = s, list(seq)
+    return best_seq
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_wide_beam_finds_the_best_sequence(alpha):
+    global V
+    old, V = V, 5                                  # pad, bos, eos and two words
+    try:
+        greedy_missed = 0
+        for seed in (1, 5, 6):                     # sharp distributions: (seed 1) the best
+            m = _model(seed=seed, tie_head=False, shared_embeddings=False)   # is 4 4 4 eos,
+            with torch.no_grad():                  # greedy finds 3 eos, beam 2 misses it
+                m.head.weight.mul_(60)
+            src, n = _ids(1, 4, 7), 4
+            want = _brute_force(m, src, n, alpha)
+            got = _strip(m.generate(src, n, beam=V ** n, length_penalty=alpha)[0])
+            assert got == want, seed
+            greedy_missed += _strip(m.generate(src, n)[0]) != want
+        assert greedy_missed                       # the search is not trivially greedy
+    finally:
+        V = old
+
+
+def _strip(row):
+    row = row.tolist()
+    while row and row[-1] == SPECIALS["pad_id"]:
+        row.pop()
+    return row
+
+
+@pytest.mark.parametrize("scheme", ["lie-trotter", "c:0.5,d:1,x:1,c:0.5", "strang"])
+def test_cached_equals_uncached_and_beam1_equals_greedy(scheme):
+    m = _model(decoder_scheme=scheme, weights="per-stage", n_decoder_layers=3)
+    src = _ids(4, 6, 8)
+    src[2, 4:] = 0
+    for beam in (1, 3):
+        a = m.generate(src, 12, beam=beam, use_cache=True)
+        b = m.generate(src, 12, beam=beam, use_cache=False)
+        assert torch.equal(a, b)
+    g = m.generate(src, 12)
+    assert torch.equal(m.generate(src, 12, beam=1), g)
+    # greedy is the argmax of the uncached model at every step
+    seq = torch.full((4, 1), m.config.bos_id)
+    with torch.no_grad():
+        for _ in range(g.shape[1]):
+            logits = m(src, seq)[:, -1].clone()
+            logits[:, [0, 1]] = -math.inf
+            seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], 1)
+    for row, want in zip(g.tolist(), seq[:, 1:].tolist()):
+        k = want.index(2) + 1 if 2 in want else len(want)
+        assert row[:k] == want[:k] and all(t == 0 for t in row[k:])
+
+
+def test_generate_rows_end_at_eos_and_pad_after():
+    m = _model(seed=1)
+    out = m.generate(_ids(5, 5, 9), 20, beam=2, length_penalty=0.6)
+    for row in out.tolist():
+        if 2 in row:
+            k = row.index(2)
+            assert all(t == 0 for t in row[k + 1:])
+        assert 1 not in row
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        m.generate(_ids(1, 3, 0), 0)
+    with pytest.raises(ValueError, match="beam"):
+        m.generate(_ids(1, 3, 0), 3, beam=0)
