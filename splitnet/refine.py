@@ -37,6 +37,7 @@ ODE-consistent training (``TrainConfig.refine_prob``).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 import random
@@ -116,9 +117,27 @@ def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: i
     return SplitLayer(sch, step_size=layer.step_size, method=method, fields=fields)
 
 
+# the layer lists a network may have, and the attribute holding each one's scheme
+_STACKS = {"layers": "scheme", "encoder_layers": "encoder_scheme",
+           "decoder_layers": "decoder_scheme"}
+
+
+def stacks(model) -> tuple[str, ...]:
+    """The layer lists of ``model``: ``("layers",)`` for a SplitTransformer, the encoder's and
+    the decoder's for a :class:`~splitnet.seq2seq.SplitSeq2Seq` (both are re-discretised)."""
+    mods = getattr(model, "_modules", {})
+    return tuple(a for a in _STACKS if a in mods and hasattr(model, _STACKS[a]))
+
+
+def scheme_label(model) -> str:
+    """``strang``; an encoder–decoder: ``lie-trotter / strang`` (encoder / decoder)."""
+    return " / ".join(getattr(model, _STACKS[a]).name for a in stacks(model))
+
+
 def _check_model(model) -> None:
-    if not all(hasattr(model, a) for a in ("layers", "scheme", "step_size", "config")):
-        raise TypeError(f"rediscretize needs a SplitTransformer, got {type(model).__name__}")
+    if not stacks(model) or not hasattr(model, "config"):
+        raise TypeError(f"rediscretize needs a SplitTransformer or a SplitSeq2Seq, got "
+                        f"{type(model).__name__}")
 
 
 def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
@@ -139,19 +158,28 @@ def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
         raise ValueError(unknown_name("method", method, METHODS))
     m = get_method(method)
     sch = None if scheme is None else resolve(scheme)
-    layers = [refined_layer(layer, sch, k, m, model.scheme) for layer in model.layers]
-    return _with_layers(model, layers, repeated(model.scheme if sch is None else sch, k),
+    layers, schemes = {}, {}
+    for attr in stacks(model):                     # an encoder–decoder: both stacks
+        own = getattr(model, _STACKS[attr])
+        layers[attr] = [refined_layer(layer, sch, k, m, own) for layer in getattr(model, attr)]
+        target = own if sch is None else \
+            (sch if set(sch.fields) == set(own.fields) else sch.over(own.fields))
+        schemes[_STACKS[attr]] = repeated(target, k)
+    return _with_layers(model, layers, schemes,
                         Refinement(OWN if sch is None else sch.name, k, m.name,
                                    "own stages" if sch is None else "layer fields"))
 
 
-def _with_layers(model, layers, scheme, refinement: Refinement):
-    """A shallow copy of ``model`` (every module shared) with new layers."""
+def _with_layers(model, layers: dict, schemes: dict, refinement: Refinement):
+    """A shallow copy of ``model`` (every module shared) with new layer lists (attribute ->
+    layers) and their schemes (attribute -> scheme)."""
     new = copy.copy(model)            # same attributes; rebind the registries, then the layers
     for reg in ("_parameters", "_buffers", "_modules"):
         new.__dict__[reg] = type(model.__dict__[reg])(model.__dict__[reg])
-    new.layers = nn.ModuleList(layers)
-    new.scheme = scheme
+    for attr, ls in layers.items():
+        setattr(new, attr, nn.ModuleList(ls))
+    for attr, sch in schemes.items():
+        setattr(new, attr, sch)
     new.refinement = refinement
     return new
 
@@ -189,15 +217,17 @@ class ODELayer(nn.Module):
     def field_modules(self, name: str) -> list:
         return [self.fields[name]]
 
-    def forward(self, x, t: float = 0.0, return_states: bool = False):
+    def forward(self, x, t: float = 0.0, return_states: bool = False, **context):
         h = self.step_size
-        if not return_states:
-            return self.method(self.rhs, t, x, h)
+        context = {k: v for k, v in context.items() if v is not None}
+        rhs = functools.partial(self.rhs, **context) if context else self.rhs   # a decoder's
+        if not return_states:                                   # memory, an encoder's padding
+            return self.method(rhs, t, x, h)
         # the states at t + h j/k, j = 1..k: the state_times of ode_model's scheme (f_j 1)
         k = len(self.field_names)
         states = []
         for j in range(k):
-            x = self.method(self.rhs, t + h * j / k, x, h / k)
+            x = self.method(rhs, t + h * j / k, x, h / k)
             states.append(x)
         return x, states
 
@@ -208,9 +238,13 @@ def ode_model(model, method="exact"):
     converge to. ``method``: the solver (``"exact"`` or a configured
     :class:`~splitnet.flows.Exact`)."""
     _check_model(model)
-    return _with_layers(model, [ODELayer(layer, method) for layer in model.layers],
-                        CustomScheme([(f, 1.0) for f in model.layers[0].field_names], order=1,
-                                     name="ode"),
+    layers, schemes = {}, {}
+    for attr in stacks(model):
+        ls = getattr(model, attr)
+        layers[attr] = [ODELayer(layer, method) for layer in ls]
+        schemes[_STACKS[attr]] = CustomScheme([(f, 1.0) for f in ls[0].field_names], order=1,
+                                              name="ode")
+    return _with_layers(model, layers, schemes,
                         Refinement("ode", 1, get_method(method).name, "layer fields"))
 
 
@@ -340,7 +374,7 @@ class _CallCounter:
         self.layer_calls = self.field_calls = 0
         self._handles = []
         fields = {}
-        for layer in model.layers:
+        for layer in (lay for attr in stacks(model) for lay in getattr(model, attr)):
             self._handles.append(layer.register_forward_pre_hook(self._layer))
             for name in layer.field_names:
                 for f in layer.field_modules(name):
@@ -392,7 +426,7 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
     _check_model(model)
     model.eval()
     own = _point(model, evaluate, None, 1, model.config.method)
-    res = RefinementResult(label or model.scheme.name, model.scheme.name, model.config.weights,
+    res = RefinementResult(label or scheme_label(model), scheme_label(model), model.config.weights,
                            model.config.method, own, unit=unit, scale=scale)
     todo = grid + ([("ode", 1, "exact")] if ode else [])
     it = todo

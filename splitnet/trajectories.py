@@ -90,10 +90,16 @@ def token_labels(ids, tokenizer=None) -> tuple[str, ...]:
     if tokenizer is None:
         return tuple(token_label(i) for i in ids)
     out = []
+    specials = {getattr(tokenizer, n, None): tag for n, tag in
+                (("pad_id", "<pad>"), ("bos_id", "<s>"), ("eos_id", "</s>"))}  # splitnet's
+    tokens_of = getattr(tokenizer, "convert_ids_to_tokens", None)             # transformers'
     for i in map(int, ids):
+        if i in specials:
+            out.append(specials[i])
+            continue
         s = tokenizer.decode([i])
         if not s or "\ufffd" in s:
-            s = str(tokenizer.convert_ids_to_tokens(i))
+            s = str(tokens_of(i)) if tokens_of is not None else token_label(i)
         out.append("".join(_VISIBLE.get(c, c) for c in s))
     return tuple(out)
 
@@ -137,6 +143,8 @@ class Trajectories:
     path: torch.Tensor | None = None
     path_times: torch.Tensor | None = None
     path_restart: bool = False
+    memory: torch.Tensor | None = None        # an encoder–decoder's memory (S, D): fixed
+    memory_labels: tuple[str, ...] = ()       # particles the decoder's tokens are pulled by
 
     @property
     def n_points(self) -> int:
@@ -173,7 +181,8 @@ class Trajectories:
             tokens=self.tokens, labels=self.labels, step_size=self.step_size,
             n_layers=self.n_layers - (k - self.first_layer), scheme=self.scheme,
             weights=self.weights, method=self.method, path=path, path_times=path_times,
-            path_restart=self.path_restart)
+            path_restart=self.path_restart, memory=self.memory,
+            memory_labels=self.memory_labels)
 
     def path_at_layers(self) -> torch.Tensor:
         """The ODE path at ``t = k h``: (n_layers + 1, T, D)."""
@@ -198,13 +207,15 @@ class Trajectories:
         return g
 
 
-def _as_sequence(model: SplitTransformer, idx, tokenizer=None) -> torch.Tensor:
+def _as_sequence(model: SplitTransformer, idx, tokenizer=None, vocab: int | None = None,
+                 what: str = "text") -> torch.Tensor:
+    vocab = model.vocab_size if vocab is None else vocab
     if isinstance(idx, str) and tokenizer is not None:
         idx = torch.tensor(tokenizer.encode(idx), dtype=torch.long)
     elif isinstance(idx, str):
-        if model.vocab_size < 256:
+        if vocab < 256:
             raise ValueError(f"text needs the byte vocabulary (256); the model has "
-                             f"vocab_size {model.vocab_size}: pass token ids instead")
+                             f"vocab_size {vocab}: pass token ids instead")
         idx = encode(idx)
     if not isinstance(idx, torch.Tensor):
         idx = torch.as_tensor(idx)
@@ -219,15 +230,30 @@ def _as_sequence(model: SplitTransformer, idx, tokenizer=None) -> torch.Tensor:
         raise ValueError(f"token ids must have shape (T,) with T >= 1, got {tuple(idx.shape)}")
     ctx = model.max_len
     if idx.numel() > ctx:
-        raise ValueError(f"the text has {idx.numel()} tokens but the model's context is {ctx}: "
-                         f"shorten the text")
-    if int(idx.min()) < 0 or int(idx.max()) >= model.vocab_size:
-        raise ValueError(f"token ids must lie in [0, {model.vocab_size}), got "
+        raise ValueError(f"the {what} has {idx.numel()} tokens but the model's context is "
+                         f"{ctx}: shorten the {what}")
+    if int(idx.min()) < 0 or int(idx.max()) >= vocab:
+        raise ValueError(f"token ids must lie in [0, {vocab}), got "
                          f"[{int(idx.min())}, {int(idx.max())}]")
     return idx
 
 
-def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, restart):
+def _point_labels(sch, L: int, per_stage: bool):
+    """Per recorded point (the embedding, then every stage of every layer): layer, stage,
+    field, layer end; and the indices kept (all, or the layer ends only)."""
+    n_st = len(sch.stages)
+    layer = np.array([-1] + [k for k in range(L) for _ in range(n_st)])
+    stage = np.array([-1] + [i for _ in range(L) for i in range(n_st)])
+    fields = (EMBEDDING,) + tuple(st.field for _ in range(L) for st in sch.stages)
+    layer_end = np.array([True] + [i == n_st - 1 for _ in range(L) for i in range(n_st)])
+    keep = np.arange(len(layer)) if per_stage else np.flatnonzero(layer_end)
+    return layer[keep], stage[keep], tuple(fields[i] for i in keep), layer_end[keep], keep
+
+
+def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, restart,
+              layers=None, context=None):
+    import functools
+
     from torchdiffeq import odeint
 
     h = model.step_size
@@ -241,11 +267,13 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
     pieces = [x0.unsqueeze(0)]
     times = [torch.zeros(1, dtype=torch.float64)]
     x = x0
-    for k, layer in enumerate(model.layers):
+    for k, layer in enumerate(model.layers if layers is None else layers):
         if restart:
             x = layer_starts[k]
         ts = torch.linspace(k * h, (k + 1) * h, points_per_layer + 1, dtype=torch.float64)
-        sol = odeint(layer.ode_field(), x, ts.to(x.dtype), **kwargs)
+        f = layer.ode_field()
+        f = functools.partial(f, **context) if context else f     # a decoder's memory
+        sol = odeint(f, x, ts.to(x.dtype), **kwargs)
         pieces.append(sol[1:])
         times.append(ts[1:])
         x = sol[-1]
@@ -256,7 +284,7 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
 def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bool = False,
             points_per_layer: int = 16, restart: bool = False, solver: str = "dopri5",
             rtol: float | None = None, atol: float | None = None,
-            tokenizer=None) -> Trajectories:
+            tokenizer=None, source=None) -> Trajectories:
     """Every token's state after every layer (and every stage) of one sequence.
 
     Parameters
@@ -266,6 +294,10 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     idx : token ids of ONE sequence, shape (T,) or (1, T), or a str (encoded by ``tokenizer``,
         else as UTF-8 bytes).
     tokenizer : encodes a str and labels the tokens (:func:`token_labels`); default: bytes.
+    source : for a :class:`~splitnet.seq2seq.SplitSeq2Seq`, the source sentence (ids or a
+        str); ``idx`` is then the decoder's input (bos first) and the trajectories are the
+        decoder's tokens, the encoder's output kept as ``memory`` (the fixed particles the
+        cross field pulls toward; the ODE path integrates the decoder's fields with it).
     per_stage : record the state after every stage, not only after every layer.
     continuous : also integrate the model's own ODE (module docstring) with torchdiffeq, at
         ``points_per_layer`` points per layer, from the embedding (``restart=False``) or from the
@@ -279,47 +311,55 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     Trajectories, with ``states`` of shape ``(n_points, T, D)``; the times are the model's
     :meth:`~splitnet.models.SplitTransformer.state_times`.
     """
-    if not isinstance(model, SplitTransformer):
-        raise TypeError(f"model must be a SplitTransformer, got {type(model).__name__}")
+    seq2seq = hasattr(model, "decoder_layers")
+    if not isinstance(model, SplitTransformer) and not seq2seq:
+        raise TypeError(f"model must be a SplitTransformer or a SplitSeq2Seq, got "
+                        f"{type(model).__name__}")
     if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
             or points_per_layer < 1:
         raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
-    idx = _as_sequence(model, idx, tokenizer)
+    if seq2seq != (source is not None):
+        raise ValueError("an encoder–decoder model needs source= (the sentence its decoder "
+                         "tokens read)" if seq2seq else "source= is for encoder–decoder models")
+    vocab = model.tgt_vocab if seq2seq else None
+    idx = _as_sequence(model, idx, tokenizer, vocab, "target" if seq2seq else "text")
     dev = next(model.parameters()).device
     was_training = model.training
     model.eval()
+    memory = context = None
     try:
-        _, states = model(idx.to(dev)[None], return_states=True)
+        if seq2seq:
+            src = _as_sequence(model, source, tokenizer, model.src_vocab, "source")
+            memory, mask = model.encode(src.to(dev)[None])
+            context = {"memory": memory, "memory_mask": mask}
+            _, states = model.decode(idx.to(dev)[None], memory, mask, return_states=True)
+            sch, layers = model.decoder_scheme, model.decoder_layers
+        else:
+            _, states = model(idx.to(dev)[None], return_states=True)
+            sch, layers = model.scheme, model.layers
+        L, h = len(layers), model.step_size
         states = states[:, 0].detach()                     # (n_all, T, D)
-        times = model.state_times()
-        sch = model.scheme
-        n_st = len(sch.stages)
-        L = model.n_layers
-        layer = np.array([-1] + [k for k in range(L) for _ in range(n_st)])
-        stage = np.array([-1] + [i for _ in range(L) for i in range(n_st)])
-        fields = (EMBEDDING,) + tuple(st.field for _ in range(L) for st in sch.stages)
-        layer_end = np.array([True] + [i == n_st - 1 for _ in range(L) for i in range(n_st)])
-        if not per_stage:
-            keep = np.flatnonzero(layer_end)
-            states, times = states[keep], times[keep]
-            layer, stage, layer_end = layer[keep], stage[keep], layer_end[keep]
-            fields = tuple(fields[i] for i in keep)
+        times = torch.tensor([0.0] + [(k + s) * h for k in range(L) for s in sch.stage_times()],
+                             dtype=torch.float64)
+        layer, stage, fields, layer_end, keep = _point_labels(sch, L, per_stage)
+        states, times = states[keep], times[keep]
         path = path_times = None
         if continuous:
             starts = states[torch.as_tensor(layer_end)]
             path, path_times = _ode_path(model, states[0], starts, points_per_layer, solver,
-                                         rtol, atol, restart)
+                                         rtol, atol, restart, layers, context)
             path = path.detach().cpu()
     finally:
         model.train(was_training)
     ids = tuple(int(i) for i in idx)
-    sch_name = sch.name
     return Trajectories(
         states=states.cpu(), times=times, layer=layer, stage=stage, fields=fields,
         layer_end=layer_end, tokens=ids, labels=token_labels(ids, tokenizer),
-        step_size=model.step_size, n_layers=L, scheme=sch_name, weights=model.weights,
-        method=model.layers[0].method.name, path=path, path_times=path_times,
-        path_restart=restart)
+        step_size=h, n_layers=L, scheme=sch.name, weights=model.weights,
+        method=layers[0].method.name, path=path, path_times=path_times,
+        path_restart=restart, memory=None if memory is None else memory[0].detach().cpu(),
+        memory_labels=() if memory is None else token_labels(tuple(int(i) for i in src),
+                                                             tokenizer))
 
 
 # ---------------------------------------------------------------------------------------------

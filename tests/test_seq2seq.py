@@ -243,3 +243,46 @@ def test_generate_rows_end_at_eos_and_pad_after():
         m.generate(_ids(1, 3, 0), 0)
     with pytest.raises(ValueError, match="beam"):
         m.generate(_ids(1, 3, 0), 3, beam=0)
+
+
+@pytest.mark.parametrize("decoder,weights", [("lie-trotter", "shared"),
+                                             ("c:0.5,d:1,x:1,c:0.5", "per-stage")])
+def test_rediscretize_both_stacks(decoder, weights):
+    from splitnet.refine import ode_model, rediscretize
+
+    m = _model(decoder_scheme=decoder, weights=weights, step_size=0.4)
+    src, tgt = _ids(2, 6, 10), _ids(2, 5, 11)
+    src[1, 4:] = 0
+    with torch.no_grad():
+        base = m(src, tgt)
+        assert torch.equal(rediscretize(m)(src, tgt), base)      # own stages: the model
+        assert len(rediscretize(m, "strang", 2).decoder_scheme.stages) == 10   # 2 x 5 stages
+        limit = ode_model(m)(src, tgt)                           # unsplit, padding and memory
+        errs = [float((rediscretize(m, "strang", k, "exact")(src, tgt) - limit).abs().max())
+                for k in (1, 2, 4)]
+    # Strang over the three fields, exact sub-flows: the error falls as (h/n)^2 per layer
+    slopes = [math.log2(a / b) for a, b in zip(errs, errs[1:])]
+    assert all(1.7 < s < 2.3 for s in slopes), (errs, slopes)
+
+
+def test_trajectories_of_decoder_tokens_with_the_memory():
+    from splitnet.pair_batches import ByteTokenizer
+    from splitnet.trajectories import collect
+
+    tok = ByteTokenizer()
+    torch.manual_seed(0)
+    m = SplitSeq2Seq(259, 259, 16, 2, n_encoder_layers=2, n_decoder_layers=2,
+                     decoder_scheme="strang", step_size=0.5).double()
+    tgt = torch.tensor([tok.bos_id, *tok.encode("Hallo")])
+    tr = collect(m, tgt, source="Hello", tokenizer=tok, continuous=True, points_per_layer=4)
+    assert tr.states.shape == (1 + 2 * 5, 6, 16) and tr.memory.shape == (5, 16)
+    assert tr.labels[0] == "<s>" and tr.memory_labels == tuple("Hello")
+    assert tr.fields[1:6] == ("diffusion", "cross", "convection", "cross", "diffusion")
+    with torch.no_grad():
+        memory, mask = m.encode(torch.tensor([tok.encode("Hello")]))
+        _, states = m.decode(tgt[None], memory, mask, return_states=True)
+    torch.testing.assert_close(tr.states, states[:, 0], rtol=0, atol=0)
+    torch.testing.assert_close(tr.memory, memory[0], rtol=0, atol=0)
+    assert tr.gap()[-1] < 0.5 * float((tr.path[-1] - tr.path[0]).norm(dim=-1).mean())
+    with pytest.raises(ValueError, match="needs source"):
+        collect(m, tgt)

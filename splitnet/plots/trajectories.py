@@ -139,6 +139,8 @@ def plot_trajectories(traj, ax=None, dim: int = 2, projection=None, show_path: b
     centre = z[-1].mean(axis=0)
     for i, c in enumerate(_colours(traj.n_tokens)):
         _draw_token(ax, traj, z, pieces, i, c, centre, label_tokens)
+    if getattr(traj, "memory", None) is not None:
+        _draw_memory(ax, traj, p, dim, label_tokens)
     ev = p.explained_variance_ratio
     ax.set_xlabel(f"PC 1 ({100 * ev[0]:.0f}% of variance)")
     ax.set_ylabel(f"PC 2 ({100 * ev[1]:.0f}% of variance)")
@@ -150,9 +152,30 @@ def plot_trajectories(traj, ax=None, dim: int = 2, projection=None, show_path: b
     if legend:
         hs = _legend_handles(zp is not None, not traj.layer_end.all(), traj.first_layer,
                              traj.path_restart)
+        if getattr(traj, "memory", None) is not None:
+            from matplotlib.lines import Line2D
+
+            hs.append(Line2D([], [], color="0.55", marker="D", ms=5, ls="none", mec="0.25",
+                             label="memory (encoder output)"))
         ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(1.01 if dim == 2 else 1.08, 1.0),
                   fontsize=9, frameon=False)
     return ax
+
+
+def _draw_memory(ax, traj, p, dim: int, label: bool) -> None:
+    """An encoder–decoder's memory, the fixed particles the cross field pulls toward, on the
+    same PCA axes (not part of the fit). It is the encoder's output after its final norm, on
+    another scale than the decoder's residual stream, so in 2-D it gets an inset of its own
+    (grey diamonds) instead of stretching the tokens' axes."""
+    zm = p.transform(traj.memory[None])[0, :, :dim]          # (S, dim)
+    where = ax if dim == 3 else ax.inset_axes([1.06, 0.02, 0.3, 0.36])
+    where.scatter(*zm.T, marker="D", s=22, c="0.55", edgecolors="0.25", linewidths=0.5)
+    if label:
+        for j, lab in enumerate(traj.memory_labels):
+            where.text(*zm[j], f" {lab}", fontsize=7, color="0.3")
+    if dim == 2:
+        where.set_title("memory (encoder output)", fontsize=7)
+        where.tick_params(labelsize=6)
 
 
 def _save(fig, out) -> Path:
