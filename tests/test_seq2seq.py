@@ -261,7 +261,7 @@ def test_rediscretize_both_stacks(decoder, weights):
         errs = [float((rediscretize(m, "strang", k, "exact")(src, tgt) - limit).abs().max())
                 for k in (1, 2, 4)]
     # Strang over the three fields, exact sub-flows: the error falls as (h/n)^2 per layer
-    slopes = [math.log2(a / b) for a, b in zip(errs, errs[1:])]
+    slopes = [math.log2(a / b) for a, b in itertools.pairwise(errs)]
     assert all(1.7 < s < 2.3 for s in slopes), (errs, slopes)
 
 
