@@ -578,6 +578,6 @@ def _last_val_bpb(path) -> float | None:
 
 __all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN", "ODELayer",
            "RefinePoint", "Refinement", "RefinementResult", "check_substeps", "checkpoint_source",
-           "hf_source",
-           "ode_model", "rediscretize", "refined", "refined_layer", "refinement_at",
-           "refinement_study", "repeated", "study_grid", "study_memory", "validation_loss"]
+           "hf_source", "ode_model", "rediscretize", "refined", "refined_layer",
+           "refinement_at", "refinement_study", "repeated", "scheme_label", "stacks",
+           "study_grid", "study_memory", "validation_loss"]
