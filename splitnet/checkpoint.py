@@ -185,23 +185,51 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
+# what a checkpoint's "model_kind" names: its config class and its model class (absent: "lm")
+MODEL_KINDS = {"lm": ("splitnet.config:SplitConfig", "splitnet.models:SplitTransformer"),
+               "seq2seq": ("splitnet.seq2seq_config:Seq2SeqConfig",
+                           "splitnet.seq2seq:SplitSeq2Seq")}
+
+
+def _class(path: str):
+    import importlib
+
+    mod, _, name = path.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+def model_kind(model) -> str:
+    """``"seq2seq"`` for an encoder–decoder network, ``"lm"`` for a language model: what a
+    checkpoint stores as ``model_kind`` so that :func:`model_from_state` rebuilds the class."""
+    return "seq2seq" if hasattr(model, "decoder_layers") else "lm"
+
+
+def model_classes(state: dict, f) -> tuple:
+    """(config class, model class) of a loaded checkpoint (``model_kind``, default lm)."""
+    kind = state.get("model_kind", "lm")
+    if kind not in MODEL_KINDS:
+        raise _bad(Path(f), f"unknown model_kind {kind!r} (this splitnet reads "
+                            f"{', '.join(MODEL_KINDS)})")
+    return tuple(_class(p) for p in MODEL_KINDS[kind])
+
+
 def check_weights(state: dict, path):
-    """The :class:`~splitnet.config.SplitConfig` of a loaded checkpoint ``state``, once its
-    weights are known to fit it: the model is built on the meta device (no memory) and every
-    weight's name and shape compared, and the parameters must fit in free memory. A mismatch
-    is a ValueError naming the file and the first weight that differs, before anything is
-    allocated."""
-    from .config import SplitConfig
-    from .models import SplitTransformer
+    """The config (:class:`~splitnet.config.SplitConfig`, or a
+    :class:`~splitnet.seq2seq_config.Seq2SeqConfig` for ``model_kind`` seq2seq) of a loaded
+    checkpoint ``state``, once its weights are known to fit it: the model is built on the meta
+    device (no memory) and every weight's name and shape compared, and the parameters must fit
+    in free memory. A mismatch is a ValueError naming the file and the first weight that
+    differs, before anything is allocated."""
     from .runenv import require_memory
 
     f = checkpoint_file(path)
+    config_cls, model_cls = model_classes(state, f)
     try:
-        cfg = SplitConfig.from_dict(state["model_config"])
+        cfg = config_cls.from_dict(state["model_config"])
     except (ValueError, TypeError) as e:
         raise _bad(f, f"its model config is not valid ({_first_line(e)})") from None
     with torch.device("meta"):
-        shapes = {k: tuple(v.shape) for k, v in SplitTransformer.from_config(cfg)
+        shapes = {k: tuple(v.shape) for k, v in model_cls.from_config(cfg)
                   .state_dict().items()}
     weights = state["model"]
     problem = next((f"no weights for {k!r}" for k in shapes if k not in weights), None) or \
@@ -218,14 +246,13 @@ def check_weights(state: dict, path):
 
 
 def model_from_state(state: dict, path):
-    """The :class:`~splitnet.models.SplitTransformer` of a loaded checkpoint ``state`` (read from
-    ``path``), built only after :func:`check_weights` found that its weights fit its config
-    (a file whose config describes gigabytes that it does not hold allocates nothing)."""
-    from .models import SplitTransformer
-
+    """The :class:`~splitnet.models.SplitTransformer` (or ``SplitSeq2Seq``, by ``model_kind``)
+    of a loaded checkpoint ``state`` (read from ``path``), built only after
+    :func:`check_weights` found that its weights fit its config (a file whose config describes
+    gigabytes that it does not hold allocates nothing)."""
     cfg = check_weights(state, path)
     try:
-        model = SplitTransformer.from_config(cfg)
+        model = model_classes(state, checkpoint_file(path))[1].from_config(cfg)
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"{checkpoint_file(path)}: the weights do not fit the model its config "
@@ -446,8 +473,9 @@ def move_aside(folder) -> Path | None:
     return prev
 
 
-__all__ = ["CKPT", "LOCK", "METRICS", "PLOT", "PREVIOUS", "VERSION", "RunDirectoryReplaced",
-           "RunLock", "RunLocked", "check_training_state", "check_weights", "checkpoint_file",
-           "load", "load_model", "model_from_state", "move_aside", "plain_rng_state",
+__all__ = ["CKPT", "LOCK", "METRICS", "MODEL_KINDS", "PLOT", "PREVIOUS", "VERSION",
+           "RunDirectoryReplaced", "RunLock", "RunLocked", "check_training_state",
+           "check_weights", "checkpoint_file", "load", "load_model", "model_classes",
+           "model_from_state", "model_kind", "move_aside", "plain_rng_state",
            "read_metrics", "remove_torn_saves", "rng_state", "save", "set_rng_state",
            "truncate_metrics"]

@@ -286,3 +286,21 @@ def test_trajectories_of_decoder_tokens_with_the_memory():
     assert tr.gap()[-1] < 0.5 * float((tr.path[-1] - tr.path[0]).norm(dim=-1).mean())
     with pytest.raises(ValueError, match="needs source"):
         collect(m, tgt)
+
+
+def test_checkpoint_round_trip_by_model_kind(tmp_path):
+    from splitnet import checkpoint as ck
+
+    m = _model(decoder_scheme="c:0.5,d:1,x:1,c:0.5", weights="per-stage").float()
+    state = {"version": ck.VERSION, "model": m.state_dict(), "model_config":
+             m.config.to_dict(), "model_kind": ck.model_kind(m)}
+    ck.save(state, ck.checkpoint_file(tmp_path))
+    back = ck.load_model(tmp_path)
+    assert type(back) is SplitSeq2Seq and back.config == m.config
+    src, tgt = _ids(2, 5, 1), _ids(2, 4, 2)
+    with torch.no_grad():
+        assert torch.equal(back(src, tgt), m.eval()(src, tgt))
+    state["model_kind"] = "lm"                     # the weights do not fit a language model
+    ck.save(state, ck.checkpoint_file(tmp_path))
+    with pytest.raises(ValueError, match="model config is not valid|do not fit"):
+        ck.load_model(tmp_path)
