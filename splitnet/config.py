@@ -15,8 +15,6 @@ checkpoint derive from the fields, so nothing is spelled out twice. Pure Python:
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 import numbers
 import os
 from dataclasses import dataclass
@@ -25,16 +23,29 @@ from typing import Any
 from . import kinds as _kinds
 from . import schemes as _schemes
 from .names import unknown_name
+from .options import (
+    ACTIVATIONS,
+    FIXED,
+    FREE,
+    LIMITS,
+    MAX_SEED,
+    SESSION,
+    WEIGHTS,
+    int_list,
+    option,
+)
+from .options import check_choice as _choice
+from .options import check_int as _int
+from .options import check_real as _real
+from .options import config_from_dict as _from_dict
+from .options import positive_ints as _positive_ints
+from .options import scheme_spec as _scheme_spec
+from .signature import config_from_call, config_signature  # served here too
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS
 
-WEIGHTS = ("shared", "per-stage")
 GATES = ("sigmoid", "tanh")
 GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
-# Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
-# splitnet.fields builds the function from it (this module stays free of torch).
-ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tanh"),)),
-               "relu": ("relu", ()), "silu": ("silu", ()), "tanh": ("tanh", ())}
 POSITIONS = ("learned", "none")     # how tokens know their position besides rotary attention
 DEVICES = ("auto", "cpu", "cuda")
 # Speed levers (splitnet.accel, splitnet.losses): none changes the function computed, only
@@ -46,116 +57,8 @@ SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 LOSSES = ("plain", "chunked")
 ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
-# How an option behaves on --resume: "fixed" options define the run (a different explicit value
-# is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
-# every option not given is restored from the checkpoint.
-# "session" options belong to one invocation and are never stored.
-FIXED, FREE, SESSION = "fixed", "free", "session"
-
-
-def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: str | None = None,
-           choices=None, parse=None, const=None):
-    """A dataclass field with its help text and command-line/resume behaviour in metadata
-    (``const``: the value of the flag given bare, without a value)."""
-    meta = {"help": help, "resume": resume, "cli": cli, "metavar": metavar, "choices": choices,
-            "parse": parse, "const": const}
-    if isinstance(default, (list, dict, set)):
-        raise TypeError("mutable defaults are not allowed in configs")
-    return dataclasses.field(default=default, metadata=meta)
-
-
 # ---------------------------------------------------------------------------------------------
 # checks
-
-
-# Upper bounds of the numbers a config takes: far beyond any real run, low enough that sizes,
-# seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
-# error naming the option, not an overflow deep inside torch).
-MAX_SEED = 2**63 - 1
-LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
-          "src_vocab": 2**24, "tgt_vocab": 2**24, "n_encoder_layers": 2**14,
-          "n_decoder_layers": 2**14,
-          "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
-          "batch_size": 2**24, "grad_accum": 2**24, "eval_windows": 2**24, "eval_every": 2**40,
-          "ckpt_every": 2**40, "warmup": 2**40, "seed": MAX_SEED, "loss_chunk": 2**31 - 1,
-          "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
-          # reals: a step, a learning rate or a peak beyond these overflows float32 at once
-          "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
-          "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}
-
-
-def _int(name: str, v, lo: int = 1, none: bool = False):
-    if v is None and none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    hi = LIMITS.get(name)
-    if hi is not None and v > hi:
-        raise ValueError(f"{name} must be <= {hi:,}, got {v:,}")
-    return int(v)
-
-
-def _real(name: str, v, lo: float | None = None, hi: float | None = None, lo_open=False,
-          hi_open=False, none: bool = False):
-    if v is None and none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {v!r}")
-    v = float(v)
-    hi = LIMITS.get(name, hi) if hi is None else hi
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
-    if hi is not None and (v > hi or (hi_open and v == hi)):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v:g}")
-    return v
-
-
-def _choice(name: str, v, options, none: bool = False):
-    if v is None and none:
-        return None
-    if v not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, options))}; got {v!r}")
-    return v
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """``"0,1,3"`` -> ``(0, 1, 3)``; a clear error for anything else."""
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
-        raise ValueError(f"expected comma-separated integers, got {text!r}")
-    try:
-        return tuple(int(x) for x in items)
-    except ValueError:
-        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _positive_ints(name: str, v) -> tuple[int, ...]:
-    """A non-empty tuple of ints >= 1 from a tuple, a list or ``"1,2,4"``."""
-    items = int_list(v) if isinstance(v, str) else v
-    if not isinstance(items, (tuple, list)) or not items:
-        raise ValueError(f"{name} must be a non-empty list of ints >= 1, got {v!r}")
-    return tuple(_int(name, i) for i in items)
-
-
-def _scheme_spec(scheme):
-    """What a config stores for a scheme -- a registry name or pattern as given (validated), or
-    the plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling) --
-    and the scheme itself."""
-    if isinstance(scheme, _schemes.SplittingScheme):
-        try:
-            if _schemes.get(scheme.name) == scheme:
-                return scheme.name, scheme
-        except ValueError:
-            pass
-        return scheme.to_dict(), scheme
-    if isinstance(scheme, dict):
-        s = _schemes.resolve(scheme)
-        return s.to_dict(), s
-    if not isinstance(scheme, str):
-        raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
-                        f"{type(scheme).__name__}")
-    s = _schemes.resolve(scheme)          # raises ValueError naming the problem
-    return (scheme.strip() if ":" not in scheme else s.to_dict()), s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,16 +195,6 @@ class SplitConfig:
 
     def replace(self, **changes) -> SplitConfig:
         return dataclasses.replace(self, **changes)
-
-
-def _from_dict(cls, d):
-    if not isinstance(d, dict):
-        raise TypeError(f"a {cls.__name__} is read from a dict, got {type(d).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} option(s) {unknown}")
-    return cls(**d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,55 +386,6 @@ class TrainConfig:
 
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
-
-
-# ---------------------------------------------------------------------------------------------
-# objects built from a config: one signature, derived from the config's fields
-
-
-def config_signature(cls, n_positional: int) -> inspect.Signature:
-    """The signature of a constructor that takes the fields of the config dataclass ``cls`` as
-    keywords (the first ``n_positional`` also by position, and required), or ``config=`` a
-    whole ``cls``: what ``help()`` and IDEs show, derived from the fields so that adding an
-    option to the config adds it here too."""
-    P = inspect.Parameter
-    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    for i, f in enumerate(dataclasses.fields(cls)):
-        if i < n_positional:
-            params.append(P(f.name, P.POSITIONAL_OR_KEYWORD, annotation=f.type))
-        else:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            params.append(P(f.name, P.KEYWORD_ONLY, default=default, annotation=f.type))
-    params.append(P("config", P.KEYWORD_ONLY, default=None, annotation=cls.__name__))
-    return inspect.Signature(params)
-
-
-def config_from_call(cls, args: tuple, options: dict, n_positional: int):
-    """The ``cls`` instance a constructor of :func:`config_signature` was called with: either
-    ``config=`` alone, or the fields (the first ``n_positional`` required, by position or
-    name). Unknown or repeated options are a ``TypeError`` naming them."""
-    config = options.pop("config", None)
-    if config is not None:
-        if args or options:
-            raise TypeError(f"give either config= or the options of {cls.__name__}, not both")
-        if not isinstance(config, cls):
-            raise TypeError(f"config must be a {cls.__name__}, got {type(config).__name__}")
-        return config
-    names = [f.name for f in dataclasses.fields(cls)]
-    if len(args) > n_positional:
-        first = ", ".join(names[:n_positional])
-        raise TypeError(f"at most {n_positional} options by position ({first}); give the "
-                        f"others by name")
-    given = dict(zip(names, args))
-    twice = sorted(set(given) & set(options))
-    unknown = sorted(set(options) - set(names))
-    if twice or unknown:
-        raise TypeError(f"{'repeated' if twice else 'unknown'} option(s) {twice or unknown}; the "
-                        f"options are the fields of {cls.__name__}")
-    missing = [n for n in names[:n_positional] if n not in given and n not in options]
-    if missing:
-        raise TypeError(f"missing required option(s) {missing}")
-    return cls(**given, **options)
 
 
 class MissingDependency(ImportError, ValueError):

@@ -22,12 +22,13 @@ import math
 import torch
 from torch import nn
 
-from .config import WEIGHTS, SplitConfig, config_from_call, config_signature
+from .config import WEIGHTS, SplitConfig
 from .kinds import layer_fields
 from .layers import SplitLayer
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 from .seq2seq_config import Seq2SeqConfig
+from .signature import config_from_call, config_signature
 
 
 class SplitTransformer(nn.Module):

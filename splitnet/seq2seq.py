@@ -24,9 +24,9 @@ import math
 import torch
 from torch import nn
 
-from .config import config_from_call, config_signature
 from .layers import SplitLayer
 from .seq2seq_config import Seq2SeqConfig, Stack
+from .signature import config_from_call, config_signature
 
 
 def _stack_layer(stack: Stack, k: int) -> SplitLayer:

@@ -27,7 +27,12 @@ from typing import Any
 
 from . import kinds as _kinds
 from . import schemes as _schemes
-from .config import ACTIVATIONS, WEIGHTS, _choice, _from_dict, _int, _real, _scheme_spec, option
+from .options import ACTIVATIONS, WEIGHTS, option
+from .options import check_choice as _choice
+from .options import check_int as _int
+from .options import check_real as _real
+from .options import config_from_dict as _from_dict
+from .options import scheme_spec as _scheme_spec
 from .stages import CONVECTION, CROSS, DIFFUSION
 from .subflows import METHODS
 

@@ -27,9 +27,9 @@ def registries() -> dict[str, tuple[set[str], str]]:
     """name -> (the registry's names, the module that owns the list)."""
     return {
         "sub-flow methods": (set(subflows.METHODS), "splitnet/subflows.py"),
-        "activations": (set(config.ACTIVATIONS), "splitnet/config.py"),
+        "activations": (set(config.ACTIVATIONS), "splitnet/options.py"),
         "commands": (set(cli.COMMANDS), "splitnet/cli/__init__.py"),
-        "weights modes": (set(config.WEIGHTS), "splitnet/config.py"),
+        "weights modes": (set(config.WEIGHTS), "splitnet/options.py"),
         "gates": (set(config.GATES), "splitnet/config.py"),
         "compile modes": (set(config.COMPILE_MODES), "splitnet/config.py"),
         "SDPA backends": (set(config.SDPA_BACKENDS), "splitnet/config.py"),
