@@ -14,13 +14,13 @@ extra feed-forward's LayerNorm and bias):
 * **Strang**: ``strang`` / ``strang`` over (self, cross, FFN) with shared weights:
   ``s/2 x/2 f x/2 s/2``, symmetric, second order.
 
-Each is trained with the same batches (``splitnet.pair_batches.pair_batch``: a pure function of
-seed and step, the batches of ``splitnet train --task translate``), AdamW, label smoothing 0.1
-and the inverse-square-root schedule of Vaswani et al., on the machine's gettext catalogues
-(en -> de, split by catalogue family), byte tokens; then validation loss (nats per target
-byte, no smoothing) and BLEU / chrF (sacrebleu) of beam search (beam 4, length penalty 0.6)
-on the first test sentences. Results are cached per (arrangement, seed) in
-experiments/cache/translation/ (a killed study resumes where it stopped).
+Each is trained by ``splitnet.train`` (``--task translate``: the same batches for every
+arrangement of a seed, AdamW, label smoothing 0.1, the inverse-square-root schedule of Vaswani
+et al.) on the machine's gettext catalogues (en -> de, split by catalogue family), byte tokens;
+then validation loss (nats per target byte, no smoothing) and BLEU / chrF (sacrebleu) of beam
+search (beam 4, length penalty 0.6) on the first test sentences, as the trainer reports them.
+Checkpoints go to runs/translation/ (a killed run resumes); results are cached per
+(arrangement, seed) in experiments/cache/translation/.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import json
 import math
 import multiprocessing as mp
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "translation.md"
 CACHE = ROOT / "experiments" / "cache" / "translation"
+RUNS = ROOT / "runs" / "translation"       # checkpoints (not committed)
 ARRANGEMENTS = {   # label -> (encoder scheme, decoder scheme, weights)
     "Transformer": ("lie-trotter", "lie-trotter", "per-stage"),
     "Macaron": ("c:0.5,d:1,c:0.5", "c:0.5,d:1,x:1,c:0.5", "per-stage"),
@@ -44,7 +44,7 @@ ARRANGEMENTS = {   # label -> (encoder scheme, decoder scheme, weights)
 SIZE = {"d_model": 128, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2,
         "max_len": 128}
 RUN = {"steps": 1200, "batch_size": 32, "lr": 1.5e-3, "warmup": 200, "label_smoothing": 0.1,
-       "beam": 4, "length_penalty": 0.6, "test_sentences": 400, "max_new_tokens": 128}
+       "beam": 4, "length_penalty": 0.6, "test_sentences": 400}
 GPU_COMMAND = ("splitnet train --task translate --device cuda --d-model 512 --n-heads 8 "
                "--n-encoder-layers 6 --n-decoder-layers 6 --decoder-scheme "
                "c:0.5,d:1,x:1,c:0.5 --encoder-scheme c:0.5,d:1,c:0.5 --weights per-stage "
@@ -52,77 +52,46 @@ GPU_COMMAND = ("splitnet train --task translate --device cuda --d-model 512 --n-
                "--batch-size 256 --steps 100000 --beam 5 --length-penalty 1.0 --out runs/mac")
 
 
-def _lr(step: int) -> float:
-    """Inverse square root with linear warmup, peak RUN['lr'] at the end of warmup."""
-    w = RUN["warmup"]
-    return RUN["lr"] * min((step + 1) / w, math.sqrt(w / (step + 1)))
-
-
 def train_one(label: str, seed: int, corpus_name: str) -> dict:
-    """Train one arrangement with one seed; evaluate; return the record."""
-    import torch
-    import torch.nn.functional as F
+    """Train one arrangement with one seed through ``splitnet.train`` (its batches, schedule,
+    checkpoints and final BLEU); return the record."""
 
-    from splitnet.pair_batches import ByteTokenizer, encode_pairs, eval_batches, pair_batch
-    from splitnet.pairs import load_pairs
-    from splitnet.scores import bleu_chrf
-    from splitnet.seq2seq import SplitSeq2Seq
+    from splitnet import checkpoint as ck
+    from splitnet.config import TrainConfig
+    from splitnet.seq2seq_config import Seq2SeqConfig
+    from splitnet.train import train
+    from splitnet.translation import translate_lines
 
-    torch.set_num_threads(1)
-    corpus = load_pairs(None if corpus_name == "gettext" else corpus_name)
-    tok = ByteTokenizer()
-    enc = encode_pairs(corpus.split("train"), tok)
     enc_s, dec_s, weights = ARRANGEMENTS[label]
-    torch.manual_seed(seed)
-    model = SplitSeq2Seq(tok.vocab_size, tok.vocab_size, encoder_scheme=enc_s,
-                         decoder_scheme=dec_s, weights=weights, pad_id=tok.pad_id,
-                         bos_id=tok.bos_id, eos_id=tok.eos_id, **SIZE)
-    opt = torch.optim.AdamW(model.parameters(), lr=RUN["lr"], betas=(0.9, 0.98),
-                            weight_decay=0.01)
-    t0, n_tok = time.perf_counter(), 0
-    for step in range(RUN["steps"]):
-        for g in opt.param_groups:
-            g["lr"] = _lr(step)
-        src, tin, tout, mask = pair_batch(enc, step, RUN["batch_size"], seed, SIZE["max_len"])
-        logits = model(src, tin, mask)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1),
-                               ignore_index=tok.pad_id, label_smoothing=RUN["label_smoothing"])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        n_tok += int(tout.ne(tok.pad_id).sum())
-    train_s = time.perf_counter() - t0
+    out = RUNS / corpus_name / label.lower() / f"seed{seed}"
+    model = Seq2SeqConfig(encoder_scheme=enc_s, decoder_scheme=dec_s, weights=weights,
+                          **{k: v for k, v in SIZE.items() if k != "max_len"})
+    cfg = TrainConfig(task="translate", model=model, pairs=None if corpus_name == "gettext"
+                      else corpus_name, context=SIZE["max_len"], steps=RUN["steps"],
+                      batch_size=RUN["batch_size"], lr=RUN["lr"], warmup=RUN["warmup"],
+                      schedule="inverse-sqrt", beta2=0.98, weight_decay=0.01, seed=seed,
+                      label_smoothing=RUN["label_smoothing"], beam=RUN["beam"],
+                      length_penalty=RUN["length_penalty"],
+                      bleu_sentences=RUN["test_sentences"], eval_every=RUN["steps"] // 3,
+                      ckpt_every=RUN["steps"] // 3, threads=1, progress=False, plot=False,
+                      out=str(out), resume=(out / ck.CKPT).exists())
+    summary = train(cfg)
+    state = ck.load(out)
+    from splitnet.pair_batches import tokenizer_from_dict
+    from splitnet.pairs import load_pairs
+
+    tok = tokenizer_from_dict(state["tokenizer"])
+    m = ck.model_from_state(state, out).eval()
+    corpus = load_pairs(cfg.pairs)
+    test = sorted(corpus.split("test")[:RUN["test_sentences"]],
+                  key=lambda p: len(p[0]))[::40][:4]            # short to longer, readable
+    hyps = translate_lines(m, tok, [s for s, _ in test], RUN["beam"], RUN["length_penalty"])
+    last = [json.loads(x) for x in (out / ck.METRICS).read_text().splitlines()]
+    val = [r["val_loss"] for r in last if "val_loss" in r][-1]
     return {"label": label, "seed": seed, "corpus": corpus.describe(),
-            "params": model.n_params(), "train_s": train_s, "tokens_per_s": n_tok / train_s,
-            **_evaluate(model, corpus, tok, torch, F, encode_pairs, eval_batches, bleu_chrf)}
-
-
-def _evaluate(model, corpus, tok, torch, F, encode_pairs, eval_batches, bleu_chrf) -> dict:
-    model.eval()
-    val = encode_pairs(corpus.split("valid"), tok)
-    tot, n = 0.0, 0
-    with torch.no_grad():
-        for src, tin, tout, mask in eval_batches(val, 64, SIZE["max_len"]):
-            logits = model(src, tin, mask)
-            tot += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                         tout.reshape(-1), ignore_index=tok.pad_id,
-                                         reduction="sum"))
-            n += int(tout.ne(tok.pad_id).sum())
-    test = corpus.split("test")[:RUN["test_sentences"]]
-    hyps, t0 = [], time.perf_counter()
-    for k in range(0, len(test), 32):
-        src = [tok.encode(s)[:SIZE["max_len"]] or [tok.eos_id] for s, _ in test[k:k + 32]]
-        width = max(map(len, src))
-        batch = torch.tensor([s + [tok.pad_id] * (width - len(s)) for s in src])
-        out = model.generate(batch, RUN["max_new_tokens"], beam=RUN["beam"],
-                             length_penalty=RUN["length_penalty"])
-        hyps += [tok.decode([t for t in row if t not in (tok.pad_id, tok.eos_id)])
-                 for row in out.tolist()]
-    scores = bleu_chrf(hyps, [t for _, t in test])
-    return {"val_loss": tot / n, "bleu": scores["bleu"], "chrf": scores["chrf"],
-            "decode_s": time.perf_counter() - t0, "examples": list(zip(
-                [s for s, _ in test[:3]], hyps[:3], [t for _, t in test[:3]]))}
+            "params": summary["n_params"], "tokens_per_s": summary["tok_per_s"],
+            "val_loss": val, "val_bpb": val / math.log(2), "bleu": summary["bleu"],
+            "chrf": summary["chrf"], "examples": [[s, h, t] for (s, t), h in zip(test, hyps)]}
 
 
 def _cached(label: str, seed: int, corpus: str) -> Path:
@@ -187,7 +156,8 @@ def tables(corpus: str, seeds: list[int]) -> dict[str, str]:
              f"Model: d_model {SIZE['d_model']}, {SIZE['n_heads']} heads, "
              f"{SIZE['n_encoder_layers']} + {SIZE['n_decoder_layers']} layers, byte tokens; "
              f"{RUN['steps']} steps of {RUN['batch_size']} pairs, AdamW (0.9, 0.98), peak lr "
-             f"{RUN['lr']:g} after {RUN['warmup']} warmup steps then 1/sqrt(step), label "
+             f"{RUN['lr']:g} after {RUN['warmup']} warmup steps then 1/sqrt(step), weight decay "
+             f"0.01 on matrices, label "
              f"smoothing {RUN['label_smoothing']}, clip 1.0; BLEU and chrF of beam "
              f"{RUN['beam']} (length penalty {RUN['length_penalty']}) on the first "
              f"{RUN['test_sentences']} test pairs; one thread per run, two runs at a time on a "

@@ -40,6 +40,7 @@ from .options import check_real as _real
 from .options import config_from_dict as _from_dict
 from .options import positive_ints as _positive_ints
 from .options import scheme_spec as _scheme_spec
+from .seq2seq_config import Seq2SeqConfig
 from .signature import config_from_call, config_signature  # served here too
 from .stages import CONVECTION, DIFFUSION
 from .subflows import METHODS
@@ -57,6 +58,10 @@ SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 LOSSES = ("plain", "chunked")
 ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
+TASKS = ("lm", "translate")
+SCHEDULES = ("cosine", "inverse-sqrt")
+# options that only a translation run reads (a language model given one is an error)
+TRANSLATE_ONLY = ("pairs", "src_lang", "tgt_lang", "bpe")
 # ---------------------------------------------------------------------------------------------
 # checks
 
@@ -207,26 +212,51 @@ def _default_model() -> SplitConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """A training run of a byte-level language model (``splitnet train``; ``train(cfg)``).
+    """A training run (``splitnet train``; ``train(cfg)``): a byte-level language model
+    (``task="lm"``) or an encoder–decoder translating sentence pairs (``task="translate"``).
 
-    ``model`` is the network (its ``vocab_size`` must be 256 and its ``max_len`` is set to
-    ``context``). Options marked ``free`` may change on ``--resume``; the rest define the run.
+    ``model`` is the network: a :class:`SplitConfig` (``vocab_size`` 256) for a language model,
+    a :class:`~splitnet.seq2seq_config.Seq2SeqConfig` for translation (its vocabulary and
+    special ids are set from the tokenizer); its ``max_len`` is set to ``context``. Options
+    marked ``free`` may change on ``--resume``; the rest define the run.
     """
 
-    model: SplitConfig = dataclasses.field(default_factory=_default_model,
-                                           metadata={"cli": False})
+    model: SplitConfig | Seq2SeqConfig = dataclasses.field(default_factory=_default_model,
+                                                           metadata={"cli": False})
+    task: str = option("lm", "lm: a byte-level language model of --text; translate: an "
+                       "encoder–decoder on sentence pairs (--pairs)", choices=TASKS)
     # data
     text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
                               ".tar.gz/.zip archive (default: the Python standard library's "
                               ".py files)", metavar="PATH")
     val_fraction: float = option(0.05, "validation share")
-    context: int = option(128, "sequence length in bytes")
+    context: int = option(128, "sequence length in bytes (translate: the longest source or "
+                          "target in tokens; longer ones are cut)")
+    # translation (--task translate: splitnet.translation)
+    pairs: str | None = option(None, "translate: sentence pairs, a TSV file 'source<TAB>target', "
+                               "a folder of gettext catalogues (.po/.mo) or 'bible' (the SWORD "
+                               "modules); default: this machine's gettext catalogues",
+                               metavar="PATH")
+    src_lang: str | None = option(None, "translate: source language (default en)", metavar="L")
+    tgt_lang: str | None = option(None, "translate: target language (default de for the "
+                                  "catalogues)", metavar="L")
+    bpe: int = option(0, "translate: a byte-level BPE of N tokens trained on the training pairs "
+                      "(tokenizers; 0 = byte tokens)", metavar="N")
+    label_smoothing: float = option(0.1, "translate: label smoothing of the training loss")
+    beam: int = option(4, "translate: beam width of the BLEU and chrF at the end", resume=FREE)
+    length_penalty: float = option(0.6, "translate: beam search ranks log p / length^A",
+                                   resume=FREE, metavar="A")
+    bleu_sentences: int = option(500, "translate: test pairs translated for BLEU and chrF at "
+                                 "the end (0 = none)", resume=FREE)
     # optimisation
     steps: int = option(600, "total optimiser steps (on --resume: may be raised)", resume=FREE)
     batch_size: int = option(16, "global sequences per optimiser step")
     grad_accum: int = option(1, "micro-batches per step")
     lr: float = option(2e-3, "peak learning rate")
     min_lr_ratio: float = option(0.1, "cosine floor as a fraction of --lr, in [0, 1]")
+    schedule: str = option("cosine", "after the warmup: cosine to --min-lr-ratio, or "
+                           "inverse-sqrt (Vaswani et al.: lr sqrt(warmup / step))",
+                           choices=SCHEDULES)
     warmup: int = option(50, "linear warmup steps")
     weight_decay: float = option(0.1, "AdamW weight decay on matrices")
     beta1: float = option(0.9, "AdamW beta1")
@@ -298,10 +328,16 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        _choice("task", self.task, TASKS)
+        _choice("schedule", self.schedule, SCHEDULES)
+        want = Seq2SeqConfig if self.task == "translate" else SplitConfig
         if isinstance(self.model, dict):
-            set_(self, "model", SplitConfig.from_dict(self.model))
-        if not isinstance(self.model, SplitConfig):
-            raise TypeError(f"model must be a SplitConfig, got {type(self.model).__name__}")
+            set_(self, "model", want.from_dict(self.model))
+        if want is Seq2SeqConfig and self.model == SplitConfig():   # the default model
+            set_(self, "model", Seq2SeqConfig())
+        if not isinstance(self.model, want):
+            raise TypeError(f"task {self.task} trains a {want.__name__} model, got "
+                            f"{type(self.model).__name__}")
         set_(self, "val_fraction", _real("val_fraction", self.val_fraction, 0.0, 1.0, True, True))
         for name in ("context", "steps", "batch_size", "grad_accum", "eval_windows",
                      "eval_every", "ckpt_every"):
@@ -342,7 +378,8 @@ class TrainConfig:
                 raise ValueError("text is empty: give a file, a directory, a glob or an archive")
             set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
         self._check_tensorboard()
-        if self.model.vocab_size != 256:
+        self._check_task()
+        if self.task == "lm" and self.model.vocab_size != 256:
             raise ValueError(f"a byte-level model needs vocab_size 256, got "
                              f"{self.model.vocab_size}")
         if self.model.max_len != self.context:
@@ -351,7 +388,38 @@ class TrainConfig:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum "
                              f"{self.grad_accum}")
 
+    def _check_task(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "bpe", _int("bpe", self.bpe, lo=0))
+        set_(self, "beam", _int("beam", self.beam))
+        set_(self, "bleu_sentences", _int("bleu_sentences", self.bleu_sentences, lo=0))
+        set_(self, "label_smoothing", _real("label_smoothing", self.label_smoothing, 0.0, 1.0,
+                                            hi_open=True))
+        set_(self, "length_penalty", _real("length_penalty", self.length_penalty, -10.0, 10.0))
+        if self.task == "lm":
+            given = [n for n in TRANSLATE_ONLY if getattr(self, n) not in (None, 0)]
+            if given:
+                raise ValueError(f"{', '.join(given)} belong to --task translate (this run is a "
+                                 f"language model)")
+            return
+        if self.bpe and not 260 <= self.bpe <= 2**20:
+            raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
+                             f"got {self.bpe}")
+        clash = [n for n, v in (("text", self.text is not None),
+                                ("refine_prob", self.refine_prob > 0),
+                                ("loss chunked", self.loss == "chunked"),
+                                ("compile", self.compile)) if v]
+        if clash:
+            raise ValueError(f"--task translate does not take {', '.join(clash)} (--text is the "
+                             f"language-model corpus, --pairs the translation one; the others "
+                             f"are language-model features)")
+
     def _check_learned(self) -> None:
+        if isinstance(self.model, Seq2SeqConfig):
+            if self.order_penalty > 0:
+                raise ValueError("order_penalty needs learned coefficients, which encoder–"
+                                 "decoder models do not have")
+            return
         if self.order_penalty > 0 and not self.model.learn_coefficients:
             raise ValueError("order_penalty needs learned coefficients: add "
                              "--learn-coefficients")
@@ -410,6 +478,7 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_SEED",
-           "METHODS", "PARAM_DTYPES", "POSITIONS", "SDPA_BACKENDS", "SESSION", "WEIGHTS",
+           "METHODS", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "SESSION",
+           "TASKS", "TRANSLATE_ONLY", "WEIGHTS",
            "MissingDependency", "SplitConfig", "TrainConfig", "cli_fields", "config_from_call",
            "config_signature", "int_list", "option", "require"]

@@ -11,12 +11,15 @@ same function (``tests/test_seq2seq.py``).
 **Greedy** (``beam=1``): the argmax token per row until every row has produced ``eos_id`` or
 ``max_new_tokens`` tokens. ``pad_id`` and ``bos_id`` are never produced.
 
-**Beam search** (fairseq's ``BeamSearch`` and ``SequenceGenerator`` conventions): per source,
+**Beam search** (fairseq's candidate and length-penalty conventions): per source,
 ``K`` live hypotheses; each step takes the ``2K`` best extensions by summed log-probability
 ``log p(y_1..y_t | x)``; an extension ending in ``eos`` among the best ``K`` is finished with
 score ``log p / t ** length_penalty`` (``t`` counting the eos), the other extensions fill the
-``K`` live slots. A source is done once it has ``K`` finished hypotheses; at ``max_new_tokens``
-the live ones are finished as they stand. The best finished hypothesis wins. ``length_penalty``
+``K`` live slots; the ``K`` best finished are kept. A source is done once it has ``K`` finished
+hypotheses and no live one, scored as if it ended now, beats the worst of them (Hugging Face's
+criterion: fairseq's, stop at ``K`` finished, lets early improbable endings of the weaker beams
+crowd out a better, longer hypothesis); at ``max_new_tokens`` the live ones are finished as
+they stand. The best finished hypothesis wins. ``length_penalty``
 0 ranks by ``log p`` (short outputs win), 1 by the mean per token; the seed used beam 5 with 1.0
 (IWSLT) and beam 4 with 0.6 (WMT). With ``K`` at least the number of possible outputs the search
 is exhaustive (a test enumerates them on a tiny vocabulary); ``beam=1`` equals greedy (a test).
@@ -145,7 +148,7 @@ def beam_search(model, memory, mask, max_new_tokens: int, beam: int,
         for b in range(B):
             live = _extend(b, K, V, t, top[b], idx[b], seq, finished[b], length_penalty,
                            c.eos_id, last=t == max_new_tokens, skip=done[b])
-            done[b] = done[b] or len(finished[b]) >= K
+            done[b] = done[b] or _done(finished[b], live, K, t, length_penalty)
             live += [(b * K, c.pad_id, float("-inf"))] * (K - len(live))
             for r, tok, s in live:
                 rows.append(r)
@@ -163,7 +166,7 @@ def beam_search(model, memory, mask, max_new_tokens: int, beam: int,
 
 def _extend(b, K, V, t, top, idx, seq, finished, alpha, eos, last, skip) -> list:
     """One source's step: finish eos extensions among the best K (and every extension at the
-    last step), return up to K live ``(row, token, score)``."""
+    last step), keeping the K best finished; return up to K live ``(row, token, score)``."""
     live = []
     if skip:
         return live
@@ -173,11 +176,21 @@ def _extend(b, K, V, t, top, idx, seq, finished, alpha, eos, last, skip) -> list
         row, tok = b * K + i // V, i % V
         if tok == eos or last:
             if rank < K or last:
-                if len(finished) < K or last:
-                    finished.append((s / t ** alpha, seq[row, 1:].tolist() + [tok]))
+                finished.append((s / t ** alpha, seq[row, 1:].tolist() + [tok]))
+                finished.sort(key=lambda h: -h[0])
+                del finished[K:]
             continue
         live.append((row, tok, s))
     return live
+
+
+def _done(finished, live, K: int, t: int, alpha: float) -> bool:
+    """A source is done when it has K finished hypotheses and its best live one, scored as if
+    it ended now, does not beat the worst of them (Hugging Face's criterion; fairseq's stops at
+    K finished, which lets early low-probability endings crowd out a better longer one)."""
+    if len(finished) < K:
+        return False
+    return not live or max(s for _, _, s in live) / t ** alpha <= finished[-1][0]
 
 
 def generate(model, src: torch.Tensor, max_new_tokens: int, beam: int = 1,

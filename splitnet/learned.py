@@ -135,7 +135,8 @@ class LearnedSplitLayer(SplitLayer):
 
 
 def learned_layers(model) -> list[LearnedSplitLayer]:
-    return [layer for layer in model.layers if isinstance(layer, LearnedSplitLayer)]
+    layers = getattr(model, "layers", ())       # an encoder–decoder has none (nor learns any)
+    return [layer for layer in layers if isinstance(layer, LearnedSplitLayer)]
 
 
 def coefficients(model) -> tuple[tuple[Stage, ...], ...]:

@@ -52,18 +52,20 @@ from . import checkpoint as ck
 from . import data as D
 from .config import FIXED, FREE, TrainConfig
 from .learned import coefficient_metrics, order_penalty
-from .refine import refined, refinement_at
+from .refine import refined, refinement_at, scheme_label
 from .runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from .trainsetup import (
     build_model,
     build_optimizer,
     compile_scope,
+    describe_model,
     estimate_memory,
     flops_per_token,
     lr_at,
     plan,
     plan_run,
     resume_config,
+    step_batch,
     wrap_model,
 )
 
@@ -84,7 +86,7 @@ class TrainingError(RuntimeError):
 class _Run:
     cfg: TrainConfig
     env: RunEnv
-    corpus: D.Corpus
+    corpus: object                # D.Corpus, or translation.PairData (--task translate)
     model: torch.nn.Module        # the raw model (checkpoints, evaluation)
     step_fn: object               # callable (fwd, x, y) -> loss, compiled with --compile
     fwd: torch.nn.Module          # model + loss as trained (LMLoss, DDP-wrapped across ranks)
@@ -96,7 +98,7 @@ class _Run:
     signals: Signals
     fpt: float
     peak: float | None
-    vstarts: torch.Tensor
+    vstarts: torch.Tensor | None  # language models: the validation windows
     n_params: int
     log: object
     step_times: list = field(default_factory=list)
@@ -108,6 +110,8 @@ class _Run:
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
     lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
+    step_tokens: list = field(default_factory=list)   # target tokens of each step this session
+    scores: dict | None = None    # translation: BLEU and chrF at the end
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
@@ -127,7 +131,8 @@ def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, 
     return _Run(cfg=cfg, env=env, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
                 opt=opt, sched=sched, step=step, amp=amp, out=out, signals=signals,
                 fpt=flops_per_token(model, cfg.context), peak=peak,
-                vstarts=D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
+                vstarts=None if cfg.task == "translate" else
+                D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
                 n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
 
 
@@ -139,6 +144,13 @@ def _evaluate(run: _Run) -> float:
 
     cfg, env = run.cfg, run.env
     run.model.eval()
+    if cfg.task == "translate":       # every rank the whole (small) validation split
+        from .translation import validation_loss
+
+        with run.amp, run.signals.interruptible(), accel.eager():
+            vl = validation_loss(run.model, run.corpus, env.device)
+        run.model.train()
+        return vl
     tot = torch.zeros((), dtype=torch.float64, device=env.device)
     n = 0
     share = run.vstarts.tensor_split(env.world)[env.rank]
@@ -169,6 +181,7 @@ class _Pending:
     loss: torch.Tensor
     gnorm: torch.Tensor | None
     lr: float
+    tokens: int                   # tokens the step trained on (all ranks)
 
 
 def _train_step(run: _Run) -> _Pending:
@@ -178,19 +191,18 @@ def _train_step(run: _Run) -> _Pending:
     cfg, env = run.cfg, run.env
     accum = cfg.grad_accum
     micro = cfg.batch_size // (env.world * accum)
-    x, y = D.train_batch(run.corpus, run.step, cfg.batch_size, cfg.context, cfg.seed,
-                         env.rank, env.world)
+    batch, tokens = step_batch(cfg, run.corpus, run.step, env)
     loss_sum = torch.zeros((), device=env.device)
     # ODE-consistent training: this step's forward may run a refinement of the own scheme
     k = refinement_at(cfg.seed, run.step, cfg.refine_prob, cfg.refine_substeps)
     with run.signals.interruptible(), refined(run.model, k) if k and k > 1 else nullcontext():
         for m in range(accum):
-            xm = x[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
-            ym = y[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
+            part = [t[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
+                    for t in batch]
             sync = run.fwd.no_sync() if env.distributed and m < accum - 1 else nullcontext()
             with sync:      # all-reduce only on the last micro-batch
                 with run.amp:
-                    loss = run.step_fn(run.fwd, xm, ym)
+                    loss = run.step_fn(run.fwd, *part)
                 total = loss / accum
                 if cfg.order_penalty > 0 and m == accum - 1:   # once, in the reduced backward
                     total = total + cfg.order_penalty * order_penalty(run.model)
@@ -209,7 +221,7 @@ def _train_step(run: _Run) -> _Pending:
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
     run.step += 1
-    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"])
+    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"], tokens)
 
 
 def _verify_directory(run: _Run) -> None:
@@ -250,7 +262,10 @@ def _save(run: _Run) -> None:
 
 def _write_checkpoint(run: _Run) -> None:
     """The checkpoint, then the loss plot (each written atomically)."""
-    ck.save({"version": ck.VERSION, "step": run.step,
+    extra = {"model_kind": ck.model_kind(run.model)}
+    if run.cfg.task == "translate":
+        extra["tokenizer"] = run.corpus.tokenizer.to_dict()
+    ck.save({"version": ck.VERSION, "step": run.step, **extra,
              "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
              "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
              "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
@@ -260,7 +275,7 @@ def _write_checkpoint(run: _Run) -> None:
         from .plots import plot_metrics
 
         plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
-                     title=f"{run.model.scheme.name} ({run.cfg.model.weights}), "
+                     title=f"{scheme_label(run.model)} ({run.cfg.model.weights}), "
                            f"{run.n_params:,} params")
 
 
@@ -274,8 +289,7 @@ def _stored(cfg: TrainConfig) -> dict:
 
 
 def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
-    cfg = run.cfg
-    tokens = cfg.batch_size * cfg.context
+    tokens = p.tokens
     rec = {"step": p.step, "loss": loss, "bpb": loss / D.LN2, "lr": p.lr,
            "tokens": p.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
     if gnorm is not None:
@@ -288,13 +302,7 @@ def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
 def _log(run: _Run, rec: dict) -> None:
     if not run.env.is_main:
         return
-    try:
-        run.metrics.write(json.dumps(rec) + "\n")
-        run.metrics.flush()
-    except OSError as e:
-        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
-                            f"step {run.step}: the last checkpoint is kept, --resume continues "
-                            f"from it") from None
+    _log_line(run, rec)
     if run.tb is not None:
         run.tb.write(rec)
     speed = _steady(run)
@@ -318,7 +326,9 @@ def _steady(run: _Run) -> dict:
         return {"tok_per_s": 0.0}
     skip = min(len(ts) - 1, max(2, len(ts) // 10))
     med = statistics.median(ts[skip:])
-    out = {"tok_per_s": run.cfg.batch_size * run.cfg.context / med, "step_s": med,
+    per_step = statistics.fmean(run.step_tokens[skip:]) if run.step_tokens[skip:] else \
+        run.cfg.batch_size * run.cfg.context
+    out = {"tok_per_s": per_step / med, "step_s": med,
            "first_step_s": ts[0], "warmup_steps": skip,
            "compile_s": max(0.0, ts[0] - med) if run.cfg.compile else None}
     if run.peak:
@@ -378,6 +388,7 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     if not run.env.distributed:      # several processes check at every save (they agree)
         _verify_directory(run)
     run.step_times += [dt] * len(pending)
+    run.step_tokens += [p.tokens for p in pending]
     recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
     s = run.step
     if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
@@ -503,9 +514,8 @@ def _session(run: _Run, t_start: float) -> dict:
     cfg = run.cfg
     _open_files(run)
     run.log(f"splitnet train: {run.corpus.describe()}")
-    run.log(f"model: scheme={run.model.scheme.name} [{run.model.scheme.diagram()}] "
-            f"weights={cfg.model.weights} d_model={cfg.model.d_model} layers="
-            f"{cfg.model.n_layers} params={run.n_params:,}; device={run.env.device} world="
+    run.log(f"model: {describe_model(run.model)} weights={cfg.model.weights} d_model="
+            f"{cfg.model.d_model} params={run.n_params:,}; device={run.env.device} world="
             f"{run.env.world} batch={cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
             f"steps {run.step} -> {cfg.steps}")
     run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
@@ -513,6 +523,8 @@ def _session(run: _Run, t_start: float) -> dict:
     t_loop = time.perf_counter()
     try:
         sig = _loop(run)
+        if sig is None and run.step == cfg.steps:
+            _final_scores(run)
     finally:
         run.bar.close()
         if run.metrics is not None:
@@ -522,6 +534,32 @@ def _session(run: _Run, t_start: float) -> dict:
     return _summary(run, sig, t_loop - t_start)
 
 
+def _final_scores(run: _Run) -> None:
+    """Translation: BLEU and chrF of beam search on the test pairs, logged and written to
+    metrics.jsonl (rank 0; ``bleu_sentences`` 0: none)."""
+    cfg = run.cfg
+    if cfg.task != "translate" or not cfg.bleu_sentences or not run.env.is_main:
+        return
+    from .translation import test_scores
+
+    with run.signals.interruptible():
+        run.scores = test_scores(run.model, run.corpus, cfg.bleu_sentences, cfg.beam,
+                                 cfg.length_penalty, run.env.device, run.log)
+    run.model.train()
+    if run.scores:
+        _log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})
+
+
+def _log_line(run: _Run, rec: dict) -> None:
+    try:
+        run.metrics.write(json.dumps(rec) + "\n")
+        run.metrics.flush()
+    except OSError as e:
+        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
+                            f"step {run.step}: the last checkpoint is kept, --resume continues "
+                            f"from it") from None
+
+
 def _summary(run: _Run, sig, startup_s: float) -> dict:
     cfg = run.cfg
     speed = _steady(run)
@@ -529,6 +567,8 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
                "n_params": run.n_params, "out": str(run.out), "signal": sig,
                "flops_per_token": run.fpt, "startup_s": startup_s,
                "compile_scope": run.compile_scope, **speed}
+    if run.scores:
+        summary.update(bleu=run.scores["bleu"], chrf=run.scores["chrf"])
     if sig is not None:
         run.log(f"\nreceived signal {sig}: checkpoint saved at step {run.step} in "
                 f"{run.out / ck.CKPT}; continue with --resume")

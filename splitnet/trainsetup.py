@@ -24,12 +24,13 @@ import torch
 from . import checkpoint as ck
 from . import data as D
 from ._io import require_writable_dir
-from .config import FIXED, FREE, SplitConfig, TrainConfig
+from .config import FIXED, FREE, TrainConfig
 from .cost import count_params, forward_flops
 from .runenv import RunEnv, available_memory, run_env
 
-__all__ = ["build_model", "build_optimizer", "compile_scope", "estimate_memory",
-           "flops_per_token", "lr_at", "plan", "plan_run", "resume_config", "wrap_model"]
+__all__ = ["build_model", "build_optimizer", "compile_scope", "describe_model",
+           "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
+           "step_batch", "wrap_model"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -41,9 +42,10 @@ def _explicit_fields(cfg: TrainConfig) -> set[str]:
     caller 'gave' when no explicit set is passed."""
     out = {f.name for f in dataclasses.fields(TrainConfig)
            if f.name != "model" and getattr(cfg, f.name) != _default(TrainConfig, f)}
-    base = SplitConfig()
-    out |= {f"model.{f.name}" for f in dataclasses.fields(SplitConfig)
-            if f.name != "max_len" and getattr(cfg.model, f.name) != getattr(base, f.name)}
+    base = type(cfg.model)()
+    derived = ("max_len", "src_vocab", "tgt_vocab", "pad_id", "bos_id", "eos_id")  # set by runs
+    out |= {f"model.{f.name}" for f in dataclasses.fields(base)
+            if f.name not in derived and getattr(cfg.model, f.name) != getattr(base, f.name)}
     return out
 
 
@@ -92,11 +94,15 @@ def _same_path(a, b) -> bool:
 # optimiser, schedule, FLOPs, memory
 
 
-def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float) -> float:
+def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float,
+          schedule: str = "cosine") -> float:
     """Learning-rate multiplier for optimiser step ``step`` (0-based): linear warmup over
-    ``warmup`` steps, then cosine from 1 to ``min_lr_ratio`` at ``steps``."""
+    ``warmup`` steps, then cosine from 1 to ``min_lr_ratio`` at ``steps``, or (``schedule=
+    "inverse-sqrt"``, Vaswani et al.) ``sqrt(warmup / (step + 1))``."""
     if step < warmup:
         return (step + 1) / warmup
+    if schedule == "inverse-sqrt":
+        return math.sqrt(max(1, warmup) / (step + 1))
     if steps <= warmup:
         return 1.0
     p = min(1.0, (step - warmup) / max(1, steps - warmup))
@@ -125,6 +131,8 @@ def flops_per_token(model, context: int) -> float:
     bound."""
     from .subflows import get_method
 
+    if hasattr(model, "decoder_layers"):     # an encoder–decoder: nanoGPT's 6 N (no attention)
+        return 6.0 * model.n_params(embeddings=False)
     evals = get_method(model.config.method).evals or 1
     return 3.0 * forward_flops(model.config, context, evals=evals)
 
@@ -136,6 +144,10 @@ def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     feed-forward stage, and the attention matrix when no fused kernel applies (heads x context
     floats per token; also charged to a conv diffusion field, which needs less).
     Used to refuse a run that cannot fit before anything is allocated."""
+    if cfg.task == "translate":
+        from .translation import estimate_memory as seq2seq_memory
+
+        return seq2seq_memory(cfg, world)
     m = cfg.model
     sch = m.resolved_scheme()
     n_d = sch.n_stages("diffusion")
@@ -167,10 +179,11 @@ def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
 # the model as trained
 
 
-def _loss(fwd, x, y):
+def _loss(fwd, *batch):
     """Mean cross-entropy of one micro-batch: ``fwd`` is the :class:`~splitnet.losses.LMLoss`
-    (model and loss in one module, maybe DDP-wrapped)."""
-    return fwd(x, y)
+    (``batch`` = inputs, targets) or :class:`~splitnet.translation.Seq2SeqLoss` (source, target
+    in, target out, source padding): model and loss in one module, maybe DDP-wrapped."""
+    return fwd(*batch)
 
 
 def _seed_everything(seed: int) -> None:
@@ -181,10 +194,11 @@ def _seed_everything(seed: int) -> None:
 
 def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
     """Model, optimiser and schedule, restored from ``state`` when resuming."""
-    from .models import SplitTransformer
+    from .models import SplitSeq2Seq, SplitTransformer
 
     _seed_everything(cfg.seed)
-    model = SplitTransformer.from_config(cfg.model)
+    cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
+    model = cls.from_config(cfg.model)
     if state is not None:
         try:
             model.load_state_dict(state["model"])
@@ -194,7 +208,7 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
     model.to(env.device)
     opt = build_optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio))
+        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
     step = 0
     if state is not None:
         try:
@@ -207,7 +221,8 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
                              f"{str(e).splitlines()[0] if str(e) else ''}); the file was "
                              f"edited or damaged") from None
         for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
-            g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio)
+            g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio,
+                                     cfg.schedule)
         step = state["step"]
     return model, opt, sched, step
 
@@ -242,7 +257,12 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         # harness) the next would run eagerly with only a warning. Nothing compiled is shared
         # between runs, so each compiled run starts afresh.
         torch._dynamo.reset()
-    fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
+    if cfg.task == "translate":
+        from .translation import Seq2SeqLoss
+
+        fwd = Seq2SeqLoss(compute, cfg.label_smoothing)
+    else:
+        fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
     if scope == "regional":
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
         fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
@@ -255,6 +275,30 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         return fwd, torch.compile(_loss, fullgraph=not env.distributed,
                                   **accel.compile_kwargs(cfg.compile_mode))
     return fwd, _loss
+
+
+def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, int]:
+    """This rank's share of step ``step``'s batch (tensors split row-wise into micro-
+    batches) and the tokens the whole step trains on: ``batch_size x context`` bytes for a
+    language model, the target tokens (eos included, padding not) for translation (this rank's
+    count times the world size)."""
+    if cfg.task == "translate":
+        from .translation import train_batch
+
+        batch = train_batch(corpus, cfg, step, env.rank, env.world)
+        return list(batch), int(batch[2].ne(cfg.model.pad_id).sum()) * env.world
+    x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
+                         env.rank, env.world)
+    return [x, y], cfg.batch_size * cfg.context
+
+
+def describe_model(m) -> str:
+    """The network in one line of the start-up report: scheme(s), diagram(s), layers."""
+    if hasattr(m, "decoder_layers"):
+        return (f"encoder {m.encoder_scheme.name} [{m.encoder_scheme.diagram()}] x "
+                f"{m.config.n_encoder_layers}, decoder {m.decoder_scheme.name} "
+                f"[{m.decoder_scheme.diagram()}] x {m.config.n_decoder_layers};")
+    return f"scheme={m.scheme.name} [{m.scheme.diagram()}] layers={m.config.n_layers}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,7 +322,7 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         if cfg.steps < state["step"]:
             raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
                              f"{state['step']}")
-        if SplitConfig.from_dict(state["model_config"]) != cfg.model:
+        if type(cfg.model).from_dict(state["model_config"]) != cfg.model:
             raise ValueError("incompatible checkpoint: its model config differs from its run "
                              "options (edited by hand?)")
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
@@ -298,7 +342,11 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
     return cfg, state
 
 
-def _corpus(cfg: TrainConfig, state: dict | None, log) -> D.Corpus:
+def _corpus(cfg: TrainConfig, state: dict | None, log):
+    if cfg.task == "translate":
+        from .translation import load_data
+
+        return load_data(cfg, state, log)
     # the run directory is never part of its own corpus (--out inside the --text folder)
     corpus = D.load_corpus(cfg.text, cfg.val_fraction, exclude=[cfg.out])
     D.check_context(corpus, cfg.context)
@@ -318,6 +366,14 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
     cfg, state = _prepare(cfg, explicit, env)
     _check_memory(cfg, env.device, env.world, log)
     corpus = _corpus(cfg, state, log)
+    if cfg.task == "translate":                   # the vocabulary is the tokenizer's
+        from .translation import model_config
+
+        model = model_config(cfg, corpus.tokenizer)
+        if state is not None and model != cfg.model:
+            raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
+                             "(edited by hand?)")
+        cfg = cfg.replace(model=model)
     return cfg, state, corpus
 
 

@@ -111,6 +111,9 @@ def run(args) -> int:
     device = torch_device(args.device)
     set_threads(args.threads)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
+    if hasattr(model, "decoder_layers"):
+        raise ValueError(f"{args.checkpoint} holds a translation model: use 'splitnet translate "
+                         f"--checkpoint {args.checkpoint}'")
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
                          f"{model.vocab_size}")

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import sys
 
-from ..config import SplitConfig, TrainConfig
+from ..config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
+from ..seq2seq_config import Seq2SeqConfig
 from ._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
-HELP = "train a SplitTransformer byte-level language model"
+HELP = "train a byte-level language model, or (--task translate) an encoder–decoder"
 _MODEL_SKIP = ("max_len",)           # set from --context
+_LM = {f.name for f in cli_fields(SplitConfig)} - set(_MODEL_SKIP)
+_S2S = {f.name for f in cli_fields(Seq2SeqConfig)}
+# options of one kind of model only: given to the other task, they are an error
+_LM_ONLY, _S2S_ONLY = sorted(_LM - _S2S), sorted(_S2S - _LM)
 
 
 def configure(p) -> None:
@@ -24,6 +29,9 @@ def configure(p) -> None:
         "[may change on --resume] can be changed, the others must match. Several processes: "
         "torchrun --nproc_per_node=N -m splitnet train ...")
     add_config_options(p.add_argument_group("model"), SplitConfig, skip=_MODEL_SKIP)
+    add_config_options(p.add_argument_group("encoder–decoder model (--task translate; the "
+                                            "options above that it shares apply too)"),
+                       Seq2SeqConfig, skip=sorted(_S2S & _LM))
     add_config_options(p.add_argument_group("data, optimisation and run"), TrainConfig)
     p.add_argument("--dry-run", action="store_true",
                    help="check every option (and the checkpoint on --resume), print the "
@@ -32,9 +40,20 @@ def configure(p) -> None:
 
 def config_from_args(args) -> tuple[TrainConfig, set[str]]:
     """The TrainConfig the command line describes and the option names it gave explicitly."""
-    model = given_options(args, SplitConfig, skip=_MODEL_SKIP)
     run = given_options(args, TrainConfig)
-    cfg = TrainConfig(model=SplitConfig(**model), **run)
+    s2s = run.get("task") == "translate" or (run.get("task") is None and any(
+        getattr(args, n) is not None for n in (*_S2S_ONLY, *TRANSLATE_ONLY)))
+    wrong = _LM_ONLY if s2s else _S2S_ONLY
+    given = ["--" + n.replace("_", "-") for n in wrong if getattr(args, n) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: {'language-model' if s2s else 'encoder–decoder'} "
+                         f"option(s), but this run is "
+                         f"{'--task translate' if s2s else 'a language model (--task lm)'}")
+    cls = Seq2SeqConfig if s2s else SplitConfig
+    model = given_options(args, cls, skip=_MODEL_SKIP)
+    if s2s:
+        run.setdefault("task", "translate")
+    cfg = TrainConfig(model=cls(**model), **run)
     return cfg, set(run) | {f"model.{k}" for k in model}
 
 

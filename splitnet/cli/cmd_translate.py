@@ -1,0 +1,143 @@
+"""``splitnet translate``: source lines in, one translation per line out (a checkpoint of
+``splitnet train --task translate``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config import DEVICES
+from ._args import add_threads_option, float_in, nonempty, positive_int, set_threads, torch_device
+
+RANK = 65   # place in `splitnet --help`
+HELP = "translate lines with a checkpoint of 'splitnet train --task translate'"
+MAX_LINE = 1 << 20     # bytes of one input line (a binary file has no line ends to stop at)
+
+
+def configure(p) -> None:
+    p.description = (
+        "Read source sentences, one per line, from --input or stdin, and write one translation "
+        "per line to stdout (an empty line gives an empty line), in batches as the lines "
+        "arrive: beam search with the encoder run once per batch, the memory's keys and values "
+        "once per cross-attention module and a key/value cache per self-attention evaluation "
+        "(splitnet.decoding). With --reference, BLEU and chrF (sacrebleu) go to stderr.")
+    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
+                   help="directory holding checkpoint.pt from 'splitnet train --task "
+                        "translate' (or the file)")
+    p.add_argument("--input", metavar="FILE", default=None,
+                   help="source lines (UTF-8; default: stdin)")
+    p.add_argument("--reference", metavar="FILE", default=None,
+                   help="reference translations, one per input line: print BLEU and chrF")
+    p.add_argument("--beam", type=positive_int, default=4, metavar="K",
+                   help="beam width, 1 = greedy (default 4)")
+    p.add_argument("--length-penalty", type=float_in(-10.0, 10.0), default=0.6, metavar="A",
+                   help="beam search ranks log p / length^A (default 0.6; the seed used 1.0 on "
+                        "IWSLT, 0.6 on WMT)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, metavar="N",
+                   help="tokens per translation at most (default: the model's max_len)")
+    p.add_argument("--batch-size", type=positive_int, default=32, metavar="B",
+                   help="lines translated together (default 32)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto = cuda when available (default auto)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                   default=None, help="progress bar on stderr (default: when stderr is a "
+                                      "terminal)")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds Python objects (an old format); only for "
+                        "files from a trusted source")
+    add_threads_option(p)
+
+
+def _text_lines(path: str | None, what: str):
+    """The lines of ``path`` (or stdin), without their line ends; a file that is not UTF-8
+    text (a NUL byte, invalid UTF-8, a line over a MiB) is a ValueError naming it."""
+    stream = open(path, "rb") if path else sys.stdin.buffer
+    name = path or "stdin"
+    try:
+        for n, raw in enumerate(iter(lambda: stream.readline(MAX_LINE + 1), b""), 1):
+            if len(raw) > MAX_LINE or b"\0" in raw:
+                raise ValueError(f"{what} {name} line {n} is not text (a NUL byte, or over "
+                                 f"{MAX_LINE:,} bytes without a line end)")
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise ValueError(f"{what} {name} line {n} is not UTF-8") from None
+    finally:
+        if path:
+            stream.close()
+
+
+def _open_checks(args) -> None:
+    from pathlib import Path
+
+    for flag, path in (("--input", args.input), ("--reference", args.reference)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{flag} {path}: no such file")
+
+
+def _load(args, device):
+    from ..checkpoint import load, model_from_state
+    from ..pair_batches import tokenizer_from_dict
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    if state.get("model_kind", "lm") != "seq2seq" or state.get("tokenizer") is None:
+        raise ValueError(f"{args.checkpoint} holds a language model, not a translation model "
+                         f"(train one with 'splitnet train --task translate'; 'splitnet "
+                         f"sample' continues text)")
+    model = model_from_state(state, args.checkpoint).to(device).eval()
+    return model, tokenizer_from_dict(state["tokenizer"])
+
+
+def run(args) -> int:
+    from ..translation import translate_lines
+
+    _open_checks(args)
+    refs = list(_text_lines(args.reference, "--reference")) if args.reference else None
+    if args.input is not None:      # read once first: a bad file or count writes nothing
+        n = sum(1 for _ in _text_lines(args.input, "--input"))
+        if refs is not None and n != len(refs):
+            raise ValueError(f"--reference has {len(refs)} lines but --input has {n}: one "
+                             f"reference per input line")
+    device = torch_device(args.device)
+    set_threads(args.threads)
+    model, tok = _load(args, device)
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(refs) if refs else None, unit="line", disable=not show,
+               file=sys.stderr, desc="translate")
+    hyps, batch = [], []
+
+    def flush():
+        out = translate_lines(model, tok, batch, args.beam, args.length_penalty,
+                              args.max_new_tokens, args.batch_size, device)
+        sys.stdout.write("".join(line.replace("\n", " ") + "\n" for line in out))
+        sys.stdout.flush()
+        hyps.extend(out)
+        bar.update(len(batch))
+        batch.clear()
+
+    for line in _text_lines(args.input, "--input"):
+        batch.append(line)
+        if len(batch) == args.batch_size:
+            flush()
+    if batch:
+        flush()
+    bar.close()
+    if refs is not None:
+        _scores(hyps, refs)
+    return 0
+
+
+def _scores(hyps: list[str], refs: list[str]) -> None:
+    from ..scores import bleu_chrf
+
+    if len(hyps) != len(refs):
+        raise ValueError(f"--reference has {len(refs)} lines but the input had {len(hyps)}: "
+                         f"one reference per input line")
+    s = bleu_chrf(hyps, refs)
+    print(f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  ({len(hyps)} lines; "
+          f"{s['signature']})", file=sys.stderr)
+
+
+__all__ = ["HELP", "MAX_LINE", "RANK", "configure", "run"]

@@ -1,0 +1,175 @@
+"""splitnet train --task translate and splitnet translate: a copy task learned from the command
+line to high BLEU, bit-exact resume, kill -9, the corpus fingerprint, bad pairs and options."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from splitnet import checkpoint as ck
+from splitnet.cli import main
+
+pytest.importorskip("sacrebleu")
+
+WORDS = ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"]
+TINY = ["--task", "translate", "--d-model", "32", "--n-heads", "2", "--n-encoder-layers", "1",
+        "--n-decoder-layers", "1", "--context", "24", "--batch-size", "16", "--warmup", "5",
+        "--threads", "1", "--no-progress", "--no-plot", "--bleu-sentences", "8"]
+
+
+def _sentence(rng):
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6)))
+
+
+@pytest.fixture(scope="module")
+def copy_tsv(tmp_path_factory):
+    """4,000 pairs 'ab cd ef' -> 'ab cd ef' (split by hash into train / valid / test)."""
+    rng = random.Random(0)
+    p = tmp_path_factory.mktemp("pairs") / "copy.tsv"
+    p.write_text("".join(f"{s}\t{s}\n" for s in (_sentence(rng) for _ in range(4000))))
+    return p
+
+
+def _train(out, pairs, *extra):
+    return main(["train", "--pairs", str(pairs), "--out", str(out), *TINY, *extra])
+
+
+def _metrics(out):
+    return [json.loads(x) for x in (Path(out) / ck.METRICS).read_text().splitlines()]
+
+
+def test_copy_task_to_high_bleu_from_the_command_line(copy_tsv, tmp_path, capsys):
+    out = tmp_path / "copy"
+    rc = main(["train", "--pairs", str(copy_tsv), "--out", str(out), "--task", "translate",
+               "--d-model", "64", "--n-heads", "4", "--n-encoder-layers", "1",
+               "--n-decoder-layers", "1", "--context", "24", "--batch-size", "32", "--steps",
+               "300", "--lr", "3e-3", "--warmup", "30", "--eval-every", "100", "--threads",
+               "1", "--no-progress", "--no-plot", "--bleu-sentences", "100"])
+    assert rc == 0
+    final = _metrics(out)[-1]
+    assert final["test_bleu"] > 80 and final["test_chrf"] > 80, final
+    # splitnet translate: a file with references, then stdin (streamed), one line per line
+    src = tmp_path / "src.txt"
+    lines = ["ab cd ef gh", "", "op mn kl ij ab"]
+    src.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(out), "--input", str(src), "--reference",
+                 str(src), "--beam", "4", "--threads", "1"]) == 0
+    got = capsys.readouterr()
+    assert got.out.splitlines()[1] == "" and len(got.out.splitlines()) == 3
+    assert "BLEU" in got.err and "chrF" in got.err
+    proc = subprocess.run([sys.executable, "-m", "splitnet", "translate", "--checkpoint",
+                           str(out), "--beam", "1"], input="ab cd ef\nkl mn op ab\n", text=True,
+                          capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0 and proc.stdout.splitlines() == ["ab cd ef", "kl mn op ab"]
+
+
+def test_resume_is_bit_exact(copy_tsv, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _train(a, copy_tsv, "--steps", "12", "--eval-every", "4", "--ckpt-every", "4") == 0
+    assert _train(b, copy_tsv, "--steps", "12", "--eval-every", "4", "--ckpt-every", "4",
+                  "--stop-at", "6") == 0
+    assert ck.load(b)["step"] == 6
+    assert main(["train", "--resume", "--out", str(b), "--no-progress", "--threads", "1"]) == 0
+    sa, sb = ck.load(a), ck.load(b)
+    assert sa["model_kind"] == "seq2seq" and sa["tokenizer"]["kind"] == "byte"
+    assert all(torch.equal(sa["model"][k], sb["model"][k]) for k in sa["model"])
+    keys = ("step", "loss", "lr", "grad_norm", "val_loss", "test_bleu", "test_chrf")
+    same = [[{k: r[k] for k in keys if k in r} for r in _metrics(x)] for x in (a, b)]
+    assert same[0] == same[1] and any("val_loss" in r for r in same[0])
+
+
+def test_kill9_then_resume(copy_tsv, tmp_path):
+    out = tmp_path / "k"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "splitnet", "train", "--pairs",
+                             str(copy_tsv), "--out", str(out), *TINY, "--steps", "100000",
+                             "--ckpt-every", "4", "--eval-every", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        t0 = time.time()
+        while not ((out / ck.CKPT).exists() and len(_lines(out)) >= 10):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.time() - t0 < 120, "trainer too slow"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    step = ck.load(out)["step"]
+    assert step >= 4 and step % 4 == 0
+    assert main(["train", "--resume", "--out", str(out), "--steps", str(step + 2),
+                 "--no-progress", "--threads", "1", "--bleu-sentences", "0"]) == 0
+    assert [r["step"] for r in _metrics(out)] == list(range(1, step + 3))
+
+
+def _lines(out):
+    p = out / ck.METRICS
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def test_changed_pairs_are_refused_on_resume(copy_tsv, tmp_path, capsys):
+    pairs = tmp_path / "p.tsv"
+    pairs.write_text(copy_tsv.read_text())
+    out = tmp_path / "f"
+    assert _train(out, pairs, "--steps", "4", "--eval-every", "4") == 0
+    pairs.write_text(copy_tsv.read_text() + "new line\tneue Zeile\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", str(out), "--steps", "6", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "changed since the checkpoint" in err[0]
+
+
+@pytest.mark.parametrize("content,why", [
+    (b"", "empty"), (b"no tab on this line\nnor here\n", "tab"),
+    (bytes(range(256)) * 8, "binary|UTF-8|text"), (b"only a source\t\n\tonly a target\n", "")])
+def test_bad_pairs_one_line_exit_2_nothing_written(tmp_path, capsys, content, why):
+    pairs = tmp_path / "bad.tsv"
+    pairs.write_bytes(content)
+    out = tmp_path / "o"
+    capsys.readouterr()
+    assert _train(out, pairs, "--steps", "2") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("splitnet train: error:"), err
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--task", "translate", "--scheme", "strang"], "language-model option"),
+    (["--decoder-scheme", "strang", "--n-layers", "2"], "language-model option"),
+    (["--task", "lm", "--pairs", "x.tsv"], "belong to --task translate"),
+    (["--task", "translate", "--bpe", "7"], "bpe must be"),
+    (["--task", "translate", "--text", "x.txt"], "does not take text")])
+def test_conflicting_options_are_one_line(tmp_path, capsys, argv, msg):
+    capsys.readouterr()
+    assert main(["train", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0], err
+
+
+def test_translate_refuses_a_language_model_and_sample_a_translation_model(copy_tsv, tmp_path,
+                                                                           capsys):
+    lm = tmp_path / "lm"
+    text = tmp_path / "t.txt"
+    text.write_text("def f(x):\n    return x\n" * 200)
+    assert main(["train", "--text", str(text), "--out", str(lm), "--steps", "2", "--d-model",
+                 "32", "--n-heads", "2", "--n-layers", "1", "--context", "16", "--batch-size",
+                 "4", "--no-progress", "--no-plot", "--threads", "1"]) == 0
+    mt = tmp_path / "mt"
+    assert _train(mt, copy_tsv, "--steps", "2", "--bleu-sentences", "0") == 0
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(lm), "--input", str(text)]) == 2
+    assert "not a translation model" in capsys.readouterr().err
+    assert main(["sample", "--checkpoint", str(mt)]) == 2
+    assert "translation model" in capsys.readouterr().err
+    ref = tmp_path / "ref.txt"
+    ref.write_text("one line\n")
+    assert main(["translate", "--checkpoint", str(mt), "--input", str(text), "--reference",
+                 str(ref)]) == 2
+    got = capsys.readouterr()
+    assert "one reference per input line" in got.err and got.out == ""
