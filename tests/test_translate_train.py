@@ -173,3 +173,25 @@ def test_translate_refuses_a_language_model_and_sample_a_translation_model(copy_
                  str(ref)]) == 2
     got = capsys.readouterr()
     assert "one reference per input line" in got.err and got.out == ""
+
+
+def test_refine_and_trajectories_take_a_translation_checkpoint(copy_tsv, tmp_path, capsys):
+    out = tmp_path / "m"
+    assert _train(out, copy_tsv, "--steps", "6", "--bleu-sentences", "0") == 0
+    capsys.readouterr()
+    assert main(["refine", "--checkpoint", str(out), "--substeps", "1,2", "--methods", "euler",
+                 "--schemes", "lie-trotter,strang", "--windows", "16", "--no-progress",
+                 "--out", str(tmp_path / "r.png"), "--json", str(tmp_path / "r.json"),
+                 "--threads", "1"]) == 0
+    got = capsys.readouterr().out
+    assert "lie-trotter / lie-trotter" in got and "nats/token" in got
+    res = json.loads((tmp_path / "r.json").read_text())
+    own = [p for p in res["points"] if p["scheme"] == "lie-trotter" and p["substeps"] == 1]
+    assert own and own[0]["loss"] == pytest.approx(res["own"]["loss"], rel=1e-6)
+    assert main(["trajectories", "--checkpoint", str(out), "--text", "ab cd ef", "--target",
+                 "ab cd ef", "--out", str(tmp_path / "t.png"), "--threads", "1"]) == 0
+    got = capsys.readouterr().out
+    assert "decoder scheme lie-trotter" in got and (tmp_path / "t.png").stat().st_size > 0
+    assert main(["trajectories", "--checkpoint", str(out), "--compare", "strang", "--out",
+                 str(tmp_path / "u.png")]) == 2
+    assert "drawn as trained" in capsys.readouterr().err

@@ -109,8 +109,11 @@ def _grid(args) -> list:
 
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
+    from ..checkpoint import load
     from ..refine import checkpoint_source
 
+    if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
+        return _from_translation(args, device)
     model, evaluate, info = checkpoint_source(
         args.checkpoint, windows=args.windows, device=device, batch_size=args.batch_size,
         trust=args.trust_checkpoint, check_memory=True,
@@ -121,6 +124,30 @@ def _from_checkpoint(args, device):
             f"checkpoint {args.checkpoint} (step {info['step']})")
     desc += f"; {info['windows']} validation windows of {info['context']} bytes"
     return model, evaluate, desc, "bpb", 1.0 / math.log(2.0)
+
+
+def _from_translation(args, device):
+    """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
+    on the first --windows validation pairs of its own corpus."""
+    from ..checkpoint import load, model_from_state
+    from ..config import TrainConfig
+    from ..pair_batches import EncodedPairs
+    from ..translation import load_data, validation_loss
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    cfg = TrainConfig.from_dict({**state["train_config"], "out": str(args.checkpoint)})
+    data = load_data(cfg, state, lambda msg: print(f"splitnet refine: {msg}", file=sys.stderr))
+    n = args.windows or 256
+    v = data.valid
+    data.valid = EncodedPairs(v.src[:n], v.tgt[:n], v.pad_id, v.bos_id, v.eos_id)
+    model = model_from_state(state, args.checkpoint).to(device).eval()
+    desc = (f"translation checkpoint {args.checkpoint} (step {state.get('step')}); "
+            f"{len(data.valid)} validation pairs of {data.corpus.describe().split(':')[0]}")
+
+    def evaluate(m):
+        return validation_loss(m, data, device, batch_size=args.batch_size)
+
+    return model, evaluate, desc, "nats/token", 1.0
 
 
 def _from_hf(args, device):
@@ -139,7 +166,7 @@ def run(args) -> int:
 
     from .. import plots
     from .._io import check_outputs
-    from ..refine import refinement_study
+    from ..refine import refinement_study, scheme_label, stacks
 
     _grid(args)                                     # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)])
@@ -154,12 +181,13 @@ def run(args) -> int:
     schemes = list(args.schemes or scheme_list(DEFAULT_SCHEMES))
     if model.config.weights == "per-stage" and OWN not in schemes and args.schemes is None:
         schemes.append(OWN)
-    print(f"model: {desc}; {model.scheme.name} ({model.config.weights}, "
-          f"{model.config.method}), {model.n_layers} layers, h = {model.step_size:g}; "
+    layers = sum(len(getattr(model, a)) for a in stacks(model))
+    print(f"model: {desc}; {scheme_label(model)} ({model.config.weights}, "
+          f"{model.config.method}), {layers} layers, h = {model.config.step_size:g}; "
           f"device {device}")
     res = refinement_study(model, evaluate, schemes=schemes, substeps=args.substeps,
                            methods=args.methods, exact_substeps=args.exact_substeps,
-                           label=f"{model.scheme.name} ({model.config.weights})", unit=unit,
+                           label=f"{scheme_label(model)} ({model.config.weights})", unit=unit,
                            scale=scale, progress=args.progress)
     print(res.table())
     if args.json:                  # the numbers first: a figure that fails must not lose them

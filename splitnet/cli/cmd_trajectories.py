@@ -38,7 +38,11 @@ def configure(p) -> None:
                         "files from a trusted source")
     p.add_argument("--text", default=DEFAULT_TEXT, type=nonempty,
                    help=f"input text; short (12-24 characters) reads best "
-                        f"(default {DEFAULT_TEXT!r})")
+                        f"(default {DEFAULT_TEXT!r}); a translation checkpoint: the source")
+    p.add_argument("--target", default=None, metavar="TEXT",
+                   help="a translation checkpoint: the decoder's tokens (default: the model's "
+                        "own greedy translation of --text); the encoder's output is drawn as "
+                        "the fixed memory")
     p.add_argument("--out", default="trajectories.png", help="PNG to write "
                    "(default trajectories.png)")
     p.add_argument("--scheme", default=None, type=nonempty,
@@ -90,7 +94,6 @@ def _outputs(args) -> list[tuple[str, str]]:
 def _model(args):
     """The model to draw, every input checked first (nothing written on bad input)."""
     from .. import trajectories as tr
-    from ..checkpoint import load_model
     from ..config import SplitConfig
     from ..schemes import resolve
 
@@ -107,7 +110,13 @@ def _model(args):
             imported = load_hf_for_analysis(args.hf)
             model, tokenizer = imported.model, imported.tokenizer
         else:
-            model = load_model(args.checkpoint, trust=args.trust_checkpoint)
+            model, tokenizer = _checkpoint_model(args)
+        seq2seq = hasattr(model, "decoder_layers")
+        if seq2seq and (scheme is not None or compare):
+            raise ValueError("--scheme and --compare re-run a language model's fields; a "
+                             "translation model is drawn as trained")
+        if args.target is not None and not seq2seq:
+            raise ValueError("--target is for translation checkpoints (the decoder's tokens)")
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
@@ -123,6 +132,32 @@ def _model(args):
                            n_layers=args.n_layers, step_size=args.step_size,
                            weights=args.weights, seed=args.seed)
     return model, f"fresh initialisation (seed {args.seed})", compare, None
+
+
+def _checkpoint_model(args):
+    """A checkpoint's model and, for a translation model, its tokenizer (else None: bytes)."""
+    from ..checkpoint import load, model_from_state
+    from ..pair_batches import tokenizer_from_dict
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    model = model_from_state(state, args.checkpoint)
+    tok = state.get("tokenizer")
+    return model, None if tok is None else tokenizer_from_dict(tok)
+
+
+def _translation_input(model, tok, args):
+    """``(decoder ids with bos first, source ids)`` of a translation model."""
+    import torch
+
+    src = torch.tensor(tok.encode(args.text)[:model.config.max_len], dtype=torch.long)
+    if args.target is None:
+        out = model.eval().generate(src[None], model.config.max_len - 1)[0].tolist()
+        tgt = [t for t in out if t not in (tok.pad_id, tok.eos_id)]
+        print(f"target: the model's greedy translation {tok.decode(tgt)!r}")
+    else:
+        tgt = tok.encode(args.target)
+    ids = [tok.bos_id, *tgt][:model.config.max_len]
+    return torch.tensor(ids, dtype=torch.long), src
 
 
 def _check_outputs(args) -> None:
@@ -161,9 +196,11 @@ def _require_memory(args, cfg) -> None:
 
 
 def _print_table(traj, cl, origin, model, text) -> None:
-    print(f"model: {origin}; scheme {traj.scheme} ({traj.weights}, {traj.method}), "
-          f"h = {traj.step_size:g}, {traj.n_layers} layers, d_model {model.d_model}")
-    print(f"text: {text!r} ({traj.n_tokens} tokens), {traj.n_points} states per token")
+    what = "decoder scheme" if traj.memory is not None else "scheme"
+    print(f"model: {origin}; {what} {traj.scheme} ({traj.weights}, {traj.method}), "
+          f"h = {traj.step_size:g}, {traj.n_layers} layers, d_model {model.config.d_model}")
+    print(f"text: {text!r} ({traj.n_tokens} {'decoder ' if traj.memory is not None else ''}"
+          f"tokens), {traj.n_points} states per token")
     print(f"{'layer':>5} {'t':>7} {'mean cos':>9} {'eff. rank':>9}"
           + ("" if traj.path is None else f" {'ODE gap':>9} {'rel. gap':>9}"))
     gaps = rel = None
@@ -199,17 +236,22 @@ def run(args) -> int:
 
     set_threads(args.threads)
     model, origin, compare, tokenizer = _model(args)
-    idx = tr.encode(args.text) if tokenizer is None else \
-        torch.tensor(tokenizer.encode(args.text), dtype=torch.long)
+    source = None
+    if hasattr(model, "decoder_layers"):
+        idx, source = _translation_input(model, tokenizer, args)
+    else:
+        idx = tr.encode(args.text) if tokenizer is None else \
+            torch.tensor(tokenizer.encode(args.text), dtype=torch.long)
 
     def collect(m, ids):
         return tr.collect(m, ids, per_stage=not args.per_layer, continuous=not args.no_ode,
                           points_per_layer=args.points_per_layer, restart=args.restart,
-                          tokenizer=tokenizer)
+                          tokenizer=tokenizer, source=source)
 
-    if args.from_layer >= model.n_layers:
-        raise ValueError(f"--from-layer {args.from_layer}: the model has {model.n_layers} "
-                         f"layers (use 0..{model.n_layers - 1})")
+    n_layers = len(getattr(model, "decoder_layers", None) or model.layers)
+    if args.from_layer >= n_layers:
+        raise ValueError(f"--from-layer {args.from_layer}: the model has {n_layers} "
+                         f"layers (use 0..{n_layers - 1})")
     if len(idx) > model.max_len:
         raise ValueError(f"the text has {len(idx)} tokens but the model's context is "
                          f"{model.max_len}: shorten the text")
