@@ -149,6 +149,11 @@ class Seq2SeqConfig:
         self._check_specials()
         for side in ("encoder", "decoder"):        # every field has a kind, every scheme fits
             self.stack(side).layer_fields(0)
+        dec = self.stack("decoder").scheme
+        if CROSS not in dec.fields:
+            raise ValueError(f"decoder_scheme {dec.name!r} ({dec.diagram()}) never advances the "
+                             f"cross field: the decoder would not read the encoder (add an "
+                             f"x stage, e.g. d:1,x:1,c:1)")
 
     def _check_specials(self) -> None:
         ids = {}

@@ -151,6 +151,8 @@ def test_config_round_trip_and_bad_options():
     assert SplitSeq2Seq.from_config(c).n_params() == m.n_params()
     with pytest.raises(ValueError, match="cross-attention belongs to the decoder"):
         Seq2SeqConfig(encoder_scheme="d:1,x:1,c:1")
+    with pytest.raises(ValueError, match="never advances the cross field"):
+        Seq2SeqConfig(decoder_scheme="d:1,c:1")
     with pytest.raises(ValueError, match="shared_embeddings needs equal"):
         Seq2SeqConfig(src_vocab=300)
     with pytest.raises(ValueError, match="must differ"):
