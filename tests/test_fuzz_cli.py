@@ -61,7 +61,17 @@ def scratch(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("fuzz")
     (root / "text.txt").write_text(hostile.TEXT)
-    return {"tmp": root, "ckpt": hostile.good_checkpoint(root / "good")}
+    (root / "pairs.tsv").write_text("".join(f"w{i} x{i % 7}\tv{i} y{i % 5}\n"
+                                            for i in range(200)))
+    (root / "src.txt").write_text("w1 x1\nw2 x2\n")
+    mt = root / "mt"
+    rc, err = run(["train", "--task", "translate", "--pairs", str(root / "pairs.tsv"), "--out",
+                   str(mt), "--d-model", "16", "--n-heads", "2", "--n-encoder-layers", "1",
+                   "--n-decoder-layers", "1", "--context", "16", "--batch-size", "4",
+                   "--steps", "2", "--bleu-sentences", "0", "--no-progress", "--no-plot",
+                   "--threads", "1"])
+    assert rc == 0, err
+    return {"tmp": root, "ckpt": hostile.good_checkpoint(root / "good"), "mt": mt}
 
 
 def baseline(command: str, s: dict) -> list[str]:
@@ -87,6 +97,8 @@ def baseline(command: str, s: dict) -> list[str]:
                    "1", "--methods", "euler", "--windows", "2", "--no-progress",
                    "--out", f"{out}/r.png"],
         "export": ["--checkpoint", str(s["ckpt"]), "--out", f"{out}/hf"],
+        "translate": ["--checkpoint", str(s["mt"]), "--input", f"{tmp}/src.txt",
+                      "--max-new-tokens", "4", "--no-progress"],
     }[command]
 
 
@@ -125,6 +137,8 @@ def test_the_fuzz_sees_the_numeric_options_of_every_command():
     assert {"--lr", "--seed", "--d-model", "--context", "--gate-layers"} <= set(OPTIONS["train"])
     assert {"--step-size", "--n-layers", "--points-per-layer"} <= set(OPTIONS["trajectories"])
     assert {"--substeps", "--batch-size", "--windows"} <= set(OPTIONS["refine"])
+    assert {"--beam", "--length-penalty", "--batch-size"} <= set(OPTIONS["translate"])
+    assert {"--bpe", "--beam", "--label-smoothing", "--n-encoder-layers"} <= set(OPTIONS["train"])
     assert all(OPTIONS[c] for c in COMMANDS if c != "export"), OPTIONS
 
 
