@@ -195,3 +195,20 @@ def test_refine_and_trajectories_take_a_translation_checkpoint(copy_tsv, tmp_pat
     assert main(["trajectories", "--checkpoint", str(out), "--compare", "strang", "--out",
                  str(tmp_path / "u.png")]) == 2
     assert "drawn as trained" in capsys.readouterr().err
+
+
+def test_bpe_is_trained_on_the_training_pairs_and_kept_in_the_checkpoint(copy_tsv, tmp_path,
+                                                                       capsys):
+    pytest.importorskip("tokenizers")
+    out = tmp_path / "bpe"
+    assert _train(out, copy_tsv, "--steps", "2", "--bpe", "300", "--bleu-sentences", "0") == 0
+    state = ck.load(out)
+    assert state["tokenizer"]["kind"] == "bpe" and state["model_config"]["src_vocab"] <= 300
+    src = tmp_path / "s.txt"
+    src.write_text("ab cd ef\n")
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(out), "--input", str(src), "--max-new-tokens",
+                 "4", "--threads", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(["train", "--resume", "--out", str(out), "--steps", "3", "--no-progress",
+                 "--threads", "1", "--bleu-sentences", "0"]) == 0    # the same BPE, restored
