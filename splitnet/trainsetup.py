@@ -280,13 +280,13 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
 def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, int]:
     """This rank's share of step ``step``'s batch (tensors split row-wise into micro-
     batches) and the tokens the whole step trains on: ``batch_size x context`` bytes for a
-    language model, the target tokens (eos included, padding not) for translation (this rank's
-    count times the world size)."""
+    language model, the target tokens of the global batch (eos included, padding not) for
+    translation."""
     if cfg.task == "translate":
         from .translation import train_batch
 
-        batch = train_batch(corpus, cfg, step, env.rank, env.world)
-        return list(batch), int(batch[2].ne(cfg.model.pad_id).sum()) * env.world
+        batch, tokens = train_batch(corpus, cfg, step, env.rank, env.world)
+        return list(batch), tokens
     x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
                          env.rank, env.world)
     return [x, y], cfg.batch_size * cfg.context

@@ -87,13 +87,25 @@ def model_config(cfg, tokenizer):
 
 
 def train_batch(data: PairData, cfg, step: int, rank: int = 0, world: int = 1):
-    """``(src, tgt_in, tgt_out, src_pad_mask)`` of step ``step`` for rank ``rank``."""
-    return pair_batch(data.train, step, cfg.batch_size, cfg.seed, cfg.context, rank, world)
+    """``(src, tgt_in, tgt_out, src_pad_mask, share)`` of step ``step`` for rank ``rank``, and
+    the target tokens of the whole global batch. ``share`` (one float per row, all equal) is
+    that count divided by ``world x grad_accum``: :class:`Seq2SeqLoss` divides a micro-batch's
+    summed loss by it, so the micro-batch losses, averaged over micro-batches and ranks, are
+    the mean over every target token of the global batch, whatever the number of processes."""
+    pad = cfg.model.pad_id
+    whole = pair_batch(data.train, step, cfg.batch_size, cfg.seed, cfg.context)
+    n = int(whole[2].ne(pad).sum())
+    b = cfg.batch_size // world
+    part = [t[rank * b:(rank + 1) * b] for t in whole]   # = pair_batch(..., rank, world)
+    share = torch.full((b,), n / (world * cfg.grad_accum), dtype=torch.float64)
+    return (*part, share), n
 
 
 class Seq2SeqLoss(nn.Module):
-    """``forward(src, tgt_in, tgt_out, mask)``: the mean label-smoothed cross-entropy of the
-    target tokens (``pad_id`` ignored), in float32. The model is a submodule (as
+    """``forward(src, tgt_in, tgt_out, mask, share=None)``: the label-smoothed cross-entropy of
+    the target tokens (``pad_id`` ignored), in float32, summed and divided by ``share[0]`` (the
+    tokens a micro-batch would hold if the global batch's were spread evenly; see
+    :func:`train_batch`), or their mean without ``share``. The model is a submodule (as
     :class:`~splitnet.losses.LMLoss`), so DDP wraps model and loss together."""
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.1):
@@ -101,11 +113,13 @@ class Seq2SeqLoss(nn.Module):
         self.model, self.label_smoothing = model, label_smoothing
         self.pad_id = model.config.pad_id
 
-    def forward(self, src, tgt_in, tgt_out, mask) -> torch.Tensor:
+    def forward(self, src, tgt_in, tgt_out, mask, share=None) -> torch.Tensor:
         logits = self.model(src, tgt_in, mask)
-        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                tgt_out.reshape(-1), ignore_index=self.pad_id,
-                               label_smoothing=self.label_smoothing)
+                               label_smoothing=self.label_smoothing,
+                               reduction="mean" if share is None else "sum")
+        return loss if share is None else loss / share[0].to(loss.dtype)
 
 
 def validation_loss(model, data: PairData, device, batch_size: int = 64) -> float:

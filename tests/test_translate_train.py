@@ -212,3 +212,25 @@ def test_bpe_is_trained_on_the_training_pairs_and_kept_in_the_checkpoint(copy_ts
     assert len(capsys.readouterr().out.splitlines()) == 1
     assert main(["train", "--resume", "--out", str(out), "--steps", "3", "--no-progress",
                  "--threads", "1", "--bleu-sentences", "0"]) == 0    # the same BPE, restored
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
+def test_two_gloo_processes_match_one(copy_tsv, tmp_path):
+    """The loss is the mean over every target token of the global batch (not a mean of
+    per-rank means), so two processes reproduce one, step by step."""
+    opts = [*TINY, "--steps", "3", "--eval-every", "3", "--grad-accum", "2", "--device", "cpu",
+            "--bleu-sentences", "0", "--batch-size", "8"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["train", "--pairs", str(copy_tsv), "--out", str(one), *opts]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", "-m", "splitnet", "train", "--pairs",
+                          str(copy_tsv), "--out", str(two), *opts], capture_output=True,
+                         text=True, env=env, timeout=240, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    a, b = _metrics(one), _metrics(two)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2, 3]
+    for ra, rb in zip(a, b):
+        assert abs(ra["loss"] - rb["loss"]) < 1e-5 and abs(ra["grad_norm"] - rb["grad_norm"]) \
+            < 1e-4, (ra, rb)
+    assert abs(a[-1]["val_loss"] - b[-1]["val_loss"]) < 1e-5
