@@ -110,11 +110,12 @@ def _job(args) -> str:
     return f"{label} seed {seed}"
 
 
-def _stats(recs: list[dict], key: str) -> str:
+def _stats(recs: list[dict], key: str, digits: int = 2) -> str:
     import numpy as np
 
     v = np.array([r[key] for r in recs], dtype=float)
-    return f"{v.mean():.2f} ± {v.std(ddof=1):.2f}" if len(v) > 1 else f"{v.mean():.2f}"
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else \
+        f"{v.mean():.{digits}f}"
 
 
 def tables(corpus: str, seeds: list[int]) -> dict[str, str]:
@@ -132,8 +133,8 @@ def tables(corpus: str, seeds: list[int]) -> dict[str, str]:
             continue
         e, d, w = ARRANGEMENTS[lab]
         rows.append(f"| {lab} | `{e}` / `{d}` ({w}) | {rs[0]['params']:,} | {len(rs)} | "
-                    f"{_stats(rs, 'val_loss')} | {_stats(rs, 'bleu')} | "
-                    f"{_stats(rs, 'chrf')} | {_stats(rs, 'tokens_per_s')} |")
+                    f"{_stats(rs, 'val_loss', 3)} | {_stats(rs, 'bleu')} | "
+                    f"{_stats(rs, 'chrf')} | {_stats(rs, 'tokens_per_s', 0)} |")
     base = {r["seed"]: r for r in recs["Transformer"]}
     paired = ["| against the Transformer | Δ validation loss | t | Δ BLEU | t | Δ chrF | t |",
               "|---|---:|---:|---:|---:|---:|---:|"]
