@@ -31,6 +31,7 @@ from .options import (
     MAX_SEED,
     SESSION,
     WEIGHTS,
+    check_network,
     int_list,
     option,
 )
@@ -122,20 +123,11 @@ class SplitConfig:
         set_ = object.__setattr__
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             set_(self, name, _int(name, getattr(self, name)))
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by "
-                             f"n_heads={self.n_heads}")
         spec, scheme = _scheme_spec(self.scheme)
         set_(self, "scheme", spec)
-        _choice("weights", self.weights, WEIGHTS)
-        if isinstance(self.step_size, bool) or not isinstance(self.step_size, numbers.Real):
-            raise TypeError(f"step_size must be a real number, got {self.step_size!r}")
-        set_(self, "step_size", _real("step_size", self.step_size, lo=0.0, lo_open=True))
-        set_(self, "d_ff", 4 * self.d_model if self.d_ff is None else _int("d_ff", self.d_ff))
-        set_(self, "dropout", _real("dropout", self.dropout, lo=0.0, hi=1.0, hi_open=True))
+        check_network(self)
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
-        _choice("method", self.method, METHODS)
         if self.diffusion_field not in _kinds.serving(DIFFUSION):   # a registry that grows
             other = _kinds.KINDS.get(self.diffusion_field)
             raise ValueError(
@@ -144,8 +136,6 @@ class SplitConfig:
                 unknown_name("diffusion field kind", self.diffusion_field,
                              _kinds.serving(DIFFUSION), listed_by="splitnet train --help"))
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
-        _choice("activation", self.activation, ACTIVATIONS)
-        set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
         _choice("positions", self.positions, POSITIONS)
         set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))
         set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))

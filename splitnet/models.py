@@ -28,10 +28,10 @@ from .layers import SplitLayer
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 from .seq2seq_config import Seq2SeqConfig
-from .signature import config_from_call, config_signature
+from .signature import ConfigBuilt, config_from_call, config_signature
 
 
-class SplitTransformer(nn.Module):
+class SplitTransformer(ConfigBuilt, nn.Module):
     """A Transformer whose layers are steps of ``scheme``.
 
     Parameters (the fields of :class:`~splitnet.config.SplitConfig`)
@@ -76,32 +76,12 @@ class SplitTransformer(nn.Module):
         self._init_weights()
 
     N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
+
+    @staticmethod
+    def config_class() -> type:
+        return SplitConfig         # looked up at call time (the module's name, not a copy)
+
     __init__.__signature__ = config_signature(SplitConfig, N_POSITIONAL)
-
-    @classmethod
-    def from_config(cls, cfg: SplitConfig | dict) -> SplitTransformer:
-        """A model from a :class:`~splitnet.config.SplitConfig` (or its ``to_dict()``)."""
-        if isinstance(cfg, dict):
-            cfg = SplitConfig.from_dict(cfg)
-        if not isinstance(cfg, SplitConfig):
-            raise TypeError(f"from_config needs a SplitConfig, got {type(cfg).__name__}")
-        return cls(config=cfg)
-
-    def __getattr__(self, name: str):
-        # Every config field reads as an attribute (model.max_len, model.weights, ...) without
-        # being copied: the config is the one place an option lives.
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            cfg = self.__dict__.get("_config")
-            if cfg is not None and name in getattr(cfg, "__dataclass_fields__", ()):
-                return getattr(cfg, name)
-            raise
-
-    @property
-    def config(self) -> SplitConfig:
-        """The model's :class:`~splitnet.config.SplitConfig` (frozen; stored in checkpoints)."""
-        return self._config
 
     # -- construction --------------------------------------------------------------------
     def _layer(self, k: int) -> SplitLayer:

@@ -12,6 +12,7 @@ import math
 import numbers
 
 from . import schemes as _schemes
+from .subflows import METHODS
 
 WEIGHTS = ("shared", "per-stage")
 # Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
@@ -137,6 +138,24 @@ def config_from_dict(cls, d):
     return cls(**d)
 
 
+def check_network(cfg) -> None:
+    """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
+    ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
+    ``norm_eps`` -- checked and normalised in place on the frozen dataclass ``cfg``."""
+    set_ = object.__setattr__
+    if cfg.d_model % cfg.n_heads:
+        raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
+    check_choice("weights", cfg.weights, WEIGHTS)
+    if isinstance(cfg.step_size, bool) or not isinstance(cfg.step_size, numbers.Real):
+        raise TypeError(f"step_size must be a real number, got {cfg.step_size!r}")
+    set_(cfg, "step_size", check_real("step_size", cfg.step_size, lo=0.0, lo_open=True))
+    set_(cfg, "d_ff", 4 * cfg.d_model if cfg.d_ff is None else check_int("d_ff", cfg.d_ff))
+    set_(cfg, "dropout", check_real("dropout", cfg.dropout, lo=0.0, hi=1.0, hi_open=True))
+    check_choice("method", cfg.method, METHODS)
+    check_choice("activation", cfg.activation, ACTIVATIONS)
+    set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
+
+
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "LIMITS", "MAX_SEED", "SESSION", "WEIGHTS",
-           "check_choice", "check_int", "check_real", "config_from_dict", "int_list", "option",
-           "positive_ints", "scheme_spec"]
+           "check_choice", "check_int", "check_network", "check_real", "config_from_dict",
+           "int_list", "option", "positive_ints", "scheme_spec"]

@@ -26,7 +26,7 @@ from torch import nn
 
 from .layers import SplitLayer
 from .seq2seq_config import Seq2SeqConfig, Stack
-from .signature import config_from_call, config_signature
+from .signature import ConfigBuilt, config_from_call, config_signature
 
 
 def _stack_layer(stack: Stack, k: int) -> SplitLayer:
@@ -61,7 +61,7 @@ def check_ids(idx, vocab: int, max_len: int, what: str, start: int = 0) -> None:
             raise ValueError(f"{what} ids must lie in [0, {vocab}), got [{lo}, {hi}]")
 
 
-class SplitSeq2Seq(nn.Module):
+class SplitSeq2Seq(ConfigBuilt, nn.Module):
     """An encoder–decoder Transformer whose layers are steps of splitting schemes.
 
     Parameters (the fields of :class:`~splitnet.seq2seq_config.Seq2SeqConfig`)
@@ -103,31 +103,12 @@ class SplitSeq2Seq(nn.Module):
             self.head.weight = self.tgt_emb.weight
         self._init_weights()
 
+
+    @staticmethod
+    def config_class() -> type:
+        return Seq2SeqConfig         # looked up at call time (the module's name, not a copy)
+
     __init__.__signature__ = config_signature(Seq2SeqConfig, N_POSITIONAL)
-
-    @classmethod
-    def from_config(cls, cfg: Seq2SeqConfig | dict) -> SplitSeq2Seq:
-        """A model from a :class:`Seq2SeqConfig` (or its ``to_dict()``)."""
-        if isinstance(cfg, dict):
-            cfg = Seq2SeqConfig.from_dict(cfg)
-        if not isinstance(cfg, Seq2SeqConfig):
-            raise TypeError(f"from_config needs a Seq2SeqConfig, got {type(cfg).__name__}")
-        return cls(config=cfg)
-
-    def __getattr__(self, name: str):
-        # config fields read as attributes (model.max_len, model.eos_id, ...), never copied
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            cfg = self.__dict__.get("_config")
-            if cfg is not None and name in getattr(cfg, "__dataclass_fields__", ()):
-                return getattr(cfg, name)
-            raise
-
-    @property
-    def config(self) -> Seq2SeqConfig:
-        """The model's :class:`Seq2SeqConfig` (frozen; stored in checkpoints)."""
-        return self._config
 
     def _init_weights(self) -> None:
         # GPT-2 style, as SplitTransformer: N(0, 0.02); residual output projections scaled by

@@ -21,16 +21,13 @@ A network has two stacks, each a sequence of steps of a splitting scheme over it
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 from . import kinds as _kinds
 from . import schemes as _schemes
-from .options import ACTIVATIONS, WEIGHTS, option
-from .options import check_choice as _choice
+from .options import ACTIVATIONS, WEIGHTS, check_network, option
 from .options import check_int as _int
-from .options import check_real as _real
 from .options import config_from_dict as _from_dict
 from .options import scheme_spec as _scheme_spec
 from .stages import CONVECTION, CROSS, DIFFUSION
@@ -126,21 +123,10 @@ class Seq2SeqConfig:
         for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_encoder_layers",
                      "n_decoder_layers", "max_len"):
             set_(self, name, _int(name, getattr(self, name)))
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by "
-                             f"n_heads={self.n_heads}")
         for side in ("encoder", "decoder"):
             spec, _ = _scheme_spec(getattr(self, f"{side}_scheme"))
             set_(self, f"{side}_scheme", spec)
-        _choice("weights", self.weights, WEIGHTS)
-        if isinstance(self.step_size, bool) or not isinstance(self.step_size, numbers.Real):
-            raise TypeError(f"step_size must be a real number, got {self.step_size!r}")
-        set_(self, "step_size", _real("step_size", self.step_size, lo=0.0, lo_open=True))
-        set_(self, "d_ff", 4 * self.d_model if self.d_ff is None else _int("d_ff", self.d_ff))
-        set_(self, "dropout", _real("dropout", self.dropout, lo=0.0, hi=1.0, hi_open=True))
-        _choice("method", self.method, METHODS)
-        _choice("activation", self.activation, ACTIVATIONS)
-        set_(self, "norm_eps", _real("norm_eps", self.norm_eps, lo=0.0, lo_open=True))
+        check_network(self)
         for name in ("shared_embeddings", "tie_head"):
             set_(self, name, bool(getattr(self, name)))
         if self.shared_embeddings and self.src_vocab != self.tgt_vocab:

@@ -55,4 +55,40 @@ def config_from_call(cls, args: tuple, options: dict, n_positional: int):
     return cls(**given, **options)
 
 
-__all__ = ["config_from_call", "config_signature"]
+class ConfigBuilt:
+    """What every network built from a config shares (mixed in before ``nn.Module``): the
+    frozen config as :attr:`config`, :meth:`from_config`, and every config field read as an
+    attribute (``model.max_len``), never copied onto the model. Subclasses give
+    :meth:`config_class`."""
+
+    @staticmethod
+    def config_class() -> type:
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, cfg):
+        """A model from a config (or its ``to_dict()``)."""
+        config_cls = cls.config_class()
+        if isinstance(cfg, dict):
+            cfg = config_cls.from_dict(cfg)
+        if not isinstance(cfg, config_cls):
+            raise TypeError(f"from_config needs a {config_cls.__name__}, got "
+                            f"{type(cfg).__name__}")
+        return cls(config=cfg)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            cfg = self.__dict__.get("_config")
+            if cfg is not None and name in getattr(cfg, "__dataclass_fields__", ()):
+                return getattr(cfg, name)
+            raise
+
+    @property
+    def config(self):
+        """The model's config (frozen; stored in checkpoints)."""
+        return self._config
+
+
+__all__ = ["ConfigBuilt", "config_from_call", "config_signature"]
