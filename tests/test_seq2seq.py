@@ -36,20 +36,10 @@ def _copy(dst, src):
 def _map_into_torch(m: SplitSeq2Seq, tt: torch.nn.Transformer) -> None:
     """Copy the model's sub-layer weights into nn.Transformer's (same maths, other names)."""
     for ours, theirs in zip(m.encoder_layers, tt.encoder.layers):
-        _copy(theirs.norm1.weight, ours.diffusion.norm.weight)
-        _copy(theirs.norm1.bias, ours.diffusion.norm.bias)
-        _copy(theirs.self_attn.in_proj_weight, ours.diffusion.qkv.weight)
-        _copy(theirs.self_attn.in_proj_bias, ours.diffusion.qkv.bias)
-        _copy(theirs.self_attn.out_proj.weight, ours.diffusion.proj.weight)
-        _copy(theirs.self_attn.out_proj.bias, ours.diffusion.proj.bias)
+        _map_self(ours.diffusion, theirs)
         _map_ff(ours.convection, theirs, "norm2")
     for ours, theirs in zip(m.decoder_layers, tt.decoder.layers):
-        _copy(theirs.norm1.weight, ours.diffusion.norm.weight)
-        _copy(theirs.norm1.bias, ours.diffusion.norm.bias)
-        _copy(theirs.self_attn.in_proj_weight, ours.diffusion.qkv.weight)
-        _copy(theirs.self_attn.in_proj_bias, ours.diffusion.qkv.bias)
-        _copy(theirs.self_attn.out_proj.weight, ours.diffusion.proj.weight)
-        _copy(theirs.self_attn.out_proj.bias, ours.diffusion.proj.bias)
+        _map_self(ours.diffusion, theirs)
         x = ours.cross
         _copy(theirs.norm2.weight, x.norm.weight)
         _copy(theirs.norm2.bias, x.norm.bias)
@@ -62,6 +52,15 @@ def _map_into_torch(m: SplitSeq2Seq, tt: torch.nn.Transformer) -> None:
     for ours, theirs in ((m.encoder_norm, tt.encoder.norm), (m.decoder_norm, tt.decoder.norm)):
         _copy(theirs.weight, ours.weight)
         _copy(theirs.bias, ours.bias)
+
+
+def _map_self(att, layer):
+    _copy(layer.norm1.weight, att.norm.weight)
+    _copy(layer.norm1.bias, att.norm.bias)
+    _copy(layer.self_attn.in_proj_weight, att.qkv.weight)
+    _copy(layer.self_attn.in_proj_bias, att.qkv.bias)
+    _copy(layer.self_attn.out_proj.weight, att.proj.weight)
+    _copy(layer.self_attn.out_proj.bias, att.proj.bias)
 
 
 def _map_ff(ff, layer, norm):
