@@ -17,14 +17,12 @@ Every option lives once, in :class:`~splitnet.config.SplitConfig` (``model.confi
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from .config import WEIGHTS, SplitConfig
 from .kinds import layer_fields
-from .layers import SplitLayer
+from .layers import SplitLayer, init_gpt2
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 from .seq2seq_config import Seq2SeqConfig
@@ -96,16 +94,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
-        # GPT-2 style: N(0, 0.02), residual output projections scaled by the number of residual
-        # sub-layers so the initial residual stream does not grow with depth.
-        n_res = max(1, self.config.n_layers * len(self.scheme.stages))
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(n_res) if name.endswith(("proj.weight", "fc2.weight")) \
-                    else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        init_gpt2(self, self.config.n_layers * len(self.scheme.stages))
 
     # -- use ---------------------------------------------------------------------------------
     def coefficients(self) -> tuple:

@@ -19,12 +19,10 @@ mapped weights). Every option lives once, in :class:`~splitnet.seq2seq_config.Se
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from .layers import SplitLayer
+from .layers import SplitLayer, init_gpt2
 from .seq2seq_config import Seq2SeqConfig, Stack
 from .signature import ConfigBuilt, config_from_call, config_signature
 
@@ -111,17 +109,9 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     __init__.__signature__ = config_signature(Seq2SeqConfig, N_POSITIONAL)
 
     def _init_weights(self) -> None:
-        # GPT-2 style, as SplitTransformer: N(0, 0.02); residual output projections scaled by
-        # the residual sub-layers of the deeper path (encoder + decoder stages).
-        n_res = max(1, sum(s.n_layers * len(s.scheme.stages)
-                           for s in (self.encoder_stack, self.decoder_stack)))
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(n_res) if name.endswith(("proj.weight", "fc2.weight")) \
-                    else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        # as SplitTransformer, the residual scale counted over both stacks
+        init_gpt2(self, sum(s.n_layers * len(s.scheme.stages)
+                            for s in (self.encoder_stack, self.decoder_stack)))
 
     # -- use ---------------------------------------------------------------------------------
     def n_params(self, embeddings: bool = True) -> int:
