@@ -1,11 +1,11 @@
 """Time `splitnet describe --scheme all` (every registry scheme, shared and per-stage weights, at
 the reference size) end to end as a user runs it, in a fresh process each time, and the same
-table in process (`splitnet.cost.table`, without start-up and imports).
+table in process (`splitnet.nets.cost.table`, without start-up and imports).
 
     python3 benchmarks/bench_describe.py                 # median of 7 runs
     python3 benchmarks/bench_describe.py --runs 3 -- --diffusion-field conv --method rk4
 
-The costs are closed forms (splitnet.kinds): no model is built and torch is never imported
+The costs are closed forms (splitnet.configs.kinds): no model is built and torch is never imported
 (the script checks: a describe that imports torch is a regression). Prints every run's wall
 time, the medians, and a markdown row for docs/benchmarks.md.
 """
@@ -30,7 +30,7 @@ def _in_process(extra: list[str], runs: int) -> float:
     from splitnet.cli import build_parser
     from splitnet.cli._args import given_options
     from splitnet.cli.cmd_describe import SIZE
-    from splitnet.config import SplitConfig
+    from splitnet.configs.config import SplitConfig
 
     args = build_parser("describe").parse_args(extra)
     size = {**SIZE, **given_options(args, SplitConfig, skip=("scheme", "weights"))}

@@ -23,8 +23,8 @@ import time
 
 import torch
 
-from splitnet.generation import GenerationCache
-from splitnet.models import SplitTransformer
+from splitnet.nets.generation import GenerationCache
+from splitnet.nets.models import SplitTransformer
 
 DEFAULT_SCHEMES = "lie-trotter,strang:per-stage,yoshida4,sssfsfff:per-stage"
 

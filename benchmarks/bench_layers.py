@@ -1,14 +1,14 @@
 """Forward + backward time of SplitTransformer against a hand-written nanoGPT-style reference.
 
 Part 1 (the overhead check): ``SplitTransformer(scheme="lie-trotter", weights="shared")`` and the
-nanoGPT-style GPT of the same size (``splitnet.reference.RefGPT``: same parameters, same SDPA
+nanoGPT-style GPT of the same size (``splitnet.nets.reference.RefGPT``: same parameters, same SDPA
 call, same GELU) are timed alternately, ``--pairs`` times (the order alternates within each pair
 so neither always runs on a warm cache), with the same speed levers applied to both. Reported:
 median time of each, their ratio, the median of per-pair ratios, tokens/s, MFU and compile
 seconds.
 
 Part 2 (per scheme): median step time of every scheme (``--schemes``), shared and per-stage,
-with parameters, field evaluations per token and training FLOPs per token (splitnet.cost), the
+with parameters, field evaluations per token and training FLOPs per token (splitnet.nets.cost), the
 achieved FLOP rate, tokens/s, compile seconds and, when the peak is known (``--peak-tflops`` or a
 recognised CUDA card), MFU = achieved / peak. On a CUDA out-of-memory error the batch is halved
 (the row says which batch it ran).
@@ -23,7 +23,7 @@ The levers (each a named option; the defaults are the plain step)::
     --compile-mode MODE          default | reduce-overhead | max-autotune (CUDA graphs) |
                                  max-autotune-no-cudagraphs
     --loss plain|chunked         chunked: linear + cross-entropy per chunk of --loss-chunk rows,
-                                 never the full float32 logits (splitnet.losses)
+                                 never the full float32 logits (splitnet.training.losses)
     --sdpa BACKEND               auto | flash | efficient | cudnn | math
     --optimizer none|fused|foreach|for-loop   an AdamW step inside the timed step
     --precision params           parameters stored in --dtype (bf16 weights, no master copy)
@@ -55,11 +55,11 @@ import torch
 
 import splitnet as sn
 from splitnet import accel
-from splitnet.config import ADAMW_IMPLS, COMPILE_MODES, LOSSES, SDPA_BACKENDS
-from splitnet.cost import describe
-from splitnet.losses import LMLoss, plain_cross_entropy
-from splitnet.models import SplitTransformer
-from splitnet.reference import RefGPT
+from splitnet.configs.config import ADAMW_IMPLS, COMPILE_MODES, LOSSES, SDPA_BACKENDS
+from splitnet.nets.cost import describe
+from splitnet.nets.models import SplitTransformer
+from splitnet.nets.reference import RefGPT
+from splitnet.training.losses import LMLoss, plain_cross_entropy
 
 # Dense bf16 peak (no sparsity) of cards we may see, FLOP/s.
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_seq2seq import _map_into_torch
 
-from splitnet.seq2seq import SplitSeq2Seq
+from splitnet.nets.seq2seq import SplitSeq2Seq
 
 
 class TorchSeq2Seq(torch.nn.Module):

@@ -5,7 +5,7 @@
     python experiments/compare_schemes.py --scale gpu-deep --device cuda --compile \
         --models transformer,sandwich --seeds 0,1,2     # 16 layers, sandwich k = 7
 
-Six models and a control, each trained by ``splitnet.train`` with the same data order (per
+Six models and a control, each trained by ``splitnet.training.train`` with the same data order (per
 seed), optimiser, schedule and number of tokens:
 
 * ``transformer``   Lie–Trotter, shared weights: the pre-norm Transformer, (sf)^n.
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from splitnet.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig, TrainConfig
 
 T_LAUNCH = time.perf_counter()
 
@@ -138,7 +138,7 @@ def n_params(cfg: SplitConfig) -> int:
     """Parameters of the model, counted on the meta device (no memory, no time)."""
     import torch
 
-    from splitnet.models import SplitTransformer
+    from splitnet.nets.models import SplitTransformer
 
     with torch.device("meta"):
         return SplitTransformer.from_config(cfg).n_params()
@@ -172,7 +172,7 @@ FIRST_STEP: dict = {}     # launch -> first training step, seconds (the first ru
 
 
 def _train(want: TrainConfig, out: Path, done_step) -> None:
-    from splitnet.train import train
+    from splitnet.training.train import train
 
     t0 = time.perf_counter()
     summary = train(want.replace(resume=done_step is not None, overwrite=done_step is None))
@@ -297,7 +297,7 @@ def corpus_lines(results) -> list[str]:
     """Which corpus the table's runs were trained on: one line per distinct fingerprint (the
     default corpus differs between installations, so a figure is comparable only on the same
     fingerprint), and a warning when the runs saw different corpora."""
-    from splitnet.data import describe_fingerprint
+    from splitnet.runs.data import describe_fingerprint
 
     seen: dict = {}
     for r in results:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from splitnet import cost
-from splitnet.schemes import available
+from splitnet.integrators.schemes import available
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "networks.md"
 START, END = "<!-- BEGIN GENERATED cost_table -->", "<!-- END GENERATED cost_table -->"

@@ -23,12 +23,12 @@ import torch
 from tqdm.auto import tqdm
 
 import splitnet as sn
-from splitnet.algebra import lie_defects
-from splitnet.analysis import leading_term
+from splitnet.analyses.convergence import leading_term
+from splitnet.analyses.problems import decoder_system
 from splitnet.dev.docblocks import write_blocks
+from splitnet.order.algebra import lie_defects
 from splitnet.plots import plot_convergence
-from splitnet.problems import decoder_system
-from splitnet.stages import pair_defects
+from splitnet.spec.stages import pair_defects
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import splitnet.trajectories as tr
+import splitnet.analyses.trajectories as tr
 from splitnet import data, interop, plots
 
 ROOT = Path(__file__).resolve().parents[1]

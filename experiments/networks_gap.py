@@ -3,7 +3,7 @@ docs/figures/gap_step.png)
 
 1. Depth: SplitTransformer(lie-trotter | strang | yoshida4), shared and per-stage weights, at
    initialisation (GPT-2 init, seed 0), h = 1, Euler sub-layers: per-layer local and cumulative
-   relative gap (splitnet.gap.discretization_gap).
+   relative gap (splitnet.analyses.gap.discretization_gap).
 2. Step size: one layer at initialisation, its local relative gap against h, Euler sub-layers
    (what the network computes) and RK4 sub-steps (to show the schemes' own orders).
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import splitnet as sn
-from splitnet.gap import discretization_gap
+from splitnet.analyses.gap import discretization_gap
 from splitnet.plots import plot_gaps
 
 SCHEMES = ["lie-trotter", "strang", "yoshida4"]

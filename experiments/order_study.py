@@ -27,10 +27,15 @@ import torch
 from tqdm.auto import tqdm
 
 import splitnet as sn
-from splitnet.check import fit_slope
+from splitnet.analyses.problems import (
+    ClosedFormFlow,
+    WrongClock,
+    local_errors,
+    time_dependent_linear,
+)
 from splitnet.dev.docblocks import write_blocks
+from splitnet.order.check import fit_slope
 from splitnet.plots import plot_convergence, plot_work_precision, readable_log_ticks, save_figure
-from splitnet.problems import ClosedFormFlow, WrongClock, local_errors, time_dependent_linear
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"
@@ -204,7 +209,7 @@ def matrices() -> dict[str, str]:
                     + f" | {rs[0].tail:.2f} | {int(rs[0].used.sum())} | "
                     + ("OK" if all(r.ok for r in rs) else "MISMATCH") + " |")
     # Wrong sets, for contrast.
-    from splitnet.schemes import BlanesMoan4, StrangComposition
+    from splitnet.integrators.schemes import BlanesMoan4, StrangComposition
 
     class Typo(BlanesMoan4):
         name, a = "blanes-moan4, a1 digits swapped", (0.0729036964311957, 0.353172906049774,

@@ -2,7 +2,7 @@
 
     python experiments/peers_audit.py          # ~30 s on 2 busy cores; rewrites the tables
 
-Every block of :data:`splitnet.blocks.BLOCKS` measured four ways: its local error on the
+Every block of :data:`splitnet.analyses.blocks.BLOCKS` measured four ways: its local error on the
 built-in particle system (random attention + feed-forward fields, 6 particles in R^8, float64)
 against the exact flow of D + C over h in {0.2, 0.1, 0.05, 0.025}, with the layer's sub-layers
 as Euler sub-steps (the network as built) and as exact sub-flows; and on random non-commuting

@@ -17,7 +17,7 @@ seeds (paired by seed: a seed fixes the initialisation and the batch sequence):
 * ``transformer-ode``  Lie–Trotter trained with ``refine_prob=0.5``, ``refine_substeps=1,2,4``
                        (ODE-consistent training: half the steps run 1, 2 or 4 substeps)
 
-Every trained model is then re-integrated (:func:`splitnet.refine.refinement_study`) with
+Every trained model is then re-integrated (:func:`splitnet.analyses.refine.refinement_study`) with
 every scheme (lie-trotter, strang, yoshida4; per-stage models also their own stages) x method
 (euler, midpoint, rk4: substeps 1, 2, 4, 8; exact: substeps 1 only, see ``--exact-substeps``)
 on the first ``--windows`` of the run's own validation windows. Runs go to
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
-from splitnet.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig, TrainConfig
 
 MODELS = {
     "transformer": ({}, {}),
@@ -86,7 +86,7 @@ def _done_step(out: Path, want: TrainConfig) -> int | None:
 
 def train_one(name, steps, seed, runs, threads, device) -> Path:
     """Train (or resume, or skip) one run."""
-    from splitnet.train import train
+    from splitnet.training.train import train
 
     out = run_dir(runs, name, steps, seed)
     want = train_config(name, steps, seed, out, threads, device)
@@ -119,7 +119,7 @@ def grid_spec(a, seed: int, steps: int) -> dict:
 
 def evaluate_one(out: Path, name: str, spec: dict, device: str) -> dict:
     """The refinement study of one finished run, cached in ``out/refine.json``."""
-    from splitnet.refine import OWN, checkpoint_source, refinement_study
+    from splitnet.analyses.refine import OWN, checkpoint_source, refinement_study
 
     cache = out / "refine.json"
     if cache.exists():
@@ -205,7 +205,7 @@ def _mean_sd(v, signed: bool = True) -> str:
 
 
 def _result(r):
-    from splitnet.refine import RefinementResult
+    from splitnet.analyses.refine import RefinementResult
 
     return RefinementResult.from_dict(r["result"])
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import splitnet.trajectories as tr
+import splitnet.analyses.trajectories as tr
 from splitnet import plots
-from splitnet.checkpoint import load_model
 from splitnet.cli.cmd_trajectories import DEFAULT_TEXT
-from splitnet.models import SplitTransformer
+from splitnet.nets.models import SplitTransformer
+from splitnet.runs.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = DEFAULT_TEXT

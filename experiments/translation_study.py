@@ -14,7 +14,7 @@ extra feed-forward's LayerNorm and bias):
 * **Strang**: ``strang`` / ``strang`` over (self, cross, FFN) with shared weights:
   ``s/2 x/2 f x/2 s/2``, symmetric, second order.
 
-Each is trained by ``splitnet.train`` (``--task translate``: the same batches for every
+Each is trained by ``splitnet.training.train`` (``--task translate``: the same batches for every
 arrangement of a seed, AdamW, label smoothing 0.1, the inverse-square-root schedule of Vaswani
 et al.) on the machine's gettext catalogues (en -> de, split by catalogue family), byte tokens;
 then validation loss (nats per target byte, no smoothing) and BLEU / chrF (sacrebleu) of beam
@@ -57,10 +57,10 @@ def train_one(label: str, seed: int, corpus_name: str) -> dict:
     checkpoints and final BLEU); return the record."""
 
     from splitnet import checkpoint as ck
-    from splitnet.config import TrainConfig
-    from splitnet.seq2seq_config import Seq2SeqConfig
-    from splitnet.train import train
-    from splitnet.translation import translate_lines
+    from splitnet.configs.config import TrainConfig
+    from splitnet.configs.seq2seq import Seq2SeqConfig
+    from splitnet.training.train import train
+    from splitnet.translate.translation import translate_lines
 
     enc_s, dec_s, weights = ARRANGEMENTS[label]
     out = RUNS / corpus_name / label.lower() / f"seed{seed}"
@@ -77,8 +77,8 @@ def train_one(label: str, seed: int, corpus_name: str) -> dict:
                       out=str(out), resume=(out / ck.CKPT).exists())
     summary = train(cfg)
     state = ck.load(out)
-    from splitnet.pair_batches import tokenizer_from_dict
-    from splitnet.pairs import load_pairs
+    from splitnet.translate.batches import tokenizer_from_dict
+    from splitnet.translate.pairs import load_pairs
 
     tok = tokenizer_from_dict(state["tokenizer"])
     m = ck.model_from_state(state, out).eval()

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
-from splitnet.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = {"d_model": 64, "n_heads": 4, "n_layers": 4, "d_ff": 256, "context": 64,
@@ -97,7 +97,7 @@ def _done_step(out: Path, want: TrainConfig) -> int | None:
 
 
 def train_one(name: str, seed: int, runs: Path, threads) -> Path:
-    from splitnet.train import train
+    from splitnet.training.train import train
 
     out = runs / name / f"seed{seed}"
     want = train_config(name, seed, out, threads)
@@ -122,8 +122,8 @@ def coefficient_summary(model) -> list[dict]:
     """Per learned layer: coefficients, field sums, order conditions by degree, and
     check_order's verdict as they are and with each field rescaled to sum 1."""
     import splitnet as sn
-    from splitnet.algebra import lie_defects
-    from splitnet.stages import coefficient_sums, per_field_normalized
+    from splitnet.order.algebra import lie_defects
+    from splitnet.spec.stages import coefficient_sums, per_field_normalized
 
     declared = model.scheme.order
     out = []
@@ -140,7 +140,7 @@ def coefficient_summary(model) -> list[dict]:
 
 
 def evaluate_one(out: Path, name: str, windows: int) -> dict:
-    from splitnet.refine import OWN, checkpoint_source, refinement_study
+    from splitnet.analyses.refine import OWN, checkpoint_source, refinement_study
 
     cache = out / "unsplit.json"
     spec = {"windows": windows, "substeps": list(SUBSTEPS), "version": 1}
@@ -293,7 +293,7 @@ def verdict_table(results) -> list[str]:
 def coefficient_rows(results) -> list[str]:
     """Every layer of seed 0 of every learned model: where the coefficients went (initial value
     -> final), and each field's sum."""
-    from splitnet.schemes import get
+    from splitnet.integrators.schemes import get
 
     lines = ["| model | layer | stages: initial → learned (seed 0) | sums |", "|---|---:|---|---|"]
     for name in [n for n in ORDER if n in LEARNED]:
@@ -343,7 +343,7 @@ def figures(results, figdir: Path) -> list[Path]:
 
 
 def _stages(name: str):
-    from splitnet.schemes import get
+    from splitnet.integrators.schemes import get
 
     return get(LEARNED[name][0]).stages
 

@@ -16,7 +16,7 @@ seeds 0-2. Particle system: ``sn.particle_system()`` (6 particles in R^8, attent
 feed-forward, seed 0) with exact sub-flows (torchdiffeq dopri5, rtol 1e-13): local errors at
 adaptive step sizes for the order and error constant, global errors at T = 1 for the
 efficiency ranking. Coefficients: 40-digit order conditions (experiments/zoo_coefficients.py).
-Runge–Kutta–Nyström orders: ``splitnet.problems.NystromProblem`` (nonlinear q'' = f(q)).
+Runge–Kutta–Nyström orders: ``splitnet.analyses.problems.NystromProblem`` (nonlinear q'' = f(q)).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from tqdm.auto import tqdm
 
 import splitnet as sn
 from splitnet import zoo
-from splitnet.check import adaptive_errors, random_matrices, window_fit
+from splitnet.analyses.problems import NystromProblem, particle_problem
 from splitnet.dev import zoocache
 from splitnet.names import unknown_name
+from splitnet.order.check import adaptive_errors, random_matrices, window_fit
 from splitnet.plots import plot_zoo_efficiency
-from splitnet.problems import NystromProblem, particle_problem
-from splitnet.stages import format_stages, merge
+from splitnet.spec.stages import format_stages, merge
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "experiments") not in sys.path:    # zoo_peers, zoo_coefficients beside this file
@@ -149,7 +149,7 @@ def coefficient_row(n) -> dict:
     import mpmath as mp
     import zoo_coefficients as zc
 
-    from splitnet.check import condition_defects
+    from splitnet.order.check import condition_defects
 
     s = _get(n)
     pairs = [(st.field, mp.mpf(repr(st.coeff))) for st in s.stages]
@@ -201,7 +201,7 @@ def window_entry(s, seeds=WINDOW_SEEDS) -> dict:
     """Worst deviation from the declared order of scheme ``s`` over ``seeds``, of the window fit
     and the tail (3 smallest h), on a grid h = 8 * 2^(-k/4), and the number of wrong verdicts:
     ``{window: [worst window fit, worst tail, failures]}``."""
-    from splitnet.check import expm, matrix_step
+    from splitnet.order.check import expm, matrix_step
 
     hs = 8.0 * 2.0 ** (-np.arange(0, 160) / 4)
     worst = {k: [0.0, 0.0, 0] for k in WINDOWS}

@@ -4,7 +4,7 @@
     python3 experiments/zoo_coefficients.py --only yoshida8a,kahan-li10 --refine
 
 For each method: the order conditions up to its declared order, exactly (the scheme's series in
-the free algebra of the two fields against exp(D + C), word by word: splitnet.check.
+the free algebra of the two fields against exp(D + C), word by word: splitnet.order.check.
 condition_defects with mpmath numbers), evaluated at the stored strings and, where the source
 printed fewer digits (``published``), at the printed values; closed forms are evaluated at 40
 digits and compared with the stored strings. ``--refine`` runs Gauss-Newton from the stored
@@ -24,7 +24,7 @@ import sys
 import mpmath as mp
 
 from splitnet import zoo
-from splitnet.check import word_series
+from splitnet.order.check import word_series
 
 mp.mp.dps = 40
 ONE = mp.mpf(1)

@@ -4,25 +4,68 @@ Tokens are particles; self-attention is the diffusion field, the feed-forward ne
 convection field; a :class:`SplittingScheme` turns the two into a network layer and an ODE
 integrator whose order can be measured.
 
-The package is a flat front door: ``sn.schemes``, ``sn.SplittingScheme``, ``sn.check_order``,
-``sn.models``, ... Submodules and names are imported on first use (PEP 562), so
-``import splitnet`` and the command line's ``--help`` do not pay for torch until something needs
-it.
+The package is layered, one folder per layer, each importing only the ones above it in this
+list (``tests/test_structure.py`` enforces it; ``docs/architecture.md`` says what goes where):
+
+``spec`` (stages, the published methods as data) · ``order`` (order conditions and checks) ·
+``integrators`` (schemes, sub-flows, the verbs step/integrate/layer) · ``configs`` ·
+``fields`` · ``nets`` · ``runs`` (checkpoints, corpora, processes) · ``translate`` ·
+``interop`` · ``plots`` · ``analyses`` · ``training`` · ``cli`` · ``dev``.
+
+This file is the front door: ``sn.schemes``, ``sn.SplittingScheme``, ``sn.check_order``,
+``sn.models``, ... are served from :data:`PUBLIC_MODULES` and :data:`PUBLIC_NAMES`, the one
+table of public paths. Modules are imported on first use (PEP 562), so ``import splitnet`` and
+the command line's ``--help`` do not pay for torch until something needs it. The flat module
+names of earlier releases (``splitnet.schemes``, ``splitnet.train``, ...) stay importable as
+aliases of the same module objects, so user code and old checkpoints keep working.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import importlib.abc
+import importlib.util
+import sys
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
-# Every public module of the package is served (found on disk, so a new module needs no entry
-# here): sn.refine, sn.zoo, sn.hf (which needs the hf extra), ...
-_SUBMODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)
-                           if not m.name.startswith("_")))
-# name -> module that defines it
-_NAMES = {
+# Public module name -> where it lives (relative to splitnet). `sn.NAME`, and
+# `import splitnet.NAME` / `from splitnet.NAME import x`, give that very module.
+PUBLIC_MODULES = {
+    # spec: plain data
+    "stages": "spec.stages", "zoo": "spec.zoo",
+    # order: the order of a stage list
+    "algebra": "order.algebra", "check": "order.check", "conditions": "order.conditions",
+    # integrators: the schemes and their verbs
+    "subflows": "integrators.subflows", "validate": "integrators.validate",
+    "flows": "integrators.flows", "layers": "integrators.layers",
+    "splitting": "integrators.splitting", "core": "integrators.core",
+    "schemes": "integrators.schemes",
+    # configs
+    "options": "configs.options", "signature": "configs.signature", "kinds": "configs.kinds",
+    "config": "configs.config", "seq2seq_config": "configs.seq2seq",
+    # nets
+    "learned": "nets.learned", "models": "nets.models", "seq2seq": "nets.seq2seq",
+    "generation": "nets.generation", "decoding": "nets.decoding", "cost": "nets.cost",
+    "reference": "nets.reference",
+    # runs
+    "checkpoint": "runs.checkpoint", "data": "runs.data", "runenv": "runs.runenv",
+    # translate
+    "translation": "translate.translation", "pairs": "translate.pairs",
+    "pair_batches": "translate.batches", "catalogs": "translate.catalogs",
+    "scores": "translate.scores",
+    # interop (GPT-2 / GPT-NeoX in and out; `hf` needs the hf extra)
+    "hf": "interop.hf",
+    # analyses
+    "analysis": "analyses.convergence", "gap": "analyses.gap", "problems": "analyses.problems",
+    "refine": "analyses.refine", "trajectories": "analyses.trajectories",
+    "blocks": "analyses.blocks",
+    # training
+    "train": "training.train", "trainsetup": "training.setup", "losses": "training.losses",
+    "accel": "training.accel", "tracking": "training.tracking",
+}
+# Public name -> the module (a key of PUBLIC_MODULES or a package) that defines it.
+PUBLIC_NAMES = {
     "SplittingScheme": "schemes", "Stage": "stages", "check_order": "schemes",
     "SplitLayer": "layers", "SplitConfig": "config", "SplitTransformer": "models",
     "SplitSeq2Seq": "seq2seq", "Seq2SeqConfig": "seq2seq_config",
@@ -30,18 +73,48 @@ _NAMES = {
     "ConvergenceResult": "analysis", "lie_bracket": "analysis", "work_precision": "analysis",
     "particle_system": "problems",
 }
+# The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
+PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "nets",
+            "order", "plots", "runs", "spec", "training", "translate")
 
-__all__ = [*_SUBMODULES, *sorted(_NAMES), "__version__"]  # noqa: PLE0604 - derived above
+_SERVED = (*sorted(PUBLIC_MODULES), *PACKAGES, "geometry", "names", *sorted(PUBLIC_NAMES))
+__all__ = [*_SERVED, "__version__"]  # noqa: PLE0604 - derived from the tables above
+
+
+def _module(name: str):
+    return importlib.import_module(f"{__name__}.{PUBLIC_MODULES.get(name, name)}")
+
+
+class _Aliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import splitnet.schemes`` gives ``splitnet.integrators.schemes`` itself (one module
+    object under two names: monkeypatching either patches both)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        head, _, tail = fullname.partition(".")
+        if head == __name__ and tail in PUBLIC_MODULES:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return _module(spec.name.partition(".")[2])
+
+    def exec_module(self, module) -> None:
+        pass                                    # the target ran when it was imported
+
+
+if not any(isinstance(f, _Aliases) for f in sys.meta_path):
+    sys.meta_path.append(_Aliases())
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _NAMES:
-        value = getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'splitnet' has no attribute {name!r}")
+    if name in PUBLIC_MODULES or name in PACKAGES or name in ("geometry", "names"):
+        value = _module(name)
+    elif name in PUBLIC_NAMES:
+        value = getattr(_module(PUBLIC_NAMES[name]), name)
+    else:
+        raise AttributeError(f"module 'splitnet' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

@@ -79,8 +79,8 @@ def corrupt_archives(folder: Path) -> dict[str, Path]:
 
 def good_checkpoint(folder: Path) -> Path:
     """A real (tiny) run directory: one step of ``splitnet train`` on a small text file."""
-    from splitnet.config import SplitConfig
-    from splitnet.train import TrainConfig, train
+    from splitnet.configs.config import SplitConfig
+    from splitnet.training.train import TrainConfig, train
 
     folder.mkdir(parents=True, exist_ok=True)
     text = folder / "corpus.txt"

@@ -1,4 +1,4 @@
-"""splitnet.accel: each speed lever computes what the plain model computes.
+"""splitnet.training.accel: each speed lever computes what the plain model computes.
 
 Regional compilation traces one graph per kind of field module whatever the scheme (dynamo with
 the eager backend here; the inductor compile-time comparison is in tests/test_compile.py under
@@ -11,9 +11,9 @@ import torch
 from torch._dynamo.utils import counters
 
 from splitnet import accel
-from splitnet.config import TrainConfig
-from splitnet.models import SplitTransformer
-from splitnet.train import build_optimizer
+from splitnet.configs.config import TrainConfig
+from splitnet.nets.models import SplitTransformer
+from splitnet.training.train import build_optimizer
 
 
 def _model(scheme="lie-trotter", weights="shared", dtype=torch.float64, **kw):

@@ -1,4 +1,4 @@
-"""The audit of published RK / predictor–corrector blocks (splitnet.blocks, docs/peers.md):
+"""The audit of published RK / predictor–corrector blocks (splitnet.analyses.blocks, docs/peers.md):
 the blocks compute what their formulas say, and their measured orders."""
 
 from __future__ import annotations

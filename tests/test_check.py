@@ -11,7 +11,8 @@ import pytest
 import scipy.linalg
 
 import splitnet as sn
-from splitnet.check import (
+from splitnet.integrators.schemes import BlanesMoan4, StrangComposition, Yoshida6
+from splitnet.order.check import (
     CEILING,
     FLOOR,
     adaptive_errors,
@@ -22,7 +23,6 @@ from splitnet.check import (
     random_matrices,
     window_fit,
 )
-from splitnet.schemes import BlanesMoan4, StrangComposition, Yoshida6
 
 # Every registered scheme, restricted-class ones included (they are checked at their general
 # order): a new scheme or zoo entry is tested without editing this file. Matrix checks are cheap
@@ -316,7 +316,7 @@ def test_perturbed_stage_list_is_caught():
 def test_detectable_coefficient_error_is_what_the_check_sees(name):
     """``detectable``: a random coefficient error (sums kept, palindrome kept) 30 times larger
     is caught, one 30 times smaller is not."""
-    from splitnet.check import perturbation_direction
+    from splitnet.order.check import perturbation_direction
 
     s = _get(name)
     r = sn.check_order(s)
@@ -332,7 +332,7 @@ def test_detectable_for_symmetric_second_order_lists_breaks_the_symmetry(name):
     """No symmetric move lowers a symmetric order-2 list (a consistent symmetric method has
     even order), so ``detectable`` is measured along a direction that breaks the symmetry:
     30 times larger is caught (order 1), 30 times smaller is not."""
-    from splitnet.check import perturbation_direction
+    from splitnet.order.check import perturbation_direction
 
     s = _get(name)
     r = sn.check_order(s)

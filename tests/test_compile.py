@@ -6,7 +6,7 @@ core, ``ruth3`` and ``sofroniou-spaletta10`` with 105 stages a layer under ``-m 
 run also compiles these (all but the 105-stage one) and a pattern with inductor, runs forward and
 backward and compares with eager (about 30-70 s per scheme on 2 CPU cores, hence ``-m slow``).
 
-The trainer's compiled step (``splitnet.trainsetup.wrap_model``) is checked the same way: with
+The trainer's compiled step (``splitnet.training.setup.wrap_model``) is checked the same way: with
 ``--compile`` one full graph holds network and loss; with ``--compile-scope regional`` one graph
 per kind of field module plus one for head and loss; and (``-m slow``, inductor, fresh processes,
 cold caches) Yoshida4's regional compile costs at most twice Lie–Trotter's.
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.models import SplitTransformer
-from splitnet.reference import RefGPT
+from splitnet.nets.models import SplitTransformer
+from splitnet.nets.reference import RefGPT
 
 # The core seven, a non-symmetric zoo method and the longest one (105 stages a step): zoo
 # entries are data that take the same code path. Inductor compiles the longest in ~9 min per
@@ -144,16 +144,16 @@ def test_reference_gpt_equals_lie_trotter_with_copied_weights():
 
 
 # ---------------------------------------------------------------------------------------------
-# the trainer's compiled step (splitnet.trainsetup.wrap_model) and regional compilation
+# the trainer's compiled step (splitnet.training.setup.wrap_model) and regional compilation
 
 
 def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss="plain"):
     """The trainer's (fwd, step_fn) for a tiny model, every torch.compile recording its graphs
     (and the options it was given) instead of running inductor."""
     from splitnet import train as T
-    from splitnet.config import SplitConfig, TrainConfig
-    from splitnet.runenv import run_env
-    from splitnet.trainsetup import wrap_model
+    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.runs.runenv import run_env
+    from splitnet.training.setup import wrap_model
 
     torch._dynamo.reset()
     backend, graphs = _recording_backend()
@@ -172,7 +172,7 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
     fwd, step_fn = wrap_model(model, T.build_optimizer(model, cfg), cfg, run_env("cpu"))
     x, y = torch.randint(0, 256, (2, 8)), torch.randint(0, 256, (2, 8))
     loss = step_fn(fwd, x, y)
-    from splitnet.losses import plain_cross_entropy
+    from splitnet.training.losses import plain_cross_entropy
 
     assert torch.allclose(loss, plain_cross_entropy(model(x), y), atol=1e-5)
     return model, graphs, options
@@ -209,10 +209,10 @@ def test_trainer_regional_compile_graphs(monkeypatch):
 _COMPILE_TIME = """
 import sys, time, torch
 from splitnet import train as T
-from splitnet.config import SplitConfig, TrainConfig
-from splitnet.models import SplitTransformer
-from splitnet.runenv import run_env
-from splitnet.trainsetup import wrap_model
+from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.nets.models import SplitTransformer
+from splitnet.runs.runenv import run_env
+from splitnet.training.setup import wrap_model
 torch.set_num_threads(1)
 cfg = TrainConfig(model=SplitConfig(d_model=64, n_heads=4, n_layers=4, scheme=sys.argv[1]),
                   context=32, compile=True, compile_scope="regional")

@@ -47,7 +47,7 @@ def extended(monkeypatch):
 
 
 def test_a_new_field_reaches_the_model_its_signature_and_its_attributes(extended):
-    from splitnet.models import SplitTransformer
+    from splitnet.nets.models import SplitTransformer
 
     m = SplitTransformer(256, 16, 2, 1, **{NEW: 7})
     assert isinstance(m.config, extended) and getattr(m.config, NEW) == 7

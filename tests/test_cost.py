@@ -10,8 +10,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import splitnet as sn
 from splitnet import cli, cost
-from splitnet.config import SplitConfig
-from splitnet.models import SplitTransformer
+from splitnet.configs.config import SplitConfig
+from splitnet.nets.models import SplitTransformer
 
 D, H, L, V, T = 64, 4, 2, 40, 16
 
@@ -145,7 +145,7 @@ def test_format_table_has_every_row_and_a_column_per_field():
 
 
 def test_training_mfu_uses_the_closed_form():
-    from splitnet.trainsetup import flops_per_token
+    from splitnet.training.setup import flops_per_token
 
     for kw in ({"scheme": "strang", "weights": "per-stage"}, {"diffusion_field": "conv"},
                {"scheme": "strang", "method": "midpoint", "gate": "tanh"}):

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import splitnet as sn
-from splitnet.models import SplitTransformer
+from splitnet.nets.models import SplitTransformer
 
 V, D, H, L, DFF, T, B = 37, 32, 4, 3, 64, 9, 2
 TOL = 1e-6

@@ -74,7 +74,7 @@ def _model(**kw):
 
 
 def _train_config(**kw):
-    from splitnet.train import TrainConfig
+    from splitnet.training.train import TrainConfig
 
     return TrainConfig(**kw)
 

@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import splitnet as sn
-from splitnet.check import adaptive_errors, matrix_step, window_fit
-from splitnet.problems import (
+from splitnet.analyses.problems import (
     ClosedFormFlow,
     WrongClock,
     local_errors,
@@ -20,8 +19,9 @@ from splitnet.problems import (
     time_dependent_linear,
     time_dependent_particle,
 )
-from splitnet.subflows import get_method
-from splitnet.validate import CountingField
+from splitnet.integrators.subflows import get_method
+from splitnet.integrators.validate import CountingField
+from splitnet.order.check import adaptive_errors, matrix_step, window_fit
 
 REGISTRY = sn.schemes.available()      # a new scheme is tested without editing this file
 SYMMETRIC = [n for n in REGISTRY if sn.schemes.get(n).is_symmetric]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.gap import discretization_gap
+from splitnet.analyses.gap import discretization_gap
 
 HS = [0.4, 0.2, 0.1, 0.05]
 

@@ -1,7 +1,7 @@
 """Text generation: the key/value cache is exact for every kind of layer, sampling is seeded,
 bad input is refused, and `splitnet sample` streams N bytes from a trained checkpoint.
 
-The reference everywhere is the plain definition, independent of splitnet.generation: the next
+The reference everywhere is the plain definition, independent of splitnet.nets.generation: the next
 greedy token is ``model(seq[:, -max_len:])[:, -1].argmax()``, one full forward per token.
 Models are float64 with weights drawn at std 0.5 (at GPT-2's 0.02 a tiny tied model mostly
 repeats its last token, and equal outputs would prove little).
@@ -21,7 +21,7 @@ import torch
 import splitnet as sn
 from splitnet import generation as G
 from splitnet.cli import main
-from splitnet.models import SplitTransformer
+from splitnet.nets.models import SplitTransformer
 
 V, MAX_LEN = 23, 12
 MODELS = {
@@ -234,7 +234,7 @@ def test_conv_field_generates_by_recomputing_the_window(monkeypatch):
 
 def test_a_sum_takes_a_cache_only_when_its_other_parts_are_position_wise():
     from splitnet.fields import Attention, FeedForward, GLUConv
-    from splitnet.flows import SumField
+    from splitnet.integrators.flows import SumField
 
     att = Attention(16, 2, causal=True)
     assert SumField([att, FeedForward(16, 32)], [0.0, 0.0]).supports_cache
@@ -396,7 +396,7 @@ def test_sample_writes_n_bytes_reproducibly(run_dir, capsysbinary):
 
 def test_sample_greedy_matches_generate_and_empty_prompt_starts_at_newline(run_dir,
                                                                             capsysbinary):
-    from splitnet.checkpoint import load_model
+    from splitnet.runs.checkpoint import load_model
 
     model = load_model(run_dir)
     for prompt, start in (("é = ", "é = ".encode()), ("", b"\n")):

@@ -374,7 +374,7 @@ def test_sigterm_during_export_leaves_nothing_half_written(run_dir, tmp_path):
 
 def test_a_nan_loss_before_any_checkpoint_says_none_was_written(text, tmp_path, monkeypatch,
                                                                  capsys):
-    import splitnet.trainsetup as S
+    import splitnet.training.setup as S
 
     real = S._loss
     monkeypatch.setattr(S, "_loss", lambda m, x, y: real(m, x, y) * float("nan"))

@@ -16,7 +16,7 @@ import torch
 import splitnet as sn
 from splitnet import checkpoint as ck
 from splitnet.cli import main
-from splitnet.config import MissingDependency
+from splitnet.configs.config import MissingDependency
 
 TEXT = "def f(x):\n    return x * 2  # ünï\n" * 3
 

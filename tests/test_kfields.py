@@ -15,7 +15,9 @@ import torch
 
 import splitnet as sn
 from splitnet import stages as S
-from splitnet.algebra import (
+from splitnet.analyses.convergence import leading_term
+from splitnet.analyses.problems import ClosedFormFlow, LinearField, decoder_system
+from splitnet.order.algebra import (
     condition_defects,
     lie_conditions,
     lie_defects,
@@ -24,10 +26,8 @@ from splitnet.algebra import (
     word_index,
     word_series,
 )
-from splitnet.analysis import leading_term
-from splitnet.check import field_matrices, matrix_step
-from splitnet.problems import ClosedFormFlow, LinearField, decoder_system
-from splitnet.zoo import PUBLISHED
+from splitnet.order.check import field_matrices, matrix_step
+from splitnet.spec.zoo import PUBLISHED
 
 C, D, X = S.CONVECTION, S.DIFFUSION, S.CROSS
 THREE = (C, D, X)

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from splitnet import kinds as K
-from splitnet.config import SplitConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.fields import Gated, GLUConv
-from splitnet.models import SplitTransformer
+from splitnet.nets.models import SplitTransformer
 
 D, N, M = 16, 7, 5
 dt = torch.float64
@@ -151,7 +151,7 @@ def test_the_registry():
 
 
 def test_the_config_option_takes_its_choices_from_the_registry():
-    from splitnet.config import SplitConfig as C
+    from splitnet.configs.config import SplitConfig as C
 
     field = C.__dataclass_fields__["diffusion_field"]
     assert tuple(field.metadata["choices"]) == K.serving("diffusion")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.layers import SplitLayer
+from splitnet.integrators.layers import SplitLayer
 
 dt = torch.float64
 

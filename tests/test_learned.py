@@ -1,4 +1,4 @@
-"""Learned splitting coefficients (splitnet.learned) and the order conditions in torch
+"""Learned splitting coefficients (splitnet.nets.learned) and the order conditions in torch
 (splitnet.conditions): the conditions equal the numpy free-algebra ones, the penalty vanishes at
 published methods and its gradient matches finite differences; a learned model starts as the
 plain one, its coefficients get finite gradients, train, checkpoint and resume exactly; refine,
@@ -15,7 +15,7 @@ import torch
 import splitnet as sn
 from splitnet import algebra, conditions
 from splitnet.cli import main
-from splitnet.learned import LearnedSplitLayer, order_penalty
+from splitnet.nets.learned import LearnedSplitLayer, order_penalty
 
 
 def _conds(stages, degree, shift=0.0):

@@ -5,7 +5,7 @@ import torch
 
 import splitnet as sn
 from splitnet.fields import Attention, FeedForward, Gated
-from splitnet.models import SplitTransformer
+from splitnet.nets.models import SplitTransformer
 
 V, D, H = 50, 32, 4
 

@@ -119,7 +119,7 @@ def test_rotary_generation_with_a_cache_equals_without(scheme, method):
     a = m.generate(idx, 12, temperature=0, use_cache=True)
     b = m.generate(idx, 12, temperature=0, use_cache=False)
     assert torch.equal(a, b)
-    from splitnet.generation import GenerationCache, forward_cached
+    from splitnet.nets.generation import GenerationCache, forward_cached
 
     cache = GenerationCache(m, 24)
     with torch.no_grad():

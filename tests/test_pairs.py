@@ -372,13 +372,13 @@ def _bible():
 
 
 def _bpe():
-    from splitnet.pair_batches import train_bpe
+    from splitnet.translate.batches import train_bpe
 
     return train_bpe(["a b"], 300)
 
 
 def _scores():
-    from splitnet.scores import bleu_chrf
+    from splitnet.translate.scores import bleu_chrf
 
     return bleu_chrf(["a"], ["a"])
 
@@ -389,7 +389,7 @@ def _scores():
 def test_a_missing_extra_is_named(monkeypatch, module, extra, call):
     import importlib.util
 
-    from splitnet.config import MissingDependency
+    from splitnet.configs.config import MissingDependency
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -415,7 +415,7 @@ def test_bible_without_the_modules_says_what_to_install(tmp_path, monkeypatch):
 
 
 def test_byte_tokenizer_round_trip_and_specials():
-    from splitnet.pair_batches import ByteTokenizer, tokenizer_from_dict
+    from splitnet.translate.batches import ByteTokenizer, tokenizer_from_dict
 
     tok = ByteTokenizer()
     s = "Größe\n\t%s: 文件 🙂"
@@ -436,7 +436,7 @@ def test_bpe_round_trip_shared_vocabulary_and_checkpoint():
     pytest.importorskip("tokenizers")
     import torch
 
-    from splitnet.pair_batches import BPETokenizer, tokenizer_from_dict, train_bpe
+    from splitnet.translate.batches import BPETokenizer, tokenizer_from_dict, train_bpe
 
     texts = [f"open the file number {i}" for i in range(200)] + [
         f"öffne die Datei Nummer {i}" for i in range(200)]
@@ -464,7 +464,7 @@ def test_bpe_round_trip_shared_vocabulary_and_checkpoint():
 
 
 def _encoded(n=100):
-    from splitnet.pair_batches import ByteTokenizer, encode_pairs
+    from splitnet.translate.batches import ByteTokenizer, encode_pairs
 
     # lengths 1..40, the target's following the source's as in real pairs
     pairs = [("s" * (1 + (i * 7) % 40), "t" * (1 + (i * 7) % 40 + i % 3) + str(i))
@@ -475,7 +475,7 @@ def _encoded(n=100):
 def test_pair_batch_is_a_pure_function_of_seed_and_step():
     import torch
 
-    from splitnet.pair_batches import ByteTokenizer, encode_pairs, pair_batch
+    from splitnet.translate.batches import ByteTokenizer, encode_pairs, pair_batch
 
     pairs, enc = _encoded()
     a = pair_batch(enc, 17, 8, seed=3, max_len=64)
@@ -496,7 +496,7 @@ def test_pair_batch_is_a_pure_function_of_seed_and_step():
 def test_batches_shift_pad_and_mask():
     import torch
 
-    from splitnet.pair_batches import eval_batches, pair_batch
+    from splitnet.translate.batches import eval_batches, pair_batch
 
     pairs, enc = _encoded()
     src, tgt_in, tgt_out, mask = pair_batch(enc, 5, 8, seed=1, max_len=64)
@@ -515,7 +515,7 @@ def test_batches_shift_pad_and_mask():
 
 
 def test_truncation_to_max_len_is_counted():
-    from splitnet.pair_batches import eval_batches
+    from splitnet.translate.batches import eval_batches
 
     _, enc = _encoded()
     src, tgt_in, tgt_out, _ = next(eval_batches(enc, 100, 10))
@@ -536,7 +536,7 @@ def _padding(batches, pad):
 def test_bucketing_pads_less_than_random_batches():
     import torch
 
-    from splitnet.pair_batches import ByteTokenizer, encode_pairs, eval_batches, pair_batch
+    from splitnet.translate.batches import ByteTokenizer, encode_pairs, eval_batches, pair_batch
 
     pairs, enc = _encoded(2000)
     bucketed = _padding([pair_batch(enc, s, 32, seed=0, max_len=64) for s in range(30)],
@@ -557,7 +557,7 @@ def test_bucketing_pads_less_than_random_batches():
 def test_ranks_concatenate_to_the_single_process_batch():
     import torch
 
-    from splitnet.pair_batches import pair_batch
+    from splitnet.translate.batches import pair_batch
 
     _, enc = _encoded()
     whole = pair_batch(enc, 9, 8, seed=2, max_len=64)[1]
@@ -573,7 +573,7 @@ def test_ranks_concatenate_to_the_single_process_batch():
 
 def test_bleu_chrf_equals_sacrebleu():
     sacrebleu = pytest.importorskip("sacrebleu")
-    from splitnet.scores import bleu_chrf
+    from splitnet.translate.scores import bleu_chrf
 
     hyps = ["the cat sat on the mat", "hello there", "Öffne die Datei."]
     refs = ["the cat sat on a mat", "hello there friend", "Öffne die Datei."]

@@ -14,12 +14,12 @@ import torch
 import splitnet as sn
 from splitnet import checkpoint as ck
 from splitnet import refine as R
-from splitnet.analysis import rediscretize
+from splitnet.analyses.convergence import rediscretize
 from splitnet.cli import main as _main
-from splitnet.config import SplitConfig, TrainConfig
-from splitnet.layers import WeightedSum
-from splitnet.stages import CONVECTION, DIFFUSION
-from splitnet.train import train
+from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.integrators.layers import WeightedSum
+from splitnet.spec.stages import CONVECTION, DIFFUSION
+from splitnet.training.train import train
 
 
 def main(argv) -> int:
@@ -425,10 +425,10 @@ def test_summary_figure_takes_panels_with_different_seed_counts(tmp_path):
 
 
 def test_every_subflow_method_has_its_own_line_style_in_the_refinement_figure():
-    """The style follows splitnet.flows.METHODS (no second list of names to drift): each
+    """The style follows splitnet.subflows.METHODS (no second list of names to drift): each
     registered method a distinct (dash, marker), never dotted or "^" (those mark the ODE level
     and values off the scale); an unknown name still gets a style."""
-    from splitnet.flows import METHODS
+    from splitnet.integrators.subflows import METHODS
     from splitnet.plots.refinement import _method_style
 
     styles = [_method_style(m) for m in METHODS]

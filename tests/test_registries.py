@@ -26,14 +26,14 @@ ROOT = PKG.parent
 def registries() -> dict[str, tuple[set[str], str]]:
     """name -> (the registry's names, the module that owns the list)."""
     return {
-        "sub-flow methods": (set(subflows.METHODS), "splitnet/subflows.py"),
-        "activations": (set(config.ACTIVATIONS), "splitnet/options.py"),
+        "sub-flow methods": (set(subflows.METHODS), "splitnet/integrators/subflows.py"),
+        "activations": (set(config.ACTIVATIONS), "splitnet/configs/options.py"),
         "commands": (set(cli.COMMANDS), "splitnet/cli/__init__.py"),
-        "weights modes": (set(config.WEIGHTS), "splitnet/options.py"),
-        "gates": (set(config.GATES), "splitnet/config.py"),
-        "compile modes": (set(config.COMPILE_MODES), "splitnet/config.py"),
-        "SDPA backends": (set(config.SDPA_BACKENDS), "splitnet/config.py"),
-        "field kinds": (set(kinds.KINDS), "splitnet/kinds.py"),
+        "weights modes": (set(config.WEIGHTS), "splitnet/configs/options.py"),
+        "gates": (set(config.GATES), "splitnet/configs/config.py"),
+        "compile modes": (set(config.COMPILE_MODES), "splitnet/configs/config.py"),
+        "SDPA backends": (set(config.SDPA_BACKENDS), "splitnet/configs/config.py"),
+        "field kinds": (set(kinds.KINDS), "splitnet/configs/kinds.py"),
     }
 
 
@@ -92,12 +92,12 @@ def test_the_copy_detector_leaves_prose_and_selections_alone():
 
 
 def test_the_sub_flow_table_in_the_docstring_is_the_registry():
-    """splitnet.subflows documents its registry in a table: name, order, evaluations."""
+    """splitnet.integrators.subflows documents its registry in a table: name, order, evaluations."""
     rows = re.findall(r"^(\w+)\s+(\d+|--)\s+(\d+|adapt)\s", subflows.__doc__, re.M)
     table = {n: (None if q == "--" else int(q), None if e == "adapt" else int(e))
              for n, q, e in rows}
     want = {n: (m.order, m.evals) for n, m in subflows.METHODS.items()}
-    assert table == want, "update the table in splitnet/subflows.py's docstring"
+    assert table == want, "update the table in splitnet/integrators/subflows.py's docstring"
 
 
 def test_every_command_is_one_module_with_its_own_help():

@@ -251,7 +251,7 @@ def test_a_trusted_old_checkpoint_loads(text, tmp_path):
 
 SLOW_STEP = """
 import sys, time
-import splitnet.trainsetup as S
+import splitnet.training.setup as S
 real = S._loss
 calls = {"n": 0}
 def slow(model, x, y):
@@ -367,7 +367,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(text, tmp_path, capsys):
 
 SLOW_SETUP = """
 import sys, time
-import splitnet.data as D
+import splitnet.runs.data as D
 real = D.load_corpus
 def slow(*a, **k):
     print("LOADING", file=sys.stderr, flush=True)

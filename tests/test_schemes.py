@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import splitnet as sn
-from splitnet.schemes import CONVECTION, DIFFUSION, StrangComposition
+from splitnet.integrators.schemes import CONVECTION, DIFFUSION, StrangComposition
 
 REGISTRY = ["lie-trotter", "strang", "yoshida4", "suzuki4", "yoshida6", "yoshida8",
             "blanes-moan4"]

@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 
-from splitnet.seq2seq import SplitSeq2Seq
-from splitnet.seq2seq_config import Seq2SeqConfig
+from splitnet.configs.seq2seq import Seq2SeqConfig
+from splitnet.nets.seq2seq import SplitSeq2Seq
 
 V, D, H = 11, 16, 2
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2}
@@ -249,7 +249,7 @@ def test_generate_rows_end_at_eos_and_pad_after():
 @pytest.mark.parametrize("decoder,weights", [("lie-trotter", "shared"),
                                              ("c:0.5,d:1,x:1,c:0.5", "per-stage")])
 def test_rediscretize_both_stacks(decoder, weights):
-    from splitnet.refine import ode_model, rediscretize
+    from splitnet.analyses.refine import ode_model, rediscretize
 
     m = _model(decoder_scheme=decoder, weights=weights, step_size=0.4)
     src, tgt = _ids(2, 6, 10), _ids(2, 5, 11)
@@ -267,8 +267,8 @@ def test_rediscretize_both_stacks(decoder, weights):
 
 
 def test_trajectories_of_decoder_tokens_with_the_memory():
-    from splitnet.pair_batches import ByteTokenizer
-    from splitnet.trajectories import collect
+    from splitnet.analyses.trajectories import collect
+    from splitnet.translate.batches import ByteTokenizer
 
     tok = ByteTokenizer()
     torch.manual_seed(0)

@@ -94,9 +94,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_the_graph_sees_function_level_and_relative_imports():
     g = import_graph()
-    assert "splitnet.flows" in g["splitnet.splitting"]        # inside SplittingScheme.step
-    assert "splitnet.train" in g["splitnet.cli.cmd_train"]    # `from .. import train`
-    assert "splitnet.stages" in g["splitnet.flows"]
+    assert "splitnet.integrators.flows" in g["splitnet.integrators.splitting"]   # inside step
+    assert "splitnet.training.train" in g["splitnet.cli.cmd_train"]    # `from .. import train`
+    assert "splitnet.spec.stages" in g["splitnet.integrators.flows"]
 
 
 def test_no_import_cycle():
@@ -108,9 +108,10 @@ def test_machinery_never_imports_the_schemes():
     """flows, layers, check and algebra work on stage tuples; the scheme classes call them,
     never the reverse."""
     g = import_graph()
-    for m in ("splitnet.flows", "splitnet.layers", "splitnet.check", "splitnet.stages",
-              "splitnet.validate", "splitnet.algebra", "splitnet.subflows"):
-        assert not {"splitnet.schemes", "splitnet.splitting", "splitnet.core"} & g[m], m
+    for m in ("integrators.flows", "integrators.layers", "order.check", "spec.stages",
+              "integrators.validate", "order.algebra", "integrators.subflows"):
+        scheme_classes = {f"splitnet.integrators.{s}" for s in ("schemes", "splitting", "core")}
+        assert not scheme_classes & g[f"splitnet.{m}"], m
 
 
 def test_no_function_longer_than_80_lines():
@@ -189,16 +190,100 @@ def test_command_line_starts_without_torch(argv):
     assert "HEAVY []" in r.stdout, r.stdout[-500:] + r.stderr[-500:]
 
 
+# The package's layers, lowest first: a unit is a module directly in splitnet/ or a sub-package
+# (a folder counts as one). A unit imports only units listed before it; the front door
+# (splitnet/__init__.py) serves them all and imports none of them at import time.
+LAYERS = ("names", "_io", "spec", "geometry", "runs", "order", "integrators", "configs", "fields",
+          "nets", "translate", "interop", "plots", "analyses", "training", "cli", "__main__",
+          "dev")
+MAX_TOP_LEVEL_MODULES = 6       # modules directly in splitnet/, __init__ and __main__ included
+MAX_PACKAGE_MODULES = 12        # modules of one sub-package, its __init__ included
+MAX_LEVELS = 13                 # the longest chain of unit imports, counted in units
+
+
+def unit(module: str) -> str:
+    """``splitnet.integrators.flows`` -> ``integrators``; ``splitnet._io`` -> ``_io``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def unit_graph() -> dict[str, set[str]]:
+    g: dict[str, set[str]] = {}
+    for m, deps in import_graph().items():
+        if unit(m):
+            g.setdefault(unit(m), set()).update(unit(d) for d in deps if unit(d) != unit(m))
+    return g
+
+
+def levels(g: dict[str, set[str]]) -> dict[str, int]:
+    """A unit's level: 1 + the highest level it imports (1 for a unit that imports none)."""
+    out: dict[str, int] = {}
+
+    def level(u):
+        if u not in out:
+            out[u] = 1 + max((level(d) for d in g.get(u, ())), default=0)
+        return out[u]
+
+    for u in g:
+        level(u)
+    return out
+
+
+def test_every_unit_has_its_layer_and_imports_only_lower_ones():
+    g = unit_graph()
+    assert sorted(g) == sorted(LAYERS), "a new unit needs its place in LAYERS (and in the docs)"
+    rank = {u: i for i, u in enumerate(LAYERS)}
+    upward = sorted(f"{u} -> {d}" for u, ds in g.items() for d in ds if rank[d] > rank[u])
+    assert not upward, f"imports upward: {upward}"
+
+
+def test_the_layering_check_can_fail():
+    assert levels({"a": {"b"}, "b": {"c"}, "c": set()}) == {"a": 3, "b": 2, "c": 1}
+    assert unit("splitnet.integrators.flows") == "integrators" and unit("splitnet") == ""
+
+
+def test_the_tree_is_shallow_and_narrow():
+    top = [p.name for p in PKG.glob("*.py")]
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+    for pkg in (p.parent for p in PKG.glob("*/__init__.py")):
+        n = len(list(pkg.glob("*.py")))
+        assert n <= MAX_PACKAGE_MODULES, f"{pkg.name}: {n} modules"
+    lv = levels(unit_graph())
+    assert max(lv.values()) <= MAX_LEVELS, lv
+
+
+def test_old_module_names_are_the_new_modules():
+    """``import splitnet.schemes`` (the flat layout of 0.2) gives the module itself."""
+    import importlib
+
+    import splitnet as sn
+
+    for old, new in sn.PUBLIC_MODULES.items():
+        if old == "hf":
+            continue                      # needs the hf extra; tests/test_interop covers it
+        assert importlib.import_module(f"splitnet.{old}") is \
+            importlib.import_module(f"splitnet.{new}"), old
+        assert getattr(sn, old) is importlib.import_module(f"splitnet.{new}")
+    from splitnet.train import TrainConfig, train  # the contract's path
+
+    assert train.__module__ == "splitnet.training.train" and TrainConfig.__name__ == "TrainConfig"
+
+
 DOC = PKG.parent / "docs" / "architecture.md"
 START, END = "<!-- BEGIN IMPORT MAP -->", "<!-- END IMPORT MAP -->"
 
 
 def render_import_map() -> str:
-    rows = ["| module | imports (splitnet modules) |", "|---|---|"]
-    for m, deps in sorted(import_graph().items()):
-        short = sorted(d.removeprefix("splitnet.") for d in deps)
-        rows.append(f"| `{m.removeprefix('splitnet.') or 'splitnet'}` | "
-                    f"{', '.join(short) or '—'} |")
+    """One row per unit, lowest layer first: its level, its modules, the units it imports."""
+    g, mods = unit_graph(), import_graph()
+    lv = levels(g)
+    edges = sum(len(d) for d in g.values())
+    rows = [f"{len(g)} units on {max(lv.values())} levels, {edges} imports between units, "
+            "none upward.", "", "| unit | level | modules | imports (units) |", "|---|---|---|---|"]
+    for u in LAYERS:
+        inside = sorted(m.split(".", 2)[2] for m in mods if unit(m) == u and m.count(".") == 2)
+        rows.append(f"| `{u}` | {lv[u]} | {', '.join(inside) or '—'} | "
+                    f"{', '.join(sorted(g[u], key=LAYERS.index)) or '—'} |")
     return "\n".join(rows)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from splitnet import checkpoint as ck
 from splitnet.cli import main
-from splitnet.config import MissingDependency
-from splitnet.train import TrainConfig, train
+from splitnet.configs.config import MissingDependency
+from splitnet.training.train import TrainConfig, train
 
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
         "--batch-size", "4", "--warmup", "2", "--eval-windows", "8", "--threads", "1",

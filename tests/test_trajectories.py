@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-import splitnet.trajectories as tr
+import splitnet.analyses.trajectories as tr
 from splitnet import checkpoint as ck
-from splitnet.checkpoint import load_model
 from splitnet.cli import main
-from splitnet.models import SplitTransformer
+from splitnet.integrators.schemes import get
+from splitnet.nets.models import SplitTransformer
 from splitnet.plots import plot_trajectories
-from splitnet.schemes import get
+from splitnet.runs.checkpoint import load_model
 
 TEXT = "hello world!"
 TOL = {"rtol": 1e-9, "atol": 1e-11}   # ODE tolerances: far below every gap tested, and quick

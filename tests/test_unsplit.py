@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.problems import decoder_system, particle_system
+from splitnet.analyses.problems import decoder_system, particle_system
 
 
 def _rk4(f, x, h):
@@ -96,8 +96,8 @@ def test_a_parallel_network_steps_the_sum_of_its_layer_fields(method):
 
 def test_a_parallel_network_is_described_refined_and_traced():
     from splitnet import cost
-    from splitnet.refine import ode_model, rediscretize
-    from splitnet.trajectories import collect
+    from splitnet.analyses.refine import ode_model, rediscretize
+    from splitnet.analyses.trajectories import collect
 
     m = _parallel_model("midpoint")
     row = cost.describe(m.config, seq_len=16)

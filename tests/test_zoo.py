@@ -2,7 +2,7 @@
 every entry measures its declared order (random matrices, the particle system, and for the
 Runge–Kutta–Nyström ones their class order on a nonlinear q'' = f(q)); coefficients exact to
 double precision (40-digit order conditions, closed forms); registry-driven, so a new entry in
-splitnet/zoo.py is tested without editing this file."""
+splitnet/spec/zoo.py is tested without editing this file."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import torch
 
 import splitnet as sn
 from splitnet import zoo
-from splitnet.check import adaptive_errors, window_fit
+from splitnet.analyses.problems import NystromProblem, local_errors, particle_problem
 from splitnet.dev import zoocache
-from splitnet.problems import NystromProblem, local_errors, particle_problem
+from splitnet.order.check import adaptive_errors, window_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = [m.name for m in zoo.PUBLISHED]
@@ -78,7 +78,7 @@ def test_every_entry_measures_its_declared_order_on_matrices(name, seed):
 
 def _defects(m: zoo.Published, values, degree: int):
     mp = pytest.importorskip("mpmath")
-    from splitnet.check import condition_defects
+    from splitnet.order.check import condition_defects
 
     with mp.workdps(40):
         return condition_defects(m.build(*values), degree, mp.mpf(1))
@@ -133,7 +133,7 @@ def test_refined_sets_are_the_published_methods_to_more_digits(name):
 def test_yoshida8_core_weights_are_the_refined_root():
     """The core yoshida8 (solution D) uses the root re-derived like the zoo's Yoshida sets."""
     mp = pytest.importorskip("mpmath")
-    from splitnet.check import condition_defects
+    from splitnet.order.check import condition_defects
 
     w = sn.schemes.get("yoshida8").weights
     with mp.workdps(40):
@@ -220,10 +220,10 @@ def test_every_entry_on_the_particle_system(name):
 
 
 # ---------------------------------------------------------------------------------------------
-# The room: zoo.py is data that imports only splitnet.stages; docs/zoo.md covers the registry
+# The room: zoo.py is data that imports only splitnet.spec.stages; docs/zoo.md covers the registry
 
 def test_zoo_module_imports_only_stages():
-    tree = ast.parse((ROOT / "splitnet" / "zoo.py").read_text())
+    tree = ast.parse((ROOT / "splitnet" / "spec" / "zoo.py").read_text())
     local = {(n.module, n.level) for n in ast.walk(tree)
              if isinstance(n, ast.ImportFrom) and n.level > 0}
     assert local == {("stages", 1)}

@@ -9,7 +9,7 @@ import math
 import os
 import sys
 
-from ..config import FIXED, FREE, MAX_SEED, cli_fields
+from ..configs.config import FIXED, FREE, MAX_SEED, cli_fields
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 
@@ -262,15 +262,15 @@ def add_threads_option(p) -> None:
     which leaves cores that other processes keep busy)."""
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="CPU threads (default: the cores not busy with other processes, at "
-                        "least 1; see splitnet.runenv.default_threads)")
+                        "least 1; see splitnet.runs.runenv.default_threads)")
 
 
 def set_threads(n: int | None) -> int:
-    """Set torch's CPU threads to ``n`` (None: :func:`splitnet.runenv.default_threads`);
+    """Set torch's CPU threads to ``n`` (None: :func:`splitnet.runs.runenv.default_threads`);
     returns the number set. Imports torch: call it from ``run``."""
     import torch
 
-    from ..runenv import default_threads
+    from ..runs.runenv import default_threads
 
     n = n or default_threads()
     if n != torch.get_num_threads():

@@ -1,12 +1,12 @@
-"""``splitnet describe``: parameters, field evaluations and FLOPs per token (splitnet.cost);
+"""``splitnet describe``: parameters, field evaluations and FLOPs per token (splitnet.nets.cost);
 with ``--checkpoint`` a trained model's, and its coefficients layer by layer with their order
-verdicts (learned coefficients: :mod:`splitnet.learned`)."""
+verdicts (learned coefficients: :mod:`splitnet.nets.learned`)."""
 
 from __future__ import annotations
 
 import sys
 
-from ..config import WEIGHTS, SplitConfig
+from ..configs.config import WEIGHTS, SplitConfig
 from ._args import (
     SCHEME_LIST_HELP,
     add_config_options,
@@ -18,7 +18,7 @@ from ._args import (
 
 RANK = 30   # place in `splitnet --help`
 HELP = "parameters, field evaluations and FLOPs per token of a model"
-# describe's own defaults: a mid-size model (see splitnet.cost.REFERENCE_SIZE)
+# describe's own defaults: a mid-size model (see splitnet.nets.cost.REFERENCE_SIZE)
 SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6}
 
 
@@ -28,7 +28,7 @@ def configure(p) -> None:
                         f"lie-trotter)")
     p.add_argument("--weights", choices=[*WEIGHTS, "both"], default="both",
                    help="weights mode (default both)")
-    g = p.add_argument_group("model (splitnet.models.SplitConfig)")
+    g = p.add_argument_group("model (splitnet.nets.models.SplitConfig)")
     add_config_options(g, SplitConfig, defaults=SIZE, skip=("scheme", "weights"))
     p.add_argument("--vocab-size", type=positive_int, default=256,
                    help="vocabulary (default 256, bytes)")
@@ -49,7 +49,7 @@ def configure(p) -> None:
 def _degrees(order: int) -> int:
     """Degrees of the order conditions shown: the declared order (at least 2, at most 6; 2 for
     the exact flow)."""
-    from ..stages import EXACT_ORDER
+    from ..spec.stages import EXACT_ORDER
 
     return 2 if order >= EXACT_ORDER else max(2, min(order, 6))
 
@@ -57,8 +57,8 @@ def _degrees(order: int) -> int:
 def _rescaled_verdict(stages, declared: int) -> str:
     """The order of ``stages`` with each field divided by its own sum (a consistent method for
     the rescaled fields ``s_f F_f``)."""
-    from ..schemes import check_order
-    from ..stages import per_field_normalized
+    from ..integrators.schemes import check_order
+    from ..spec.stages import per_field_normalized
 
     norm = per_field_normalized(stages)
     if norm is None:
@@ -70,12 +70,12 @@ def _rescaled_verdict(stages, declared: int) -> str:
 
 def coefficient_lines(model) -> list[str]:
     """Every layer's coefficients: the stage string, each field's sum, the largest order
-    condition by degree (``log(step)`` on Lyndon words, :func:`splitnet.algebra.lie_defects`)
+    condition by degree (``log(step)`` on Lyndon words, :func:`splitnet.order.algebra.lie_defects`)
     and :func:`splitnet.check_order`'s verdict, as they are and with each field rescaled to
     sum 1 (the method the coefficients are for the fields ``s_f F_f``)."""
-    from ..algebra import lie_defects
-    from ..schemes import check_order
-    from ..stages import EXACT_ORDER, coefficient_sums, format_stages
+    from ..integrators.schemes import check_order
+    from ..order.algebra import lie_defects
+    from ..spec.stages import EXACT_ORDER, coefficient_sums, format_stages
 
     declared = model.scheme.order
     p = _degrees(declared)
@@ -95,8 +95,8 @@ def coefficient_lines(model) -> list[str]:
 
 
 def _describe_checkpoint(args) -> int:
-    from .. import checkpoint as ck
-    from .. import cost
+    from ..nets import cost
+    from ..runs import checkpoint as ck
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
@@ -113,8 +113,8 @@ def _describe_checkpoint(args) -> int:
 def run(args) -> int:
     import json
 
-    from .. import cost
-    from ..schemes import available
+    from ..integrators.schemes import available
+    from ..nets import cost
 
     if args.checkpoint is not None:
         return _describe_checkpoint(args)

@@ -20,7 +20,7 @@ def configure(p) -> None:
         "(config.json, model.safetensors, and a byte tokenizer) that transformers' "
         "AutoModelForCausalLM.from_pretrained loads with the same logits. A Lie-Trotter model "
         "with Euler sub-steps at h = 1 is written as a standard GPT-2; any other scheme as a "
-        "'splitnet' model (load it with 'import splitnet.hf'). The files are written to a "
+        "'splitnet' model (load it with 'import splitnet.interop.hf'). The files are written to a "
         "temporary folder beside HFDIR and moved in only when complete and read back: a full "
         "disk, Ctrl-C or SIGTERM leaves HFDIR as it was. Needs: pip install 'splitnet[hf]'.")
     p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
@@ -100,8 +100,8 @@ def _write(model, out, fmt: str):
 
 
 def run(args) -> int:
-    from ..checkpoint import load_model
-    from ..config import require
+    from ..configs.config import require
+    from ..runs.checkpoint import load_model
 
     out = _check_out(args)
     set_threads(args.threads)
@@ -119,7 +119,7 @@ def run(args) -> int:
     with _sigterm_as_interrupt():
         fmt, diff, n = _write(model, out, args.format)
     kind = ("a standard GPT-2" if fmt == "gpt2" else
-            f"a splitnet model ({why or 'as asked'}); load it with 'import splitnet.hf'")
+            f"a splitnet model ({why or 'as asked'}); load it with 'import splitnet.interop.hf'")
     print(f"wrote {out} as {kind}")
     print(f"read back with AutoModelForCausalLM: max |logit difference| = {diff:.3g} on "
           f"{n} tokens")

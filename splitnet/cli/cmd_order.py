@@ -6,7 +6,7 @@ import math
 import sys
 import time
 
-from ..subflows import METHODS
+from ..integrators.subflows import METHODS
 from ._args import (
     SCHEME_LIST_HELP,
     add_threads_option,
@@ -64,12 +64,12 @@ def configure(p) -> None:
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
     from .._io import check_output_file
-    from ..flows import n_steps_for
+    from ..integrators.flows import n_steps_for
+    from ..integrators.schemes import available, get, resolve
+    from ..integrators.subflows import get_method
+    from ..integrators.validate import check_step_size
     from ..plots import check_format
-    from ..runenv import require_memory
-    from ..schemes import available, get, resolve
-    from ..subflows import get_method
-    from ..validate import check_step_size
+    from ..runs.runenv import require_memory
 
     if args.d_model % 2:
         raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
@@ -119,7 +119,7 @@ def _system(args):
     """(fields, x0, description) of the random particle system of ``--fields``."""
     import torch
 
-    from ..problems import decoder_system, particle_system
+    from ..analyses.problems import decoder_system, particle_system
 
     if args.fields == 2:
         F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
@@ -140,7 +140,8 @@ def _label(scheme) -> str:
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    from .. import analysis, plots
+    from .. import plots
+    from ..analyses import convergence as analysis
 
     schemes, hs = _validate(args)
     set_threads(args.threads)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..config import DEVICES, METHODS
+from ..configs.config import DEVICES, METHODS
 from ..names import unknown_name
 from ._args import (
     SCHEME_LIST_HELP,
@@ -28,7 +28,7 @@ from ._args import (
 
 RANK = 80   # place in `splitnet --help`
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
-DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.refine.DEFAULT_SCHEMES
+DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.analyses.refine.DEFAULT_SCHEMES
 OWN = "own"
 MAX_SUBSTEPS = 4096      # substeps of a scheme per layer (each one more pass over the fields)
 
@@ -98,7 +98,7 @@ def configure(p) -> None:
 def _grid(args) -> list:
     """The schemes, substeps and methods checked before any work (ValueError naming the
     problem)."""
-    from ..refine import study_grid
+    from ..analyses.refine import study_grid
 
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
@@ -109,8 +109,8 @@ def _grid(args) -> list:
 
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
-    from ..checkpoint import load
-    from ..refine import checkpoint_source
+    from ..analyses.refine import checkpoint_source
+    from ..runs.checkpoint import load
 
     if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
         return _from_translation(args, device)
@@ -129,10 +129,10 @@ def _from_checkpoint(args, device):
 def _from_translation(args, device):
     """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
     on the first --windows validation pairs of its own corpus."""
-    from ..checkpoint import load, model_from_state
-    from ..config import TrainConfig
-    from ..pair_batches import EncodedPairs
-    from ..translation import load_data, validation_loss
+    from ..configs.config import TrainConfig
+    from ..runs.checkpoint import load, model_from_state
+    from ..translate.batches import EncodedPairs
+    from ..translate.translation import load_data, validation_loss
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     cfg = TrainConfig.from_dict({**state["train_config"], "out": str(args.checkpoint)})
@@ -152,7 +152,7 @@ def _from_translation(args, device):
 
 def _from_hf(args, device):
     """The imported model and its loss (nats per token) on the first windows of the text."""
-    from ..refine import hf_source
+    from ..analyses.refine import hf_source
 
     model, evaluate, info = hf_source(args.hf, text=args.text, windows=args.windows or 16,
                                       device=device)
@@ -166,7 +166,7 @@ def run(args) -> int:
 
     from .. import plots
     from .._io import check_outputs
-    from ..refine import refinement_study, scheme_label, stacks
+    from ..analyses.refine import refinement_study, scheme_label, stacks
 
     _grid(args)                                     # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)])

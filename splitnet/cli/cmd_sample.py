@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from ..config import DEVICES
+from ..configs.config import DEVICES
 from ._args import (
     add_threads_option,
     float_in,
@@ -44,7 +44,7 @@ def configure(p) -> None:
         "prompt starts from a line break. A prompt longer than the model's context is allowed: "
         "each token is predicted from the last context-many bytes. Tokens/s go to stderr at "
         "the end. Attention keys and values are cached per stage and sub-step "
-        "(splitnet.generation), except for method 'exact'.")
+        "(splitnet.nets.generation), except for method 'exact'.")
     p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
                    help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
     p.add_argument("--prompt", default="", metavar="TEXT",
@@ -105,8 +105,8 @@ def run(args) -> int:
 
     import torch
 
-    from ..checkpoint import load_model
-    from ..generation import cache_unsupported, stream
+    from ..nets.generation import cache_unsupported, stream
+    from ..runs.checkpoint import load_model
 
     device = torch_device(args.device)
     set_threads(args.threads)

@@ -32,7 +32,7 @@ MAX_FILE = 1 << 20     # bytes of a --check FILE
 def _is_spec(text: str) -> bool:
     """A stage list, a registered name or an s/f pattern: told from the text alone, never
     looked up on disk (a long pattern is not a file name)."""
-    from ..schemes import available
+    from ..integrators.schemes import available
 
     t = text.strip()
     return (":" in t or t in available("all")
@@ -75,8 +75,8 @@ def _check_coefficients(stages) -> None:
 
 
 def _check(args) -> int:
-    from ..schemes import check_order
-    from ..stages import parse
+    from ..integrators.schemes import check_order
+    from ..spec.stages import parse
 
     spec, is_list = _spec(args.check)
     if is_list:
@@ -94,7 +94,7 @@ def _check(args) -> int:
 
 
 def _row(s) -> str:
-    from ..stages import merge
+    from ..spec.stages import merge
 
     diag = s.diagram()
     if len(diag) > 52:
@@ -109,7 +109,7 @@ def run(args) -> int:
         return _check(args)
     import warnings
 
-    from ..schemes import available, get
+    from ..integrators.schemes import available, get
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # restricted ones: listed as such below

@@ -1,12 +1,12 @@
-"""``splitnet train``: every option comes from :class:`~splitnet.config.TrainConfig` and its
-model's :class:`~splitnet.config.SplitConfig` (names, defaults, help, resume behaviour)."""
+"""``splitnet train``: every option comes from :class:`~splitnet.configs.config.TrainConfig` and its
+model's :class:`~splitnet.configs.config.SplitConfig` (names, defaults, help, resume behaviour)."""
 
 from __future__ import annotations
 
 import sys
 
-from ..config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
-from ..seq2seq_config import Seq2SeqConfig
+from ..configs.config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
+from ..configs.seq2seq import Seq2SeqConfig
 from ._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
@@ -58,7 +58,7 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
 
 
 def run(args) -> int:
-    from .. import train as T
+    from ..training import train as T
 
     cfg, explicit = config_from_args(args)
     if args.dry_run:
@@ -75,7 +75,7 @@ def run(args) -> int:
 def _dry_run(cfg: TrainConfig, explicit) -> int:
     import json
 
-    from .. import train as T
+    from ..training import train as T
 
     cfg, corpus = T.plan(cfg, explicit)
     print(json.dumps(cfg.to_dict(), indent=1, default=str))

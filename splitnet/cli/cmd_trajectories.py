@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import LIMITS, WEIGHTS
+from ..configs.config import LIMITS, WEIGHTS
 from ._args import (
     SCHEME_LIST_HELP,
     add_threads_option,
@@ -93,9 +93,9 @@ def _outputs(args) -> list[tuple[str, str]]:
 
 def _model(args):
     """The model to draw, every input checked first (nothing written on bad input)."""
-    from .. import trajectories as tr
-    from ..config import SplitConfig
-    from ..schemes import resolve
+    from ..analyses import trajectories as tr
+    from ..configs.config import SplitConfig
+    from ..integrators.schemes import resolve
 
     scheme = resolve(args.scheme) if args.scheme else None
     compare = [resolve(s) for s in args.compare or []]
@@ -105,7 +105,7 @@ def _model(args):
     if args.checkpoint or args.hf:
         tokenizer = None
         if args.hf:
-            from ..interop import load_hf_for_analysis
+            from ..interop.convert import load_hf_for_analysis
 
             imported = load_hf_for_analysis(args.hf)
             model, tokenizer = imported.model, imported.tokenizer
@@ -136,8 +136,8 @@ def _model(args):
 
 def _checkpoint_model(args):
     """A checkpoint's model and, for a translation model, its tokenizer (else None: bytes)."""
-    from ..checkpoint import load, model_from_state
-    from ..pair_batches import tokenizer_from_dict
+    from ..runs.checkpoint import load, model_from_state
+    from ..translate.batches import tokenizer_from_dict
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     model = model_from_state(state, args.checkpoint)
@@ -187,7 +187,7 @@ def memory_estimate(cfg, n_tokens: int, points_per_layer: int, ode: bool) -> flo
 
 
 def _require_memory(args, cfg) -> None:
-    from ..runenv import require_memory
+    from ..runs.runenv import require_memory
 
     n = len(args.text.encode("utf-8", "surrogateescape"))
     require_memory(memory_estimate(cfg, n, args.points_per_layer, not args.no_ode),
@@ -214,7 +214,7 @@ def _print_table(traj, cl, origin, model, text) -> None:
 
 
 def _compare(args, model, compare, idx, collect) -> dict:
-    from .. import trajectories as tr
+    from ..analyses import trajectories as tr
 
     trajs = {}
     for s in compare:
@@ -232,7 +232,7 @@ def run(args) -> int:
     import torch
 
     from .. import plots
-    from .. import trajectories as tr
+    from ..analyses import trajectories as tr
 
     set_threads(args.threads)
     model, origin, compare, tokenizer = _model(args)

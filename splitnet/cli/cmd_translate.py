@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import DEVICES
+from ..configs.config import DEVICES
 from ._args import add_threads_option, float_in, nonempty, positive_int, set_threads, torch_device
 
 RANK = 65   # place in `splitnet --help`
@@ -20,7 +20,7 @@ def configure(p) -> None:
         "per line to stdout (an empty line gives an empty line), in batches as the lines "
         "arrive: beam search with the encoder run once per batch, the memory's keys and values "
         "once per cross-attention module and a key/value cache per self-attention evaluation "
-        "(splitnet.decoding). With --reference, BLEU and chrF (sacrebleu) go to stderr.")
+        "(splitnet.nets.decoding). With --reference, BLEU and chrF (sacrebleu) go to stderr.")
     p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
                    help="directory holding checkpoint.pt from 'splitnet train --task "
                         "translate' (or the file)")
@@ -76,8 +76,8 @@ def _open_checks(args) -> None:
 
 
 def _load(args, device):
-    from ..checkpoint import load, model_from_state
-    from ..pair_batches import tokenizer_from_dict
+    from ..runs.checkpoint import load, model_from_state
+    from ..translate.batches import tokenizer_from_dict
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     if state.get("model_kind", "lm") != "seq2seq" or state.get("tokenizer") is None:
@@ -89,7 +89,7 @@ def _load(args, device):
 
 
 def run(args) -> int:
-    from ..translation import translate_lines
+    from ..translate.translation import translate_lines
 
     _open_checks(args)
     refs = list(_text_lines(args.reference, "--reference")) if args.reference else None
@@ -130,7 +130,7 @@ def run(args) -> int:
 
 
 def _scores(hyps: list[str], refs: list[str]) -> None:
-    from ..scores import bleu_chrf
+    from ..translate.scores import bleu_chrf
 
     if len(hyps) != len(refs):
         raise ValueError(f"--reference has {len(refs)} lines but the input had {len(hyps)}: "

@@ -60,7 +60,7 @@ def format_list() -> str:
 
 def _zoo_names(text: str) -> list[str]:
     """The --only names, each a registered scheme (ValueError naming the first that is not)."""
-    from ..schemes import available
+    from ..integrators.schemes import available
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:

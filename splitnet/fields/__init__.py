@@ -2,7 +2,7 @@
 
 ``x`` has shape ``(..., n_tokens, d_model)``; every field returns dx/dt of the same shape. One
 module per kind of field (how a network builds each one from its config, and what it costs, is
-the kind's: :mod:`splitnet.kinds`):
+the kind's: :mod:`splitnet.configs.kinds`):
 
 * :class:`Attention` (``attention.py``) -- self-attention, the diffusion field
   ``F(x_i, [x_1..x_n])``: particles interact. ``W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)``.

@@ -2,7 +2,7 @@
 
 ``F(x) = W_o softmax(Q K^T / sqrt(d_h)) V`` on ``LN(x)`` (pre-norm inside); causal or not;
 optionally with rotary position embeddings on Q and K (:mod:`splitnet.fields.rotary`). Its
-kind (built from a config, closed-form cost): :class:`splitnet.kinds.AttentionKind`.
+kind (built from a config, closed-form cost): :class:`splitnet.configs.kinds.AttentionKind`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Attention(nn.Module):
     queries attend to every cached position and, causally, to each other -- the last n rows of
     the attention over the whole sequence. ``cache`` is any object with ``length`` (positions
     held) and ``append(k, v) -> (k_all, v_all)`` on (B, H, n, d_h) tensors
-    (:class:`splitnet.generation.KVCache`). Without a cache, ``forward`` is the training path,
+    (:class:`splitnet.nets.generation.KVCache`). Without a cache, ``forward`` is the training path,
     unchanged.
 
     ``rotary_dims`` > 0 rotates that many channels of every head's queries and keys by the

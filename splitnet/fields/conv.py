@@ -8,7 +8,7 @@ each particle interacts with its ``k`` nearest neighbours in position only.
 ``causal=True`` pads ``k - 1`` positions on the left, so token i sees tokens ``i-k+1 .. i``;
 ``causal=False`` pads ``(k - 1) / 2`` on each side (k odd), so token i sees ``i ± (k-1)/2``.
 There is no key/value cache: generation recomputes the window per token. Its kind (built from a
-config, closed-form cost): :class:`splitnet.kinds.ConvKind` (``SplitConfig(diffusion_field=
+config, closed-form cost): :class:`splitnet.configs.kinds.ConvKind` (``SplitConfig(diffusion_field=
 "conv", conv_kernel=k)``).
 """
 

@@ -1,5 +1,5 @@
 """Cross-attention, the cross field ``X(x_i; m)``: particles pulled by a fixed memory (an
-encoder's output). Its kind: :class:`splitnet.kinds.CrossKind`.
+encoder's output). Its kind: :class:`splitnet.configs.kinds.CrossKind`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ACTIVATIONS
+from ..configs.config import ACTIVATIONS
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:

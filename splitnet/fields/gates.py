@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import GATES
+from ..configs.config import GATES
 
 
 class SDU(nn.Module):
@@ -30,7 +30,7 @@ class Gated(nn.Module):
     """A field plus a self-dependency gate: ``f(t, x) + SDU(x)`` (Highway Transformer).
 
     ``cache`` (generation) and a memory context are handed to the wrapped field; the gate is
-    position-wise and needs neither. Works on any field: :class:`splitnet.kinds.GatedKind`
+    position-wise and needs neither. Works on any field: :class:`splitnet.configs.kinds.GatedKind`
     wraps any kind."""
 
     def __init__(self, field: nn.Module, d_model: int, gate: str = "sigmoid"):

@@ -81,7 +81,7 @@ def plot_convergence(results, path, title: str | None = None, theory_offset: flo
 
 def plot_work_precision(points, path, title: str | None = None):
     """Global error against field evaluations, one line per scheme x method
-    (:func:`~splitnet.analysis.work_precision`). Writes ``path``."""
+    (:func:`~splitnet.analyses.convergence.work_precision`). Writes ``path``."""
     import matplotlib.pyplot as plt
 
     pairs = list(dict.fromkeys((p.scheme, p.method) for p in points))
@@ -107,7 +107,7 @@ def plot_work_precision(points, path, title: str | None = None):
 
 def plot_gaps(results, path, title: str | None = None):
     """Local and cumulative relative gap against depth, one line per
-    :class:`~splitnet.gap.GapResult` (colour: scheme, dashes: weights mode)."""
+    :class:`~splitnet.analyses.gap.GapResult` (colour: scheme, dashes: weights mode)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.0), dpi=120)

@@ -1,4 +1,4 @@
-"""A trained network re-integrated (:mod:`splitnet.refine`): loss against field evaluations
+"""A trained network re-integrated (:mod:`splitnet.analyses.refine`): loss against field evaluations
 per model (:func:`plot_refinement`), and the change in loss over seeds
 (:func:`plot_refinement_summary`)."""
 
@@ -15,7 +15,7 @@ from .style import readable_log_ticks, save_figure, series_style
 __all__ = ["plot_refinement", "plot_refinement_summary"]
 
 
-# The i-th sub-flow method of splitnet.flows.METHODS gets the i-th dash and marker (cycling);
+# The i-th sub-flow method of splitnet.subflows.METHODS gets the i-th dash and marker (cycling);
 # never "^", which marks values off the scale, and never dotted, which marks the ODE level (as
 # everywhere in splitnet's figures). A method not in the registry: solid line, pentagons.
 _METHOD_DASHES = ("-", "--", "-.", (0, (7, 2, 1, 2, 1, 2)))
@@ -24,9 +24,9 @@ _OTHER_METHOD = ("-", "p")
 
 
 def _method_style(method: str) -> tuple:
-    """(line style, marker) of a sub-flow method, from its place in ``flows.METHODS`` (imported
+    """(line style, marker) of a sub-flow method, from its place in ``subflows.METHODS`` (imported
     here: it imports torch, which importing the plots does not)."""
-    from ..flows import METHODS
+    from ..integrators.subflows import METHODS
 
     names = list(METHODS)
     if method not in names:
@@ -80,7 +80,7 @@ def _refinement_panel(ax, res, styles, top_above: float | None) -> float | None:
 def plot_refinement(results, path, title: str | None = None, top_above: float | None = 1.0,
                     ncols: int = 3):
     """Loss against field evaluations per layer when a trained network's own fields are
-    re-integrated (:func:`~splitnet.refine.refinement_study`): one panel per
+    re-integrated (:func:`~splitnet.analyses.refine.refinement_study`): one panel per
     :class:`~splitnet.refine.RefinementResult`, one line per scheme x method through its substep
     counts (colour: scheme, dash and marker: method), the network as trained as a star, the
     ODE of the fields (``res.limit()``: the unsplit ODE solved exactly) as a dotted level.

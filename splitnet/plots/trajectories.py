@@ -1,4 +1,4 @@
-"""Tokens as particles (:mod:`splitnet.trajectories` drawn): :func:`plot_trajectories`,
+"""Tokens as particles (:mod:`splitnet.analyses.trajectories` drawn): :func:`plot_trajectories`,
 :func:`save_trajectory_plot`, :func:`plot_scheme_comparison`, :func:`plot_clustering`,
 :func:`animate`."""
 
@@ -16,7 +16,7 @@ from .._io import require_replaceable
 from .style import TOKEN_PALETTE, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trajectories import Trajectories
+    Trajectories = object   # splitnet.analyses.trajectories records them; only attributes read
 
 __all__ = ["animate", "plot_clustering", "plot_scheme_comparison", "plot_trajectories",
            "save_trajectory_plot"]
@@ -123,7 +123,7 @@ def plot_trajectories(traj, ax=None, dim: int = 2, projection=None, show_path: b
     axes between panels. Returns the axes."""
     import matplotlib.pyplot as plt
 
-    from ..trajectories import pca
+    from ..geometry import pca
 
     if dim not in (2, 3):
         raise ValueError(f"dim must be 2 or 3, got {dim!r}")
@@ -205,7 +205,7 @@ def plot_scheme_comparison(trajs: Mapping[str, Trajectories], out=None, joint: b
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 4.2 * nrows + 0.6),
                              squeeze=False)
-    from ..trajectories import pca
+    from ..geometry import pca
 
     proj = pca([t for _, t in items], 2) if joint else None
     for ax, (name, t) in zip(axes.flat, items):
@@ -251,9 +251,9 @@ def plot_clustering(trajs: Trajectories | Mapping[str, Trajectories], out=None, 
     several: the two curves on top, one histogram per entry below. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    from ..trajectories import Trajectories, clustering
+    from ..geometry import clustering
 
-    if isinstance(trajs, Trajectories):
+    if hasattr(trajs, "states"):  # one recorded Trajectories
         trajs = {trajs.scheme: trajs}
     if not trajs:
         raise ValueError("no trajectories to plot")
@@ -309,7 +309,7 @@ def animate(traj: Trajectories, out, fps: int = 3, dpi: int = 80, tail: int = 4)
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation, PillowWriter
 
-    from ..trajectories import pca
+    from ..geometry import pca
 
     p = pca(traj, 2)
     z = p.transform(traj.states)

@@ -1,0 +1,12 @@
+"""Measurements of schemes and of networks as integrators.
+
+* :mod:`~splitnet.analyses.convergence` -- reference solutions, convergence studies, the Lie
+  bracket, work--precision (``sn.analysis``).
+* :mod:`~splitnet.analyses.problems` -- the particle systems and exact-solution test problems.
+* :mod:`~splitnet.analyses.gap` -- a network against the exact flow of its own fields.
+* :mod:`~splitnet.analyses.refine` -- a trained network re-integrated with its own weights.
+* :mod:`~splitnet.analyses.trajectories` -- token states through a network, the ODE path.
+* :mod:`~splitnet.analyses.blocks` -- published Runge--Kutta / predictor--corrector blocks.
+"""
+
+__all__ = []   # a folder of modules: import each by name

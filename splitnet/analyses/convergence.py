@@ -1,0 +1,345 @@
+"""Reference solutions, convergence studies, the Lie bracket, and work–precision studies;
+serves :func:`~splitnet.gap.discretization_gap` (a network against the flow of its own fields)
+and :func:`~splitnet.refine.rediscretize` (a network's own fields under another integrator).
+
+Conventions (see ``docs/theory.md``):
+
+* local error = ``||exact(t0 + h) - scheme.step(x0, h)||`` after one step from the same state
+  (as in the Macaron paper); global error = the same at a fixed final time after T/h steps.
+  Norm: the Euclidean norm of the whole state tensor.
+* Lie–Trotter with D applied first: ``exact - scheme = (h^2/2) [D, C](x) + O(h^3)`` with the
+  vector-field bracket ``[D, C] = D'C - C'D`` (:func:`lie_bracket`).
+* "Order" is the classical order p of a method. A fitted slope = least-squares slope of
+  log(error) against log(h) over the points above the round-off / tolerance floor whose errors
+  still decrease (largest h first): the *local slope* (theory p + 1) or *global slope* (p).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..integrators.flows import n_steps_for
+from ..integrators.schemes import resolve
+from ..integrators.subflows import default_tolerances, get_method
+from ..integrators.validate import (
+    CheckedField,
+    CountingField,
+    check_callable,
+    check_state,
+    check_step_size,
+    check_time,
+    small_problem_threads,
+)
+from ..order.check import fit_slope
+from ..spec.stages import CONVECTION, DIFFUSION, EXACT_ORDER, STRING_LETTER, pair_defects
+from .gap import GapResult, discretization_gap  # the network against its ODE, served here
+from .refine import rediscretize  # the same fields, another integrator, served here
+
+# ---------------------------------------------------------------------------------------------
+# Reference
+
+def _check_times(times, like: torch.Tensor) -> torch.Tensor:
+    if not isinstance(times, torch.Tensor):
+        raise TypeError(f"times must be a 1-D floating torch.Tensor, got {type(times).__name__}")
+    if not times.is_floating_point():
+        raise TypeError(f"times must be a floating tensor, got dtype {times.dtype} "
+                        f"(use e.g. torch.tensor([0.0, h]))")
+    if times.dim() != 1 or times.numel() < 2:
+        raise ValueError(f"times must be 1-D with at least 2 entries, got shape "
+                         f"{tuple(times.shape)}")
+    d = torch.diff(times)
+    if not ((d > 0).all() or (d < 0).all()):
+        raise ValueError("times must be strictly increasing (or strictly decreasing)")
+    return times.to(dtype=like.dtype, device=like.device)
+
+
+def _given_fields(diffusion, convection, fields) -> dict:
+    """field name -> callable from the two-field keywords and/or ``fields`` (each once)."""
+    given = {} if fields is None else dict(fields)
+    if fields is not None and not isinstance(fields, dict):
+        raise TypeError(f"fields must be a dict of field name -> callable f(t, x), got "
+                        f"{type(fields).__name__}")
+    for name, f in ((DIFFUSION, diffusion), (CONVECTION, convection)):
+        if f is not None:
+            if name in given:
+                raise ValueError(f"the {name} field is given twice ({name}= and fields=)")
+            given[name] = f
+    if not given:
+        raise TypeError("give the fields: diffusion= and convection=, or fields={name: f}")
+    for name, f in given.items():
+        check_callable(f, name)
+    return given
+
+
+def reference_solution(diffusion=None, convection=None, x0=None, times=None,
+                       rtol: float | None = None, atol: float | None = None,
+                       solver: str = "dopri5", *, fields=None) -> torch.Tensor:
+    """The unsplit ODE ``dx/dt = sum_f F_f(t, x)`` (two-field form ``D(t, x) + C(t, x)``, or
+    ``fields={"diffusion": D, "cross": X, "convection": C}``) solved by torchdiffeq at tight
+    tolerances (float64: rtol 1e-13, atol 1e-15 by default). Returns
+    ``(len(times), *x0.shape)``."""
+    from torchdiffeq import odeint
+
+    if x0 is None or times is None:
+        raise TypeError("reference_solution() needs x0 and times")
+    check_state(x0, "x0")
+    times = _check_times(times, x0)
+    checked = [CheckedField(f, name) for name, f in
+               _given_fields(diffusion, convection, fields).items()]
+    r, a = default_tolerances(x0.dtype)
+
+    def rhs(t, x):
+        out = checked[0](t, x)
+        for f in checked[1:]:
+            out = out + f(t, x)
+        return out
+
+    with small_problem_threads(x0):
+        return odeint(rhs, x0, times, rtol=rtol or r, atol=atol or a, method=solver)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lie bracket
+
+def _jvp(f, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``f'(x) v`` by forward-mode AD. CPU scaled-dot-product attention kernels have no
+    forward-mode derivative, so on NotImplementedError it retries with the math kernel (the
+    same function, composed of differentiable ops), then by double backward."""
+    from torch.func import jvp
+
+    try:
+        return jvp(f, (x,), (v,))[1]
+    except NotImplementedError:
+        pass
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.MATH]):
+            return jvp(f, (x,), (v,))[1]
+    except (NotImplementedError, ImportError, RuntimeError):
+        return torch.autograd.functional.jvp(f, x, v)[1]
+
+
+def lie_bracket(F, G, x: torch.Tensor, t: float = 0.0) -> torch.Tensor:
+    """``[F, G](x) = F'(x) G(x) - G'(x) F(x)``, by two Jacobian–vector products
+    (``torch.func.jvp``; no Jacobian is formed).
+
+    Sign convention: for Lie–Trotter with F applied first,
+    ``exact(h) - scheme(h) = (h^2/2) [F, G](x) + O(h^3)``."""
+    check_state(x, "x")
+    t = check_time(t)
+    for name, f in (("F", F), ("G", G)):
+        if not callable(f):
+            raise TypeError(f"{name} must be a callable field f(t, x), got {type(f).__name__}")
+    with small_problem_threads(x):
+        f_x, g_x = CheckedField(F, "F")(t, x), CheckedField(G, "G")(t, x)
+        fg = _jvp(lambda y: F(t, y), x, g_x)
+        gf = _jvp(lambda y: G(t, y), x, f_x)
+    return fg - gf
+
+
+def leading_term(scheme, x: torch.Tensor, t: float = 0.0, *, fields) -> torch.Tensor:
+    """The ``h^2`` term of the local error of a consistent scheme with exact sub-flows:
+    ``exact(h) - step(h) = h^2 E(x) + O(h^3)`` with
+
+        E = -1/2 sum_(a<b) w_ab [F_a, F_b](x),   w_ab = S_ba - S_ab
+
+    (:func:`splitnet.spec.stages.pair_defects`; ``S_ab`` = sum of ``a_i b_j`` over a-stages before
+    b-stages) and the vector-field bracket of :func:`lie_bracket`. Zero for a second-order
+    scheme. Lie–Trotter with D first: ``E = 1/2 [D, C]``; the seed's Macaron decoder ``(c/2, d,
+    x, c/2)``: ``E = 1/2 [D, X]`` -- its self- and cross-attention are a Lie–Trotter pair."""
+    scheme = resolve(scheme)
+    given = _given_fields(None, None, fields)
+    out = torch.zeros_like(x)
+    for (a, b), w in pair_defects(scheme.stages).items():
+        if w != 0.0:
+            out = out - 0.5 * w * lie_bracket(given[a], given[b], x, t)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Convergence study
+
+@dataclass
+class ConvergenceResult:
+    """Errors against step size and the fitted log-log slope.
+
+    Words (one meaning each): ``method_order`` is the classical order p of the scheme with these
+    sub-flows; :attr:`order` is the *fitted slope* of the requested kind (``local slope``, theory
+    p + 1; ``global slope``, theory p) and :attr:`expected_order` that slope in theory; the name
+    ``order`` for the slope is the public API's (design.md)."""
+
+    scheme: str
+    method: str
+    kind: str
+    step_sizes: np.ndarray
+    errors: np.ndarray
+    order: float                # the fitted slope of `kind` (see slope_name)
+    expected_order: int         # its theoretical value
+    used: np.ndarray
+    floor: float
+    evaluations: dict = field(default_factory=dict)   # field -> array of evaluations per h
+    method_order: int = 0       # classical order p with these sub-flows
+
+    @property
+    def ok(self) -> bool:
+        """The fitted slope within 0.3 of theory; for a scheme whose step is the exact flow
+        (an unsplit scheme with exact sub-flows), every error at the reference's floor."""
+        if self.method_order >= EXACT_ORDER:
+            return bool(np.all(self.errors <= self.floor))
+        return bool(np.isfinite(self.order) and abs(self.order - self.expected_order) <= 0.3)
+
+    def table(self) -> str:
+        lines = [(f"{self.scheme} | method={self.method} | order p = {self.method_order} | "
+                  f"{self.kind} error: {self.slope_name} {self.order:.2f}, theory "
+                  f"{self.expected_order}"),
+                 f"{'h':>10} {'error':>12} {'ratio':>8} {'slope':>7}  {self._evals_head():>10}  "
+                 f"fitted"]
+        prev = None
+        for i, (h, e) in enumerate(zip(self.step_sizes, self.errors)):
+            ratio = slope = ""
+            if prev is not None and e > 0 and prev[1] > 0:
+                ratio = f"{prev[1] / e:8.2f}"
+                slope = f"{math.log(prev[1] / e) / math.log(prev[0] / h):7.2f}"
+            ev = ",".join(str(int(v[i])) for v in self.evaluations.values())
+            lines.append(f"{h:10.5g} {e:12.4e} {ratio:>8} {slope:>7}  {ev:>10}  "
+                         f"{'yes' if self.used[i] else 'no'}")
+            prev = (h, e)
+        return "\n".join(lines)
+
+    def _evals_head(self) -> str:
+        """``evals(D,C)``: the fields' letters, in the order of :attr:`evaluations`."""
+        return f"evals({','.join(STRING_LETTER.get(f, f).upper() for f in self.evaluations)})"
+
+    @property
+    def slope_name(self) -> str:
+        """What :attr:`order` is: ``"local slope"`` (order + 1) or ``"global slope"`` (order)."""
+        return f"{self.kind} slope"
+
+    def plot(self, path):
+        """Write a log-log PNG of error against h with the fitted and the theoretical slope."""
+        from ..plots import plot_convergence
+
+        return plot_convergence([self], path)
+
+
+def convergence_study(scheme, diffusion=None, convection=None, x0=None,
+                      step_sizes: Sequence[float] | None = None, kind: str = "local",
+                      method: str = "exact", t0: float = 0.0, t_final: float | None = None,
+                      floor: float | None = None, progress: bool = False, *, fields=None,
+                      **options) -> ConvergenceResult:
+    """Errors of ``scheme`` against :func:`reference_solution` for each step size, and the fitted
+    log-log slope. The fields: ``diffusion`` / ``convection`` or ``fields={name: f}``.
+
+    kind="local": one step from ``x0`` at ``t0``; expected slope ``effective_order(method) + 1``.
+    kind="global": ``(t_final - t0) / h`` steps (``t_final`` default ``t0 + 1``); expected slope
+    ``effective_order(method)``. ``floor`` (default ``10 * rtol * max(1, ||x0||)`` with the
+    reference's rtol) excludes points that round-off or solver tolerance dominate.
+    """
+    scheme = resolve(scheme)
+    if kind not in ("local", "global"):
+        raise ValueError(f"kind must be 'local' or 'global', got {kind!r}")
+    if x0 is None or step_sizes is None:
+        raise TypeError("convergence_study() needs x0 and step_sizes")
+    get_method(method, **options)
+    check_state(x0, "x0")
+    hs = np.asarray([check_step_size(h) for h in step_sizes], dtype=float)
+    if len(hs) < 2 or len(set(hs.tolist())) != len(hs):
+        raise ValueError("step_sizes needs at least two distinct values")
+    given = _given_fields(diffusion, convection, fields)
+    ref_opts = {k: options[k] for k in ("rtol", "atol") if k in options}
+    rtol = ref_opts.get("rtol") or default_tolerances(x0.dtype)[0]
+    floor = 10.0 * rtol * max(1.0, float(x0.norm())) if floor is None else floor
+    counting = {name: CountingField(f, name) for name, f in given.items()}
+    errors, evals = [], {name: [] for name in given}
+
+    def reference(t1):
+        return reference_solution(x0=x0, times=torch.tensor([t0, t1], dtype=x0.dtype),
+                                  fields=given, **ref_opts)[-1]
+
+    if kind == "global":
+        t_final = t0 + 1.0 if t_final is None else float(t_final)
+        for h in hs:
+            n_steps_for((t0, t_final), h)   # every h must divide the interval: fail early
+        ref_end = reference(t_final)
+    it = hs
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(hs, desc=f"{scheme.name}/{method}/{kind}", unit="h", leave=False)
+    with torch.no_grad(), small_problem_threads(x0):
+        for h in it:
+            for c in counting.values():
+                c.count = 0
+            if kind == "local":
+                ref = reference(t0 + h)
+                x = scheme.step(x=x0, t=t0, step_size=h, method=method, fields=counting,
+                                **options)
+            else:
+                ref = ref_end
+                x = scheme.integrate(x0=x0, t_span=(t0, t_final), step_size=h, method=method,
+                                     fields=counting, **options)[-1]
+            errors.append(float((x - ref).norm()))
+            for name, c in counting.items():
+                evals[name].append(c.count)
+    errs = np.asarray(errors)
+    slope, used = fit_slope(hs, errs, floor)
+    eff = scheme.effective_order(method)
+    return ConvergenceResult(scheme.name, method, kind, hs, errs, slope,
+                             eff + 1 if kind == "local" else eff, used, floor,
+                             {k: np.asarray(v) for k, v in evals.items()}, eff)
+
+
+# ---------------------------------------------------------------------------------------------
+# Work–precision
+
+@dataclass
+class WorkPrecisionPoint:
+    scheme: str
+    method: str
+    step_size: float
+    evaluations: int          # field evaluations (D + C) over the whole interval
+    error: float              # global error at t_final
+
+
+def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: float = 0.0,
+                   t_final: float = 1.0, progress: bool = True) -> list[WorkPrecisionPoint]:
+    """Global error against the number of field evaluations, for every scheme x method.
+    ``exact`` is excluded (its cost is the adaptive solver's, not the scheme's)."""
+    points = []
+    combos = [(resolve(s), m) for s in schemes for m in methods]
+    for _, m in combos:
+        if get_method(m).order is None:
+            raise ValueError("work_precision compares fixed sub-step methods; 'exact' has no "
+                             "fixed cost")
+    it = combos
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(combos, desc="work-precision", unit="run")
+    for sch, m in it:
+        r = convergence_study(sch, diffusion, convection, x0, step_sizes, kind="global",
+                              method=m, t0=t0, t_final=t_final)
+        for i, h in enumerate(r.step_sizes):
+            ev = int(sum(v[i] for v in r.evaluations.values()))
+            points.append(WorkPrecisionPoint(sch.name, m, float(h), ev, float(r.errors[i])))
+    return points
+
+
+__all__ = [
+    "ConvergenceResult",
+    "GapResult",
+    "WorkPrecisionPoint",
+    "convergence_study",
+    "discretization_gap",
+    "leading_term",
+    "lie_bracket",
+    "rediscretize",
+    "reference_solution",
+    "work_precision",
+]

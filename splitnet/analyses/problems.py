@@ -1,0 +1,308 @@
+"""Problems with known answers: the built-in particle system and the exact-solution problems
+that tests, experiments and benchmarks share.
+
+* :func:`particle_system` -- random attention (diffusion) + feed-forward (convection) fields
+  and random particles: nonlinear, non-commuting, the default of ``splitnet order``.
+* :func:`decoder_system` -- the same plus cross-attention to fixed memory particles: the three
+  fields of a decoder layer (``splitnet order --fields 3``).
+* :func:`matrix_problem` -- ``D(x) = A x``, ``C(x) = B x`` with random dense non-commuting
+  matrices; every sub-flow and the coupled flow are matrix exponentials
+  (:func:`splitnet.order.check.expm`, checked against ``scipy.linalg.expm``).
+* :func:`particle_problem` -- the particle system with a torchdiffeq reference at tight
+  tolerances.
+* :func:`time_dependent_linear` -- ``D(t, x) = (1 + 0.5 sin t) A x``,
+  ``C(t, x) = (1 + 0.5 cos 3t) B x``: each sub-flow is exact in closed form
+  (``expm((integral of the modulation) A)``), the coupled flow has no closed form (reference).
+* :func:`time_dependent_particle` -- ``D(t, x) = (1 + 0.5 sin 2t) Attention(x)``,
+  ``C(t, x) = FFN(x) + sin(3t) b``: nonlinear and non-autonomous in both fields.
+* :class:`NystromProblem` -- a nonlinear ``q'' = f(q)`` split into drift and kick, exact
+  sub-flows: the problem class of Runge–Kutta–Nyström methods (their class order).
+
+Both fields depend on time in the last two, with different frequencies, so a scheme that
+evaluates a stage at the wrong time (a clock other than the field's own, see ``docs/theory.md``)
+loses its order; :class:`WrongClock` builds such a scheme for the negative controls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..fields import Attention, CrossAttention, FeedForward
+from ..integrators.schemes import CustomScheme
+from ..integrators.schemes import get as get_scheme
+from ..integrators.subflows import SubflowMethod
+from ..order.check import expm, fit_slope, random_matrices
+from ..spec.stages import CONVECTION, CROSS, DIFFUSION
+
+
+def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
+                    seed: int = 0, gain: float = 2.0, dtype: torch.dtype = torch.float64,
+                    batch: int | None = None):
+    """A random attention (diffusion) + feed-forward (convection) particle system.
+
+    Returns ``(F, G, x0)``: freshly initialised :class:`~splitnet.fields.Attention` and
+    :class:`~splitnet.fields.FeedForward` fields (no causal mask, so every particle interacts
+    with every other) and random particles ``x0`` of shape ``(n_tokens, d_model)``.
+    The two fields do not commute ([F, G] != 0), which every order test needs. ``gain``
+    multiplies the output projections: stronger dynamics lift the errors of high-order schemes
+    above the solver-tolerance floor over h in [0.025, 0.2]. The weights do not depend on the
+    global default dtype (they are drawn in float32, then cast to ``dtype``).
+    """
+    g = torch.Generator().manual_seed(seed)
+    default = torch.get_default_dtype()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        # Initialise in float32 whatever the global default (`splitnet order` sets float64):
+        # the same seed gives the same system everywhere.
+        torch.set_default_dtype(torch.float32)
+        try:
+            F = Attention(d_model, n_heads).to(dtype).eval()
+            G = FeedForward(d_model, d_ff).to(dtype).eval()
+        finally:
+            torch.set_default_dtype(default)
+        # Non-trivial LayerNorm affine parameters so the fields are not too symmetric.
+        for m in (F.norm, G.norm):
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+                m.bias.copy_(0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+        with torch.no_grad():
+            F.proj.weight.mul_(gain)
+            G.fc2.weight.mul_(gain)
+    for p in list(F.parameters()) + list(G.parameters()):
+        p.requires_grad_(False)
+    shape = (n_tokens, d_model) if batch is None else (batch, n_tokens, d_model)
+    x0 = torch.randn(*shape, generator=g, dtype=dtype)
+    return F, G, x0
+
+
+def decoder_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
+                   n_memory: int = 5, causal: bool = False, seed: int = 0, gain: float = 2.0,
+                   dtype: torch.dtype = torch.float64):
+    """The three fields of a decoder layer as a particle system with a memory.
+
+    Returns ``(fields, x0)``: ``fields`` maps ``"diffusion"`` (self-attention, causal or not),
+    ``"cross"`` (:class:`~splitnet.fields.CrossAttention` to ``n_memory`` fixed random memory
+    particles -- an encoder's output) and ``"convection"`` (feed-forward) to freshly initialised
+    modules; ``x0`` holds ``n_tokens`` random particles. ``dx/dt = D(x) + X(x; m) + C(x)`` has
+    three pairwise non-commuting fields. The self-attention and feed-forward fields are those
+    of :func:`particle_system` with the same arguments, so a two-field study and a three-field
+    one share them."""
+    F, G, x0 = particle_system(n_tokens, d_model, n_heads, d_ff, seed, gain, dtype)
+    if causal:
+        F.causal = True
+    g = torch.Generator().manual_seed(seed + 101)
+    memory = torch.randn(n_memory, d_model, generator=g, dtype=dtype)
+    default = torch.get_default_dtype()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 202)
+        torch.set_default_dtype(torch.float32)
+        try:
+            X = CrossAttention(d_model, n_heads).to(dtype).eval()
+        finally:
+            torch.set_default_dtype(default)
+        with torch.no_grad():
+            X.norm.weight.copy_(1 + 0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+            X.norm.bias.copy_(0.3 * torch.randn(d_model, generator=g, dtype=dtype))
+            X.proj.weight.mul_(gain)
+    X.memory = memory
+    for q in X.parameters():
+        q.requires_grad_(False)
+    return {DIFFUSION: F, CROSS: X, CONVECTION: G}, x0
+
+
+class LinearField(torch.nn.Module):
+    """``f(t, x) = m(t) M x`` for states of shape ``(..., n)``, with ``m(t) = 1 + a sin(w t + p)``
+    (``a = 0``: autonomous). :meth:`flow` is the exact sub-flow
+    ``x -> expm((int_t^{t+dt} m) M) x`` (M commutes with itself at all times)."""
+
+    def __init__(self, matrix: np.ndarray, amp: float = 0.0, freq: float = 1.0,
+                 phase: float = 0.0):
+        super().__init__()
+        self.matrix = np.asarray(matrix, dtype=float)
+        self.register_buffer("m", torch.as_tensor(self.matrix, dtype=torch.float64))
+        self.amp, self.freq, self.phase = amp, freq, phase
+
+    def modulation(self, t: float) -> float:
+        return 1.0 + self.amp * math.sin(self.freq * float(t) + self.phase)
+
+    def integral(self, t: float, dt: float) -> float:
+        """``int_t^{t+dt} m(s) ds``."""
+        if self.amp == 0.0:
+            return dt
+        w, p = self.freq, self.phase
+        return dt - self.amp / w * (math.cos(w * (t + dt) + p) - math.cos(w * t + p))
+
+    def forward(self, t, x):
+        return self.modulation(float(t)) * (x @ self.m.T.to(x.dtype))
+
+    def flow(self, t: float, x: torch.Tensor, dt: float) -> torch.Tensor:
+        e = torch.as_tensor(expm(self.integral(t, dt) * self.matrix), dtype=x.dtype)
+        return x @ e.T
+
+
+class ClosedFormFlow(SubflowMethod):
+    """Sub-flow method that calls the field's exact closed-form ``flow`` (for
+    :class:`LinearField`); the scheme's stepping and clocks are the library's."""
+
+    name, order, evals = "closed-form", None, None
+
+    def __call__(self, f, t, x, dt):
+        while not hasattr(f, "flow"):     # unwrap the library's checking / counting wrappers
+            f = f.f
+        return f.flow(t, x, dt)
+
+
+@dataclass
+class Problem:
+    name: str
+    diffusion: object
+    convection: object
+    x0: torch.Tensor
+    t0: float = 0.0
+
+    def exact(self, t1: float) -> torch.Tensor:
+        """The coupled flow at ``t1`` (closed form where available, else torchdiffeq; cached)."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if t1 not in cache:
+            if getattr(self, "_matrix", None) is not None:
+                a, b = self._matrix
+                cache[t1] = self.x0 @ torch.as_tensor(expm((t1 - self.t0) * (a + b))).T
+            else:
+                from .convergence import reference_solution
+
+                cache[t1] = reference_solution(
+                    self.diffusion, self.convection, self.x0,
+                    torch.tensor([self.t0, t1], dtype=torch.float64))[-1]
+        return cache[t1]
+
+
+def matrix_problem(dim: int = 6, seed: int = 0) -> Problem:
+    a, b = random_matrices(dim, seed)
+    x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
+    p = Problem(f"matrix{dim}-seed{seed}", LinearField(a), LinearField(b), x0)
+    p._matrix = (a, b)
+    return p
+
+
+def particle_problem(seed: int = 0) -> Problem:
+    F, G, x0 = particle_system(seed=seed)
+    return Problem(f"particles-seed{seed}", F, G, x0)
+
+
+def time_dependent_linear(dim: int = 5, seed: int = 3, t0: float = 0.3) -> Problem:
+    a, b = random_matrices(dim, seed)
+    # A scale of 2 keeps the time-dependent part of the error well above the reference floor.
+    D = LinearField(2 * a, amp=0.5, freq=1.0)
+    C = LinearField(2 * b, amp=0.5, freq=3.0, phase=math.pi / 2)   # 1 + 0.5 cos 3t
+    x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
+    return Problem(f"td-linear{dim}", D, C, x0, t0)
+
+
+class Modulated(torch.nn.Module):
+    """``(1 + amp sin(freq t)) f(t, x) + sin(force_freq t) b``."""
+
+    def __init__(self, f, amp=0.0, freq=1.0, force=None, force_freq=1.0):
+        super().__init__()
+        self.f, self.amp, self.freq = f, amp, freq
+        self.force, self.force_freq = force, force_freq
+
+    def forward(self, t, x):
+        t = float(t)
+        out = (1.0 + self.amp * math.sin(self.freq * t)) * self.f(t, x)
+        if self.force is not None:
+            out = out + math.sin(self.force_freq * t) * self.force
+        return out
+
+
+def time_dependent_particle(seed: int = 0, t0: float = 0.2) -> Problem:
+    F, G, x0 = particle_system(seed=seed)
+    b = torch.randn(x0.shape[-1], generator=torch.Generator().manual_seed(seed + 7),
+                    dtype=torch.float64)
+    D = Modulated(F, amp=0.5, freq=2.0)
+    C = Modulated(G, force=2.0 * b, force_freq=3.0)
+    return Problem(f"td-particles-seed{seed}", D, C, x0, t0)
+
+
+class WrongClock(CustomScheme):
+    """The stages of ``scheme`` evaluated on a wrong clock (negative control for the clock
+    convention): ``"frozen"`` evaluates every stage at the step's start ``t``; ``"shared"`` uses
+    one clock for both fields, the scheme's overall progress before each stage
+    (``stage_times`` shifted by one stage)."""
+
+    def __init__(self, scheme, mode: str):
+        object.__setattr__(self, "_mode", mode)
+        super().__init__(scheme.stages, order=scheme.order, name=f"{scheme.name}-{mode}-clock")
+
+    def clocks(self):
+        if self._mode == "frozen":
+            return tuple(0.0 for _ in self.stages)
+        if self._mode == "shared":
+            return (0.0,) + self.stage_times()[:-1]
+        raise ValueError(self._mode)
+
+
+def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.ndarray:
+    """``||exact(t0 + h) - step(h)||`` for each h."""
+    out = []
+    with torch.no_grad():
+        for h in step_sizes:
+            x = scheme.step(problem.diffusion, problem.convection, problem.x0, t=problem.t0,
+                            step_size=h, method=method)
+            out.append(float((problem.exact(problem.t0 + h) - x).norm()))
+    return np.asarray(out)
+
+
+def slope(step_sizes, errors, floor: float = 1e-12) -> float:
+    """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing)."""
+    return fit_slope(step_sizes, errors, floor)[0]
+
+
+class NystromProblem:
+    """A nonlinear second-order system ``q'' = f(q)``, ``f = -grad V`` with a random
+    ``V(q) = q.K q / 2 + sum T_ijk q_i q_j q_k / 3 + |q|^4 / 4`` (K positive definite), split into
+    the drift ``(q, p)' = (p, 0)`` (**diffusion**) and the kick ``(q, p)' = (0, f(q))``
+    (**convection**). Both sub-flows are exact in closed form (``q + t p``; ``p + t f(q)``).
+
+    This is the problem class of Runge–Kutta–Nyström splitting methods (quadratic kinetic
+    energy: ``[C, [C, [C, D]]] = 0``), where they reach their ``class_order``; unlike a harmonic
+    oscillator it is nonlinear, so a method with kick and drift swapped is not mistaken for
+    the right one. numpy, float64."""
+
+    def __init__(self, dim: int = 3, seed: int = 3):
+        rng = np.random.default_rng(seed)
+        k = rng.standard_normal((dim, dim))
+        self.K = k @ k.T / dim + np.eye(dim)
+        self.T = 0.3 * rng.standard_normal((dim, dim, dim))
+        self.q0 = 0.4 * rng.standard_normal(dim)
+        self.p0 = 0.4 * rng.standard_normal(dim)
+
+    def force(self, q: np.ndarray) -> np.ndarray:
+        return -(self.K @ q + np.einsum("ijk,j,k->i", self.T, q, q) + np.dot(q, q) * q)
+
+    def step(self, stages, q: np.ndarray, p: np.ndarray, h: float):
+        """One step of ``stages`` (diffusion = drift, convection = kick), exact sub-flows."""
+        for st in stages:
+            if st.field == CONVECTION:
+                p = p + st.coeff * h * self.force(q)
+            else:
+                q = q + st.coeff * h * p
+        return q, p
+
+    def local_error(self, stages, h: float, reference=None, substeps: int = 64) -> float:
+        """``|(q, p)(h) - reference|`` from ``(q0, p0)``; the reference is ``substeps`` steps of
+        ``reference`` (default: the 10th-order ``kahan-li10``; error ~ (h/64)^11)."""
+        ref = (reference if reference is not None else get_scheme("kahan-li10")).stages
+        q, p = self.step(stages, self.q0, self.p0, h)
+        qr, pr = self.q0, self.p0
+        for _ in range(substeps):
+            qr, pr = self.step(ref, qr, pr, h / substeps)
+        return float(np.hypot(np.linalg.norm(q - qr), np.linalg.norm(p - pr)))
+
+
+__all__ = ["ClosedFormFlow", "LinearField", "Modulated", "NystromProblem", "Problem",
+           "WrongClock", "decoder_system", "local_errors", "matrix_problem", "particle_problem",
+           "particle_system", "slope", "time_dependent_linear", "time_dependent_particle"]

@@ -1,0 +1,583 @@
+"""Is a trained network an ODE solver? The same fields, integrated another way.
+
+Layer k of a :class:`~splitnet.nets.models.SplitTransformer` with step size h is one step of its
+scheme over ``[k h, (k + 1) h]`` for the ODE of its own fields
+
+    dx/dt = D_k(t, x) + C_k(t, x),
+
+``D_k = layer.field("diffusion")``, ``C_k = layer.field("convection")`` (every field of the layer)
+(:meth:`~splitnet.integrators.layers.SplitLayer.field`: the module itself with shared weights, the
+coefficient-weighted sum ``sum_i c_i X_{k,i}`` of the stage modules with per-stage weights --
+the definition the discretization gap uses). :func:`rediscretize` keeps every weight and
+replaces the integrator: layer k becomes ``n = substeps`` steps of ``scheme`` of size ``h/n``,
+each sub-flow advanced by ``method``::
+
+    x <- S_{h/n}(t_k + (n-1) h/n) o ... o S_{h/n}(t_k + h/n) o S_{h/n}(t_k) (x),   t_k = k h
+
+(one :class:`~splitnet.layers.SplitLayer` whose stages are the scheme's, repeated n times with
+coefficients c/n; each field keeps its own clock, so sub-step j starts at ``t_k + j h/n``).
+As n grows, or with ``method="exact"`` and n growing, every choice converges to the exact flow
+of the layer's ODE. A network whose loss stays where it is under refinement computes (a good
+approximation of) the flow of its fields: it is an ODE solver; one whose loss degrades relies
+on its own discretisation.
+
+``scheme=None`` keeps the layer's own stages *and their own callables*: with per-stage weights
+each stage keeps its sub-layer, so ``rediscretize(model)`` is the model itself, bit for bit.
+Those stage modules split the same ODE into more fields (``sum_i c_i X_{k,i}``), so refining
+them also converges to the layer's ODE (to first order in h/n in general). A scheme given by
+name integrates the layer's fields ``D_k``, ``C_k`` (for a shared-weight model the two coincide
+when the name is its own scheme).
+
+:func:`refinement_study` evaluates a grid of (scheme, substeps, method) on any model source (a
+model and a function model -> mean loss); :func:`checkpoint_source` is the source for
+``splitnet train`` checkpoints. :func:`refinement_at` and :func:`refined` are the hook of
+ODE-consistent training (``TrainConfig.refine_prob``).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import numbers
+import random
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from ..integrators.layers import SplitLayer, WeightedSum
+from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
+from ..integrators.subflows import METHODS, SubflowMethod, get_method
+from ..names import unknown_name
+from ..spec.stages import Stage
+
+OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
+DEFAULT_SCHEMES = ("lie-trotter", "strang", "yoshida4")
+DEFAULT_SUBSTEPS = (1, 2, 4, 8)
+DEFAULT_METHODS = tuple(METHODS)
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """How a re-discretised model integrates each layer (``model.refinement``)."""
+
+    scheme: str         # the scheme's name; "own" = the layers' own stages and callables
+    substeps: int
+    method: str
+    fields: str         # "own stages" or "layer fields" (D_k, C_k)
+
+
+# ---------------------------------------------------------------------------------------------
+# re-discretisation
+
+
+def check_substeps(substeps) -> int:
+    """``substeps`` as an int >= 1, else a ValueError naming it."""
+    if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
+        raise ValueError(f"substeps must be an int >= 1, got {substeps!r}")
+    return int(substeps)
+
+
+def repeated(scheme: SplittingScheme, n: int) -> SplittingScheme:
+    """``scheme`` taken ``n`` times with step h/n, as one scheme: its stages repeated with
+    coefficients c/n (same classical order; ``n = 1`` returns ``scheme`` itself)."""
+    n = check_substeps(n)
+    if n == 1:
+        return scheme
+    stages = tuple(Stage(st.field, st.coeff / n) for _ in range(n) for st in scheme.stages)
+    return CustomScheme(stages, order=scheme.order, name=f"{scheme.name} x{n}")
+
+
+def _own_callables(layer: SplitLayer, name: str, n: int):
+    mods = layer.field_modules(name)
+    return mods[0] if all(m is mods[0] for m in mods) else list(mods) * n
+
+
+def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: int, method,
+                  own_scheme: SplittingScheme) -> SplitLayer:
+    """One layer re-discretised (see :func:`rediscretize`); shares the layer's modules. A named
+    scheme over other fields than the layer's is taken over the layer's fields
+    (:meth:`~splitnet.splitting.SplittingScheme.over`). A layer with learned coefficients
+    (``current_stages``) is refined with them as they are now, not normalised."""
+    names = layer.field_names
+    if scheme is None:
+        now = getattr(layer, "current_stages", None)
+        sch = repeated(own_scheme, substeps) if now is None else \
+            tuple(Stage(st.field, st.coeff / substeps) for _ in range(substeps) for st in now())
+        fields = {f: _own_callables(layer, f, substeps) for f in names}
+    else:
+        if set(scheme.fields) != set(names):
+            scheme = scheme.over(names)
+        sch = repeated(scheme, substeps)
+        fields = {f: layer.field(f) for f in names}
+    return SplitLayer(sch, step_size=layer.step_size, method=method, fields=fields)
+
+
+# the layer lists a network may have, and the attribute holding each one's scheme
+_STACKS = {"layers": "scheme", "encoder_layers": "encoder_scheme",
+           "decoder_layers": "decoder_scheme"}
+
+
+def stacks(model) -> tuple[str, ...]:
+    """The layer lists of ``model``: ``("layers",)`` for a SplitTransformer, the encoder's and
+    the decoder's for a :class:`~splitnet.nets.seq2seq.SplitSeq2Seq` (both are re-discretised)."""
+    mods = getattr(model, "_modules", {})
+    return tuple(a for a in _STACKS if a in mods and hasattr(model, _STACKS[a]))
+
+
+def scheme_label(model) -> str:
+    """``strang``; an encoder–decoder: ``lie-trotter / strang`` (encoder / decoder)."""
+    return " / ".join(getattr(model, _STACKS[a]).name for a in stacks(model))
+
+
+def _check_model(model) -> None:
+    if not stacks(model) or not hasattr(model, "config"):
+        raise TypeError(f"rediscretize needs a SplitTransformer or a SplitSeq2Seq, got "
+                        f"{type(model).__name__}")
+
+
+def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
+    """``model`` with every layer advanced by ``substeps`` steps of ``scheme`` (default: the
+    model's own, with its own stage callables) with sub-flows ``method`` (a name of
+    :data:`splitnet.subflows.METHODS` or a :class:`~splitnet.subflows.SubflowMethod` instance).
+
+    Returns a :class:`~splitnet.nets.models.SplitTransformer` that shares every module and parameter
+    of ``model`` (no copy: training one trains the other; ``eval()`` on one reaches the shared
+    modules of both). Its layers are new :class:`~splitnet.layers.SplitLayer` objects; its
+    ``scheme`` is the repeated scheme (so ``state_times`` matches ``forward(...,
+    return_states=True)``), ``refinement`` says what was done, and ``config`` is still the
+    trained model's (it describes the weights). ``rediscretize(model)`` computes exactly what
+    ``model`` computes (for a model built with ``method="euler"``, the default)."""
+    _check_model(model)
+    k = check_substeps(substeps)
+    if not isinstance(method, SubflowMethod) and method not in METHODS:
+        raise ValueError(unknown_name("method", method, METHODS))
+    m = get_method(method)
+    sch = None if scheme is None else resolve(scheme)
+    layers, schemes = {}, {}
+    for attr in stacks(model):                     # an encoder–decoder: both stacks
+        own = getattr(model, _STACKS[attr])
+        layers[attr] = [refined_layer(layer, sch, k, m, own) for layer in getattr(model, attr)]
+        target = own if sch is None else \
+            (sch if set(sch.fields) == set(own.fields) else sch.over(own.fields))
+        schemes[_STACKS[attr]] = repeated(target, k)
+    return _with_layers(model, layers, schemes,
+                        Refinement(OWN if sch is None else sch.name, k, m.name,
+                                   "own stages" if sch is None else "layer fields"))
+
+
+def _with_layers(model, layers: dict, schemes: dict, refinement: Refinement):
+    """A shallow copy of ``model`` (every module shared) with new layer lists (attribute ->
+    layers) and their schemes (attribute -> scheme)."""
+    new = copy.copy(model)            # same attributes; rebind the registries, then the layers
+    for reg in ("_parameters", "_buffers", "_modules"):
+        new.__dict__[reg] = type(model.__dict__[reg])(model.__dict__[reg])
+    for attr, ls in layers.items():
+        setattr(new, attr, nn.ModuleList(ls))
+    for attr, sch in schemes.items():
+        setattr(new, attr, sch)
+    new.refinement = refinement
+    return new
+
+
+@contextmanager
+def refined(model, substeps: int, scheme=None, method: str | None = None):
+    """Within the block, ``model`` itself runs the layers of ``rediscretize(model, scheme,
+    substeps, method)`` (default method: the model's own). Used by ODE-consistent training:
+    the model object stays the one the optimiser, DDP and ``torch.compile`` know, and the
+    layers are put back on exit, also on an exception."""
+    new = rediscretize(model, scheme, substeps, method or model.config.method)
+    old = model.layers
+    model.layers = new.layers
+    try:
+        yield model
+    finally:
+        model.layers = old
+
+
+class ODELayer(nn.Module):
+    """Layer k as the exact flow of its ODE ``dx/dt = sum_f F_f,k`` (``D_k + C_k`` for two
+    fields) over ``[t, t + h]`` (no splitting): each ``F_f,k`` from
+    :meth:`~splitnet.integrators.layers.SplitLayer.field` (the ODE of
+    :meth:`~splitnet.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow method
+    (torchdiffeq dopri5 at the tolerances of the state's dtype)."""
+
+    def __init__(self, layer: SplitLayer, method="exact"):
+        super().__init__()
+        self.field_names = layer.field_names
+        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
+        self.rhs = WeightedSum(list(self.fields.values()), [1.0] * len(self.fields))
+        self.step_size = layer.step_size
+        self.method = get_method(method)
+
+    def field_modules(self, name: str) -> list:
+        return [self.fields[name]]
+
+    def forward(self, x, t: float = 0.0, return_states: bool = False, **context):
+        h = self.step_size
+        context = {k: v for k, v in context.items() if v is not None}
+        rhs = functools.partial(self.rhs, **context) if context else self.rhs   # a decoder's
+        if not return_states:                                   # memory, an encoder's padding
+            return self.method(rhs, t, x, h)
+        # the states at t + h j/k, j = 1..k: the state_times of ode_model's scheme (f_j 1)
+        k = len(self.field_names)
+        states = []
+        for j in range(k):
+            x = self.method(rhs, t + h * j / k, x, h / k)
+            states.append(x)
+        return x, states
+
+
+def ode_model(model, method="exact"):
+    """``model`` with every layer replaced by the exact flow of its own ODE (:class:`ODELayer`;
+    weights shared, as :func:`rediscretize`): the network an ODE solver of its fields would
+    converge to. ``method``: the solver (``"exact"`` or a configured
+    :class:`~splitnet.integrators.flows.Exact`)."""
+    _check_model(model)
+    layers, schemes = {}, {}
+    for attr in stacks(model):
+        ls = getattr(model, attr)
+        layers[attr] = [ODELayer(layer, method) for layer in ls]
+        schemes[_STACKS[attr]] = CustomScheme([(f, 1.0) for f in ls[0].field_names], order=1,
+                                              name="ode")
+    return _with_layers(model, layers, schemes,
+                        Refinement("ode", 1, get_method(method).name, "layer fields"))
+
+
+def refinement_at(seed: int, step: int, prob: float, substeps: Sequence[int]) -> int | None:
+    """The substep count of training step ``step`` under ODE-consistent training: with
+    probability ``prob`` one of ``substeps`` (uniformly), else None (the model as built).
+
+    Drawn from a generator seeded by ``(seed, step)`` alone (not torch's global RNG), so the
+    choice is the same on ``--resume`` and on every process, and ``prob = 0`` changes nothing."""
+    if prob <= 0:
+        return None
+    r = random.Random(f"splitnet.refine:{int(seed)}:{int(step)}")
+    if r.random() >= prob:
+        return None
+    return int(r.choice(list(substeps)))
+
+
+# ---------------------------------------------------------------------------------------------
+# a study: loss against the integration of the model's own fields
+
+
+@dataclass
+class RefinePoint:
+    scheme: str        # scheme name, or "own" (the layers' own stages)
+    method: str
+    substeps: int
+    evals: float       # field evaluations per layer and forward pass (measured)
+    loss: float        # mean loss in nats (what the evaluation function returned)
+
+
+@dataclass
+class RefinementResult:
+    """A model's loss under each re-discretisation. ``own``: the model as trained. ``unit`` /
+    ``scale``: how losses are shown (``bpb`` = loss / ln 2 for byte-level models)."""
+
+    label: str
+    scheme: str                # the trained model's scheme
+    weights: str
+    method: str
+    own: RefinePoint
+    points: list = field(default_factory=list)
+    unit: str = "bpb"
+    scale: float = 1.0 / math.log(2.0)
+    ode: RefinePoint | None = None      # the unsplit ODE of each layer, solved exactly
+
+    def value(self, p: RefinePoint) -> float:
+        return p.loss * self.scale
+
+    def series(self) -> dict:
+        """``(scheme, method) -> points`` sorted by substeps."""
+        out: dict = {}
+        for p in self.points:
+            out.setdefault((p.scheme, p.method), []).append(p)
+        return {k: sorted(v, key=lambda p: p.substeps) for k, v in out.items()}
+
+    def limit(self) -> RefinePoint | None:
+        """The loss of the ODE of the model's fields: the unsplit ODE solved exactly when it was
+        computed, else the finest exact re-integration (most substeps; own scheme first)."""
+        if self.ode is not None:
+            return self.ode
+        exact = [p for p in self.points if p.method == "exact"]
+        if not exact:
+            return None
+        return max(exact, key=lambda p: (p.substeps, p.scheme in (OWN, self.scheme)))
+
+    def table(self) -> str:
+        ks = sorted({p.substeps for p in self.points})
+        own = self.own
+        lines = [f"{self.label}: {self.scheme} ({self.weights}, {self.method}) as trained: "
+                 f"{self.value(own):.4f} {self.unit}, {own.evals:g} field evaluations per "
+                 f"layer", f"{self.unit} by substeps (field evaluations per layer in brackets)",
+                 f"{'scheme':<14} {'method':<9}" + "".join(f"{f'n={k}':>20}" for k in ks)]
+        for (s, m), pts in self.series().items():
+            by = {p.substeps: p for p in pts}
+            cells = "".join(f"{self.value(by[k]):>11.4f} [{by[k].evals:>6.4g}]" if k in by
+                            else f"{'':>20}" for k in ks)
+            lines.append(f"{s:<14} {m:<9}{cells}")
+        lim = self.limit()
+        if lim is not None:
+            how = "unsplit, exact" if lim is self.ode else f"exact {lim.scheme}, n={lim.substeps}"
+            lines.append(f"ODE of the fields ({how}; {lim.evals:.4g} field evaluations per "
+                         f"layer): {self.value(lim):.4f} {self.unit}, "
+                         f"{self.value(lim) - self.value(own):+.4f} against the network as "
+                         f"trained")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RefinementResult:
+        d = dict(d)
+        d["own"] = RefinePoint(**d["own"])
+        d["points"] = [RefinePoint(**p) for p in d["points"]]
+        d["ode"] = None if d.get("ode") is None else RefinePoint(**d["ode"])
+        return cls(**d)
+
+
+def study_grid(schemes=DEFAULT_SCHEMES, substeps=DEFAULT_SUBSTEPS, methods=DEFAULT_METHODS,
+               exact_substeps=None) -> list[tuple]:
+    """The validated grid ``[(scheme or None, substeps, method), ...]``: every input checked
+    before any work (unknown scheme or method, substeps < 1: ValueError naming it).
+    ``substeps``: a list for every method, or a dict ``method -> list``; ``exact_substeps``:
+    the list for ``exact`` (default: as the others). ``"own"`` in ``schemes`` stands for the
+    layers' own stages."""
+    schs = [None if s is None or s == OWN else resolve(s) for s in schemes]
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(unknown_name("method", m, METHODS))
+    per = dict(substeps) if isinstance(substeps, dict) else dict.fromkeys(methods, substeps)
+    if exact_substeps is not None:
+        per["exact"] = exact_substeps
+    missing = [m for m in methods if m not in per]
+    if missing:
+        raise ValueError(f"no substeps given for method(s) {missing}")
+    per = {m: [check_substeps(k) for k in per[m]] for m in methods}
+    if not (schs and methods and all(per.values())):
+        raise ValueError("empty grid: give at least one scheme, substep count and method")
+    return [(s, k, m) for s in schs for m in methods for k in per[m]]
+
+
+class _CallCounter:
+    """Counts calls of each refined layer and of its field callables (forward pre-hooks on the
+    new layers and fields; hooks on a shared module are removed on exit)."""
+
+    def __init__(self, model):
+        self.layer_calls = self.field_calls = 0
+        self._handles = []
+        fields = {}
+        for layer in (lay for attr in stacks(model) for lay in getattr(model, attr)):
+            self._handles.append(layer.register_forward_pre_hook(self._layer))
+            for name in layer.field_names:
+                for f in layer.field_modules(name):
+                    fields.setdefault(id(f), f)
+        for f in fields.values():
+            if not isinstance(f, nn.Module):
+                raise TypeError("field evaluations can only be counted for nn.Module fields")
+            self._handles.append(f.register_forward_pre_hook(self._field))
+
+    def _layer(self, *_):
+        self.layer_calls += 1
+
+    def _field(self, *_):
+        self.field_calls += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+
+    def per_layer(self) -> float:
+        return self.field_calls / max(1, self.layer_calls)
+
+
+def _point(model, evaluate, scheme, k, method) -> RefinePoint:
+    m = ode_model(model) if scheme == "ode" else rediscretize(model, scheme, k, method)
+    with torch.no_grad(), _CallCounter(m) as count:
+        try:
+            loss = float(evaluate(m))
+        except AssertionError as e:  # torchdiffeq: the adaptive step underflowed on fields
+            if "underflow" not in str(e):   # that produce NaN/inf (a diverged network)
+                raise
+            loss = float("nan")
+    return RefinePoint(m.refinement.scheme, m.refinement.method, k, count.per_layer(), loss)
+
+
+def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
+                     substeps=DEFAULT_SUBSTEPS, methods=DEFAULT_METHODS, exact_substeps=None,
+                     label: str = "", unit: str = "bpb", scale: float = 1.0 / math.log(2.0),
+                     ode: bool = True, progress: bool = True) -> RefinementResult:
+    """``model``'s loss (``evaluate(model) -> mean loss``) as trained, under every
+    re-discretisation of the grid (:func:`study_grid`) and, with ``ode``, with every layer
+    replaced by the exact flow of its unsplit ODE (:func:`ode_model`). Any model source plugs
+    in: a model and a function that evaluates it. The model is put in eval mode; its weights
+    are untouched."""
+    grid = study_grid(schemes, substeps, methods, exact_substeps)
+    _check_model(model)
+    model.eval()
+    own = _point(model, evaluate, None, 1, model.config.method)
+    res = RefinementResult(label or scheme_label(model), scheme_label(model), model.config.weights,
+                           model.config.method, own, unit=unit, scale=scale)
+    todo = grid + ([("ode", 1, "exact")] if ode else [])
+    it = todo
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(todo, desc=f"refine {res.label}", unit="eval", file=sys.stderr)
+    for s, k, m in it:
+        p = _point(model, evaluate, s, k, m)
+        if s == "ode":
+            res.ode = p
+        else:
+            res.points.append(p)
+        if progress:
+            it.set_postfix_str(f"{p.scheme} {p.method} n={k}: {res.value(p):.3f} {unit}")
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# the model source of a `splitnet train` checkpoint
+
+
+def validation_loss(batches: Sequence[tuple], device) -> Callable:
+    """``evaluate(model)``: mean cross-entropy (nats per target) over ``batches`` of (inputs,
+    targets), in the model's precision, accumulated in float64."""
+    import torch.nn.functional as F
+
+    def evaluate(model) -> float:
+        tot, n = torch.zeros((), dtype=torch.float64, device=device), 0
+        with torch.no_grad():
+            for x, y in batches:
+                logits = model(x.to(device))
+                tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
+                                       y.to(device).reshape(-1), reduction="sum").double()
+                n += y.numel()
+        return float(tot / n)
+
+    return evaluate
+
+
+def study_memory(config, windows: int, context: int, batch_size: int) -> float:
+    """Bytes a refinement study holds at once (an estimate): the validation windows (inputs
+    and targets, int64), the weights (float32, the model and a re-integrated copy's
+    references) and one forward pass of ``batch_size`` windows without gradients (per token
+    and attention: the heads' scores over the context, and a few states of width d_model and
+    d_ff)."""
+    d, ff = config.d_model, config.d_ff
+    params = 2 * 256 * d + config.n_layers * 12 * d * d * max(1, ff / (4 * d))
+    per_token = config.n_heads * context + 12 * d + 2 * ff
+    return 16.0 * windows * context + 8.0 * params + 4.0 * 4 * batch_size * context * per_token
+
+
+def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size: int = 32,
+                      trust: bool = False, warn=None, check_memory: bool = False):
+    """``(model, evaluate, info)`` for a ``splitnet train`` checkpoint: the trained model (eval
+    mode, on ``device``) and its validation loss on the checkpoint's own validation windows
+    (the corpus and context of its ``train_config``; ``windows`` of them, default the run's
+    ``eval_windows``: the windows training evaluated, a prefix of the same draw when fewer).
+    ``check_memory``: refuse (ValueError with the estimate, :func:`study_memory`) a study that
+    would not fit in the free memory of ``device``, before any window is cut.
+    ``info``: the run's recorded final validation bpb, steps, corpus. A corpus that changed
+    since training is reported through ``warn`` (evaluation goes on)."""
+    from ..runs import checkpoint as ck
+    from ..runs import data as D
+
+    state = ck.load(path, trust=trust)
+    if "train_config" not in state:
+        raise ValueError(f"{ck.checkpoint_file(path)} has no training options (not written by "
+                         f"splitnet train): its validation windows are unknown")
+    tc = state["train_config"]
+    n = tc.get("eval_windows", 256) if windows is None else windows
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"windows must be an int >= 1, got {n!r}")
+    model = ck.model_from_state(state, path)
+    corpus = D.load_corpus(tc.get("text"), tc.get("val_fraction", 0.05),
+                           exclude=[ck.checkpoint_file(path).parent])   # as training did
+    if warn is not None and state.get("corpus") not in (None, corpus.fingerprint()):
+        warn(f"the corpus changed since the checkpoint was written (checkpoint: "
+             f"{D.describe_fingerprint(state.get('corpus'))}; now: "
+             f"{D.describe_fingerprint(corpus.fingerprint())})")
+    context = tc["context"]
+    starts = D.val_starts(corpus, n, context, seed=0)
+    if check_memory:
+        from ..runs.runenv import require_memory
+
+        require_memory(study_memory(model.config, len(starts), context, batch_size),
+                       f"a refinement study of {len(starts)} windows of {context} bytes, "
+                       f"{batch_size} per pass,", "lower --windows or --batch-size", device)
+    batches = list(D.val_batches(corpus, starts, batch_size, context))
+    dev = torch.device(device)
+    info = {"step": state.get("step"), "windows": len(starts), "context": context,
+            "corpus": corpus.describe(), "val_bpb": _last_val_bpb(path)}
+    return model.to(dev).eval(), validation_loss(batches, dev), info
+
+
+def hf_source(directory, text=None, windows: int = 16, device="cpu"):
+    """``(model, evaluate, info)`` for a local Hugging Face directory (GPT-2 or splitnet, read
+    by :func:`splitnet.interop.load_hf_for_analysis`): the imported model (eval mode, on
+    ``device``) and its next-token loss in nats per token (``evaluate(m)``, the same tokens for
+    every re-discretised ``m``). ``text``: a path of a UTF-8 text file or None, the Python
+    standard library's validation split (:func:`splitnet.runs.data.load_stdlib`); the first
+    ``windows`` windows of the model's context are used."""
+    from pathlib import Path
+
+    from ..interop.convert import load_hf_for_analysis
+    from ..runs import data as D
+
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ValueError(f"windows must be an int >= 1, got {windows!r}")
+    imported = load_hf_for_analysis(directory)
+    if text is None:
+        body, source = bytes(D.load_stdlib().val).decode("utf-8", "replace"), \
+            "Python standard library (validation split)"
+    else:
+        p = Path(text)
+        if not p.is_file():
+            raise ValueError(f"--text {text}: no such file")
+        body, source = p.read_bytes().decode("utf-8", "replace"), str(p)
+    ctx = imported.model.max_len
+    # tokens average a few characters (GPT-2: ~4 on English, fewer on code): 16 characters a
+    # token leaves room; a shorter text gives fewer windows (info["windows"] says how many)
+    ids = imported.encode(body[:windows * (ctx + 1) * 16])
+    n = min(windows, (len(ids) - 1) // ctx)
+    if n < 1:
+        raise ValueError(f"{source}: the text is too short for one window of the model's "
+                         f"context ({ctx + 1} tokens needed, {len(ids)} found)")
+    # windows of ctx inputs and their next tokens, one after another (no overlap)
+    starts = torch.arange(n) * ctx
+    x = torch.stack([ids[a:a + ctx] for a in starts])
+    y = torch.stack([ids[a + 1:a + ctx + 1] for a in starts])
+    dev = torch.device(device)
+    model = imported.model.to(dev).eval()
+    evaluate = validation_loss(list(zip(x.split(8), y.split(8))), dev)
+    info = {"windows": n, "context": ctx, "tokens": n * ctx,
+            "text": source, "tokenizer": "bytes" if imported.tokenizer is None else
+            type(imported.tokenizer).__name__}
+    return model, evaluate, info
+
+
+def _last_val_bpb(path) -> float | None:
+    from ..runs import checkpoint as ck
+
+    f = ck.checkpoint_file(path).parent / ck.METRICS
+    if not f.exists():
+        return None
+    vals = [r["val_bpb"] for r in ck.read_metrics(f) if "val_bpb" in r]
+    return vals[-1] if vals else None
+
+
+__all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN", "ODELayer",
+           "RefinePoint", "Refinement", "RefinementResult", "check_substeps", "checkpoint_source",
+           "hf_source", "ode_model", "rediscretize", "refined", "refined_layer",
+           "refinement_at", "refinement_study", "repeated", "scheme_label", "stacks",
+           "study_grid", "study_memory", "validation_loss"]

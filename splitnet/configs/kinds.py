@@ -1,0 +1,340 @@
+"""Field kinds: what a network builds for each field of its scheme, and what that costs.
+
+A *field* is a name in a scheme (``diffusion``, ``convection``, ``cross``); a *kind* is the
+module a network builds for it. A :class:`FieldKind` says, from a
+:class:`~splitnet.configs.config.SplitConfig`:
+
+* how it is built (:meth:`FieldKind.build`: the module :attr:`FieldKind.module` names, imported
+  on first use, with :meth:`FieldKind.arguments`), and what it checks of the config;
+* its parameters and forward matmul FLOPs per token in closed form (:meth:`FieldKind.params`,
+  :meth:`FieldKind.flops`), in ``torch.utils.flop_counter.FlopCounterMode``'s convention:
+  2 per multiply-add, attention's ``QK^T`` and ``AV`` dense (no 1/2 for a causal mask),
+  element-wise work (norms, activations, softmax, GLU, residual adds) not counted;
+* what generation needs: ``mixes_tokens`` (a token's update depends on the other tokens) and
+  :meth:`FieldKind.cacheable` (a key/value cache makes generation exact);
+* the field it serves by default (:attr:`FieldKind.serves`).
+
+==========  ==========  ===========================  ===================================
+kind        serves      parameters                   forward FLOPs per token
+==========  ==========  ===========================  ===================================
+attention   diffusion   4 d^2 + 6 d                  8 d^2 + 4 n d
+conv        diffusion   (2 k + 1) d^2 + 5 d          (4 k + 2) d^2
+feedforward convection  2 d w + w + 3 d              4 d w
+cross       cross       4 d^2 + 6 d                  4 d^2 + 4 m d + 4 d^2 m / n
+==========  ==========  ===========================  ===================================
+
+(d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
+tokens.) A self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters
+and ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
+and against FlopCounterMode.
+
+This module is pure Python: the configs' choices, ``splitnet describe`` (the whole registry in
+well under a second) and the command line's ``--help`` read it without torch. A network asks
+:func:`layer_fields` what one layer is made of; :mod:`splitnet.nets.models` builds it and
+:mod:`splitnet.nets.cost` counts it, from the same answer.
+
+**Adding a kind**: an ``nn.Module`` with ``forward(t, x)`` in ``splitnet/fields/``, a
+:class:`FieldKind` subclass here, and its line in :data:`KINDS`. A config option
+``<field>_field`` (as ``SplitConfig.diffusion_field``) picks the kind of that field; without one
+a field gets the first kind registered for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..spec.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
+
+
+class FieldKind:
+    """A kind of field. Subclasses set ``name``, ``serves``, ``module`` (``"package.module:
+    Class"``) and ``mixes_tokens``, and give :meth:`arguments`, :meth:`params`, :meth:`flops`.
+    ``width`` is the kind's hidden width where it has one (the feed-forward's; ``None``: the
+    kind's default from the config, :meth:`default_width`)."""
+
+    name: str = ""
+    serves: str = ""
+    module: str = ""
+    mixes_tokens: bool = True
+    uses_memory: bool = False
+
+    def cacheable(self, config) -> bool:
+        """Whether a key/value cache makes generation with this field exact."""
+        return False
+
+    def default_width(self, config) -> int | None:
+        return None
+
+    def check(self, config) -> None:
+        """Raise ``ValueError`` for a config this kind cannot be built from."""
+
+    def arguments(self, config, width: int | None) -> dict:
+        raise NotImplementedError
+
+    def build(self, config, width: int | None = None):
+        """The ``nn.Module`` of this kind for ``config`` (imports torch)."""
+        path, _, cls = self.module.partition(":")
+        return getattr(importlib.import_module(path), cls)(**self.arguments(config, width))
+
+    def params(self, config, width: int | None = None) -> int:
+        raise NotImplementedError
+
+    def flops(self, config, width: int | None = None, seq_len: int = 1,
+              memory_len: int = 0) -> float:
+        """Forward matmul FLOPs per token of one evaluation, on sequences of ``seq_len`` tokens
+        (``memory_len``: memory tokens, for a field that reads a memory)."""
+        raise NotImplementedError
+
+    def _width(self, config, width):
+        return self.default_width(config) if width is None else width
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AttentionKind(FieldKind):
+    """Multi-head self-attention (:class:`splitnet.fields.Attention`), causal as the config."""
+
+    name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
+    mixes_tokens = True
+
+    def cacheable(self, config) -> bool:
+        return bool(config.causal)   # a cache is exact only when earlier tokens never change
+
+    @staticmethod
+    def rotary_dims(config) -> int:
+        """Channels per head that rotary position embeddings turn: ``int(head_dim *
+        rotary_pct)`` (GPT-NeoX's rounding), 0 when off."""
+        return int(config.d_model // config.n_heads * config.rotary_pct)
+
+    def check(self, config) -> None:
+        r = self.rotary_dims(config)
+        if config.rotary_pct > 0 and (r < 2 or r % 2):
+            raise ValueError(f"rotary_pct {config.rotary_pct:g} of head_dim "
+                             f"{config.d_model // config.n_heads} gives {r} rotary channels; "
+                             f"rotary needs an even number >= 2 of them")
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
+                "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base}
+
+    def params(self, config, width=None):
+        d = config.d_model
+        return 4 * d * d + 6 * d                 # LN 2d, qkv 3d^2 + 3d, out d^2 + d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        d = config.d_model
+        return 8.0 * d * d + 4.0 * seq_len * d   # projections 2 * 4d^2; QK^T, AV 2 * 2 n d
+
+
+class ConvKind(FieldKind):
+    """The GLU convolution over ``config.conv_kernel`` positions (:class:`splitnet.fields.GLUConv`,
+    ConvS2S): local interaction, causal as the config, no key/value cache."""
+
+    name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
+    mixes_tokens = True
+
+    def check(self, config) -> None:
+        if config.rotary_pct > 0:
+            raise ValueError("rotary_pct turns an attention's queries and keys; the conv "
+                             "diffusion field has none (use rotary_pct 0)")
+        if not config.causal and config.conv_kernel % 2 == 0:
+            raise ValueError(f"a non-causal conv field needs an odd conv_kernel (a window "
+                             f"centred on the token), got {config.conv_kernel}")
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "kernel_size": config.conv_kernel,
+                "causal": config.causal, "dropout": config.dropout, "norm_eps": config.norm_eps}
+
+    def params(self, config, width=None):
+        d, k = config.d_model, config.conv_kernel
+        return (2 * k + 1) * d * d + 5 * d       # LN 2d, conv 2k d^2 + 2d, out d^2 + d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        d, k = config.d_model, config.conv_kernel
+        return (4.0 * k + 2.0) * d * d           # conv 2 * 2k d^2, out 2 d^2
+
+
+class FeedForwardKind(FieldKind):
+    """The position-wise feed-forward network (:class:`splitnet.fields.FeedForward`), width
+    ``config.d_ff`` unless a network scales it (the Macaron matching)."""
+
+    name, serves, module = "feedforward", CONVECTION, "splitnet.fields.feedforward:FeedForward"
+    mixes_tokens = False
+
+    def default_width(self, config):
+        return config.d_ff
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "d_ff": self._width(config, width),
+                "activation": config.activation, "dropout": config.dropout,
+                "norm_eps": config.norm_eps}
+
+    def params(self, config, width=None):
+        d, w = config.d_model, self._width(config, width)
+        return 2 * d * w + w + 3 * d             # LN 2d, fc1 d w + w, fc2 w d + d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        return 4.0 * config.d_model * self._width(config, width)
+
+
+class CrossKind(FieldKind):
+    """Attention to a memory (:class:`splitnet.fields.CrossAttention`): each call projects the
+    memory's ``m`` tokens to keys and values, shared by the ``n`` tokens of the sequence."""
+
+    name, serves, module = "cross", CROSS, "splitnet.fields.cross:CrossAttention"
+    mixes_tokens, uses_memory = False, True
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "n_heads": config.n_heads, "dropout": config.dropout,
+                "norm_eps": config.norm_eps}
+
+    def params(self, config, width=None):
+        d = config.d_model
+        return 4 * d * d + 6 * d                 # LN 2d, q d^2 + d, kv 2d^2 + 2d, out d^2 + d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        d, m = config.d_model, memory_len
+        return 4.0 * d * d + 4.0 * m * d + 4.0 * d * d * m / seq_len
+
+
+class GatedKind(FieldKind):
+    """Any kind plus a self-dependency gate (:class:`splitnet.fields.Gated`, the Highway
+    Transformer): ``f(t, x) + SDU(x)``, ``SDU`` two ``d x d`` linear maps."""
+
+    module = "splitnet.fields.gates:Gated"
+
+    def __init__(self, inner: FieldKind, gate: str):
+        self.inner, self.gate = inner, gate
+        self.name, self.serves = inner.name, inner.serves
+        self.mixes_tokens, self.uses_memory = inner.mixes_tokens, inner.uses_memory
+
+    def cacheable(self, config) -> bool:
+        return self.inner.cacheable(config)
+
+    def default_width(self, config):
+        return self.inner.default_width(config)
+
+    def check(self, config) -> None:
+        self.inner.check(config)
+
+    def arguments(self, config, width):
+        return {"field": self.inner.build(config, width), "d_model": config.d_model,
+                "gate": self.gate}
+
+    def params(self, config, width=None):
+        d = config.d_model
+        return self.inner.params(config, width) + 2 * d * d + 2 * d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        d = config.d_model
+        return self.inner.flops(config, width, seq_len, memory_len) + 4.0 * d * d
+
+    def __repr__(self) -> str:
+        return f"GatedKind({self.inner!r}, {self.gate!r})"
+
+
+# The registry: kind name -> class. The first kind registered for a field is its default.
+KINDS: dict[str, type[FieldKind]] = {
+    "attention": AttentionKind,
+    "feedforward": FeedForwardKind,
+    "cross": CrossKind,
+    "conv": ConvKind,
+}
+
+
+def serving(field: str) -> tuple[str, ...]:
+    """The kinds registered for ``field``, its default first."""
+    return tuple(name for name, cls in KINDS.items() if cls.serves == field)
+
+
+def get_kind(name: str) -> FieldKind:
+    """The kind called ``name`` (``ValueError`` naming the registered ones)."""
+    if name not in KINDS:
+        raise ValueError(f"unknown field kind {name!r}; registered: {', '.join(KINDS)}")
+    return KINDS[name]()
+
+
+def kind_of(config, field: str) -> FieldKind:
+    """The kind a network built from ``config`` uses for ``field``: the config's option
+    ``<field>_field`` if it has one, else the first kind registered for the field."""
+    name = getattr(config, f"{field}_field", None)
+    if name is None:
+        names = serving(field)
+        if not names:
+            served = ", ".join(dict.fromkeys(c.serves for c in KINDS.values()))
+            raise ValueError(f"no field kind is registered for the field {field!r} (the kinds "
+                             f"serve {served})")
+        name = names[0]
+    return get_kind(name)
+
+
+def check_fields(scheme, fields: Sequence[str] = FIELDS,
+                 network: str = "a SplitTransformer") -> None:
+    """Refuse (one ``ValueError``) a scheme that advances a field the network does not have."""
+    present = scheme.fields
+    extra = [f for f in present if f not in fields]
+    if not extra:
+        return
+    why = []
+    for f in extra:
+        names = serving(f)
+        if not names:
+            why.append(f"no field kind serves {f!r}")
+        elif KINDS[names[0]].uses_memory:
+            why.append(f"{f} reads a memory (an encoder's output) and needs an encoder–decoder "
+                       f"network, SplitSeq2Seq")
+        else:
+            why.append(f"{f} is not one of them")
+    raise ValueError(f"{network} has the fields {' and '.join(fields)}; scheme "
+                     f"{scheme.name!r} ({scheme.diagram()}) advances {', '.join(extra)}: "
+                     f"{'; '.join(why)}")
+
+
+@dataclass(frozen=True)
+class LayerField:
+    """One field of one layer: its kind, the width it is built with, how many stages advance
+    it (``calls``, components of sum stages included) and whether one module serves them all
+    (``shared``) or each stage has its own."""
+
+    field: str
+    kind: FieldKind
+    width: int | None
+    calls: int
+    shared: bool
+
+    @property
+    def n_modules(self) -> int:
+        return 1 if self.shared else self.calls
+
+
+def layer_fields(config, scheme, layer: int, fields: Sequence[str] = FIELDS,
+                 network: str = "a SplitTransformer") -> tuple[LayerField, ...]:
+    """What layer ``layer`` of a network built from ``config`` is made of, field by field (in
+    ``fields`` order): the kind (gated when the config gates this layer and field), the width,
+    the stage count. With ``weights="per-stage"`` the convection width is scaled by (diffusion
+    stages / convection stages): a Strang layer then has the parameters of a Transformer layer
+    (the Macaron matching) and a sandwich pattern those of its sublayers."""
+    check_fields(scheme, fields, network)
+    shared = config.weights == "shared"
+    gated = layer in config.gated_layers
+    present = scheme.fields
+    calls = {f: scheme.n_stages(f) for f in fields if f in present}
+    out = []
+    for f, n in calls.items():
+        kind = kind_of(config, f)
+        width = kind.default_width(config)
+        if not shared and f == CONVECTION and width is not None and DIFFUSION in calls:
+            width = max(1, round(width * calls[DIFFUSION] / n))
+        if gated and config.gate_fields in ("both", f):
+            kind = GatedKind(kind, config.gate)
+        out.append(LayerField(f, kind, width, n, shared))
+    return tuple(out)
+
+
+__all__ = ["KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind", "FieldKind",
+           "GatedKind", "LayerField", "check_fields", "get_kind", "kind_of", "layer_fields",
+           "serving"]

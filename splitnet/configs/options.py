@@ -1,0 +1,161 @@
+"""The pieces every config dataclass is made of (pure Python, no torch): :func:`option` (a field
+with its help text, command-line and ``--resume`` behaviour), the checks that turn a bad value
+into a one-line error naming the option (:func:`check_int`, :func:`check_real`,
+:func:`check_choice`, bounded by :data:`LIMITS`), how a config stores a scheme
+(:func:`scheme_spec`), and the option tables more than one config reads (:data:`WEIGHTS`,
+:data:`ACTIVATIONS`). :mod:`splitnet.config` and :mod:`splitnet.seq2seq_config` build on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+from ..integrators import schemes as _schemes
+from ..integrators.subflows import METHODS
+
+WEIGHTS = ("shared", "per-stage")
+# Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
+# splitnet.fields builds the function from it (this module stays free of torch).
+ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tanh"),)),
+               "relu": ("relu", ()), "silu": ("silu", ()), "tanh": ("tanh", ())}
+
+# How an option behaves on --resume: "fixed" options define the run (a different explicit value
+# is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
+# every option not given is restored from the checkpoint.
+# "session" options belong to one invocation and are never stored.
+FIXED, FREE, SESSION = "fixed", "free", "session"
+
+
+def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: str | None = None,
+           choices=None, parse=None, const=None):
+    """A dataclass field with its help text and command-line/resume behaviour in metadata
+    (``const``: the value of the flag given bare, without a value)."""
+    meta = {"help": help, "resume": resume, "cli": cli, "metavar": metavar, "choices": choices,
+            "parse": parse, "const": const}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("mutable defaults are not allowed in configs")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+# Upper bounds of the numbers a config takes: far beyond any real run, low enough that sizes,
+# seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
+# error naming the option, not an overflow deep inside torch).
+MAX_SEED = 2**63 - 1
+LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
+          "src_vocab": 2**24, "tgt_vocab": 2**24, "n_encoder_layers": 2**14,
+          "n_decoder_layers": 2**14,
+          "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
+          "batch_size": 2**24, "grad_accum": 2**24, "eval_windows": 2**24, "eval_every": 2**40,
+          "ckpt_every": 2**40, "warmup": 2**40, "seed": MAX_SEED, "loss_chunk": 2**31 - 1,
+          "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
+          # reals: a step, a learning rate or a peak beyond these overflows float32 at once
+          "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
+          "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}
+
+
+def check_int(name: str, v, lo: int = 1, none: bool = False):
+    if v is None and none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    hi = LIMITS.get(name)
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi:,}, got {v:,}")
+    return int(v)
+
+
+def check_real(name: str, v, lo: float | None = None, hi: float | None = None, lo_open=False,
+          hi_open=False, none: bool = False):
+    if v is None and none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    v = float(v)
+    hi = LIMITS.get(name, hi) if hi is None else hi
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+    if hi is not None and (v > hi or (hi_open and v == hi)):
+        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v:g}")
+    return v
+
+
+def check_choice(name: str, v, options, none: bool = False):
+    if v is None and none:
+        return None
+    if v not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, options))}; got {v!r}")
+    return v
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``"0,1,3"`` -> ``(0, 1, 3)``; a clear error for anything else."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"expected comma-separated integers, got {text!r}")
+    try:
+        return tuple(int(x) for x in items)
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def positive_ints(name: str, v) -> tuple[int, ...]:
+    """A non-empty tuple of ints >= 1 from a tuple, a list or ``"1,2,4"``."""
+    items = int_list(v) if isinstance(v, str) else v
+    if not isinstance(items, (tuple, list)) or not items:
+        raise ValueError(f"{name} must be a non-empty list of ints >= 1, got {v!r}")
+    return tuple(check_int(name, i) for i in items)
+
+
+def scheme_spec(scheme):
+    """What a config stores for a scheme -- a registry name or pattern as given (validated), or
+    the plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling) --
+    and the scheme itself."""
+    if isinstance(scheme, _schemes.SplittingScheme):
+        try:
+            if _schemes.get(scheme.name) == scheme:
+                return scheme.name, scheme
+        except ValueError:
+            pass
+        return scheme.to_dict(), scheme
+    if isinstance(scheme, dict):
+        s = _schemes.resolve(scheme)
+        return s.to_dict(), s
+    if not isinstance(scheme, str):
+        raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
+                        f"{type(scheme).__name__}")
+    s = _schemes.resolve(scheme)          # raises ValueError naming the problem
+    return (scheme.strip() if ":" not in scheme else s.to_dict()), s
+
+
+def config_from_dict(cls, d):
+    if not isinstance(d, dict):
+        raise TypeError(f"a {cls.__name__} is read from a dict, got {type(d).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} option(s) {unknown}")
+    return cls(**d)
+
+
+def check_network(cfg) -> None:
+    """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
+    ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
+    ``norm_eps`` -- checked and normalised in place on the frozen dataclass ``cfg``."""
+    set_ = object.__setattr__
+    if cfg.d_model % cfg.n_heads:
+        raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
+    check_choice("weights", cfg.weights, WEIGHTS)
+    if isinstance(cfg.step_size, bool) or not isinstance(cfg.step_size, numbers.Real):
+        raise TypeError(f"step_size must be a real number, got {cfg.step_size!r}")
+    set_(cfg, "step_size", check_real("step_size", cfg.step_size, lo=0.0, lo_open=True))
+    set_(cfg, "d_ff", 4 * cfg.d_model if cfg.d_ff is None else check_int("d_ff", cfg.d_ff))
+    set_(cfg, "dropout", check_real("dropout", cfg.dropout, lo=0.0, hi=1.0, hi_open=True))
+    check_choice("method", cfg.method, METHODS)
+    check_choice("activation", cfg.activation, ACTIVATIONS)
+    set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
+
+
+__all__ = ["ACTIVATIONS", "FIXED", "FREE", "LIMITS", "MAX_SEED", "SESSION", "WEIGHTS",
+           "check_choice", "check_int", "check_network", "check_real", "config_from_dict",
+           "int_list", "option", "positive_ints", "scheme_spec"]

@@ -1,0 +1,187 @@
+"""Configuration of an encoder–decoder network: :class:`Seq2SeqConfig`
+(``sn.models.Seq2SeqConfig``).
+
+One frozen dataclass, every option named once with its help text (the command line of
+``splitnet train --task translate`` and the checkpoint derive from the fields, as for
+:class:`~splitnet.configs.config.SplitConfig`). Pure Python: no torch.
+
+A network has two stacks, each a sequence of steps of a splitting scheme over its fields
+(:meth:`Seq2SeqConfig.stack` describes one, :class:`Stack`):
+
+* the **encoder**: ``diffusion`` (non-causal self-attention, source padding masked) and
+  ``convection`` (the feed-forward network), ``n_encoder_layers`` steps of ``encoder_scheme``;
+* the **decoder**: ``diffusion`` (causal self-attention), ``cross`` (attention to the encoder's
+  output, the fixed memory particles) and ``convection``, ``n_decoder_layers`` steps of
+  ``decoder_scheme``. A registry name is taken over the three fields in that order
+  (``lie-trotter`` = self, cross, feed-forward: the standard decoder layer; ``strang`` =
+  ``s/2 x/2 f x/2 s/2``); a stage string names its fields itself (``c:0.5,d:1,x:1,c:0.5`` with
+  ``weights="per-stage"`` is the Macaron decoder, feed-forward width halved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..integrators import schemes as _schemes
+from ..integrators.subflows import METHODS
+from ..spec.stages import CONVECTION, CROSS, DIFFUSION
+from . import kinds as _kinds
+from .options import ACTIVATIONS, WEIGHTS, check_network, option
+from .options import check_int as _int
+from .options import config_from_dict as _from_dict
+from .options import scheme_spec as _scheme_spec
+
+ENCODER_FIELDS = (DIFFUSION, CONVECTION)
+DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
+    :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
+    many layers of which scheme, causal or not. No gates, no rotary, attention only."""
+
+    name: str                     # "encoder" / "decoder"
+    fields: tuple[str, ...]
+    n_layers: int
+    scheme: Any                   # the resolved SplittingScheme
+    causal: bool
+    d_model: int
+    n_heads: int
+    d_ff: int
+    dropout: float
+    norm_eps: float
+    activation: str
+    weights: str
+    step_size: float
+    method: str
+    # what a SplitConfig has and a stack keeps fixed
+    gate: None = None
+    gate_fields: str = "both"
+    gated_layers: tuple = ()
+    rotary_pct: float = 0.0
+    rotary_base: float = 10000.0
+    diffusion_field: str = "attention"
+
+    def layer_fields(self, k: int) -> tuple:
+        """What layer ``k`` is made of (:func:`splitnet.configs.kinds.layer_fields`)."""
+        network = f"the {self.name} of a SplitSeq2Seq" + \
+            (" (cross-attention belongs to the decoder_scheme)" if self.name == "encoder" else "")
+        return _kinds.layer_fields(self, self.scheme, k, self.fields, network=network)
+
+
+def stack_scheme(spec, fields: tuple[str, ...]):
+    """The scheme ``spec`` names, over ``fields``: a registry name is instantiated over them (in
+    that order), a pattern, stage string or scheme object is taken as it is."""
+    if isinstance(spec, str) and _schemes._registry_key(spec) is not None:
+        return _schemes.get(spec, fields=fields)
+    return _schemes.resolve(spec)
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Everything that defines a :class:`~splitnet.nets.seq2seq.SplitSeq2Seq`; see its docstring."""
+
+    src_vocab: int = option(259, "source vocabulary size (259: bytes and pad/bos/eos)", cli=False)
+    tgt_vocab: int = option(259, "target vocabulary size", cli=False)
+    d_model: int = option(128, "model width")
+    n_heads: int = option(4, "attention heads")
+    n_encoder_layers: int = option(3, "encoder layers = steps of the encoder scheme")
+    n_decoder_layers: int = option(3, "decoder layers = steps of the decoder scheme")
+    encoder_scheme: Any = option("lie-trotter", "encoder scheme over diffusion (self-attention) "
+                                 "and convection (feed-forward): a name, s/f pattern or stage "
+                                 "string")
+    decoder_scheme: Any = option("lie-trotter", "decoder scheme over diffusion (causal "
+                                 "self-attention), cross (attention to the encoder) and "
+                                 "convection: a name (lie-trotter = the standard decoder "
+                                 "layer) or a stage string such as c:0.5,d:1,x:1,c:0.5 (with "
+                                 "--weights per-stage: the Macaron decoder)")
+    weights: str = option("shared", "one sub-layer per field per layer (shared) or one per "
+                          "stage (per-stage, feed-forward width scaled: Macaron matching)",
+                          choices=WEIGHTS)
+    step_size: float = option(1.0, "h: each layer integrates [k h, (k+1) h]")
+    d_ff: int | None = option(None, "feed-forward width (default 4 d_model)")
+    max_len: int = option(256, "longest source or target sequence (learned positions)",
+                          cli=False)
+    dropout: float = option(0.0, "dropout probability")
+    method: str = option("euler", "sub-flow method of every stage (euler = residual "
+                         "sub-layers)", choices=METHODS)
+    activation: str = option("gelu", "feed-forward activation", choices=ACTIVATIONS)
+    norm_eps: float = option(1e-5, "LayerNorm epsilon")
+    shared_embeddings: bool = option(True, "one token embedding for source and target (needs "
+                                     "equal vocabularies; --no-shared-embeddings: two)")
+    tie_head: bool = option(True, "output head tied to the target embedding")
+    pad_id: int = option(256, "padding token id", cli=False)
+    bos_id: int = option(257, "beginning-of-sequence id: decoder inputs start with it",
+                         cli=False)
+    eos_id: int = option(258, "end-of-sequence id: targets end with it", cli=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_encoder_layers",
+                     "n_decoder_layers", "max_len"):
+            set_(self, name, _int(name, getattr(self, name)))
+        for side in ("encoder", "decoder"):
+            spec, _ = _scheme_spec(getattr(self, f"{side}_scheme"))
+            set_(self, f"{side}_scheme", spec)
+        check_network(self)
+        for name in ("shared_embeddings", "tie_head"):
+            set_(self, name, bool(getattr(self, name)))
+        if self.shared_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"shared_embeddings needs equal vocabularies, got src_vocab="
+                             f"{self.src_vocab} and tgt_vocab={self.tgt_vocab}")
+        self._check_specials()
+        for side in ("encoder", "decoder"):        # every field has a kind, every scheme fits
+            self.stack(side).layer_fields(0)
+        dec = self.stack("decoder").scheme
+        if CROSS not in dec.fields:
+            raise ValueError(f"decoder_scheme {dec.name!r} ({dec.diagram()}) never advances the "
+                             f"cross field: the decoder would not read the encoder (add an "
+                             f"x stage, e.g. d:1,x:1,c:1)")
+
+    def _check_specials(self) -> None:
+        ids = {}
+        for name in ("pad_id", "bos_id", "eos_id"):
+            v = _int(name, getattr(self, name), lo=0)
+            if v >= min(self.src_vocab, self.tgt_vocab):
+                raise ValueError(f"{name}={v} must lie below both vocabulary sizes "
+                                 f"({self.src_vocab}, {self.tgt_vocab})")
+            if v in ids.values():
+                raise ValueError(f"pad_id, bos_id and eos_id must differ, got "
+                                 f"{self.pad_id}, {self.bos_id}, {self.eos_id}")
+            ids[name] = v
+            object.__setattr__(self, name, v)
+
+    # -- derived ---------------------------------------------------------------------------
+    def stack(self, side: str) -> Stack:
+        """The encoder's or the decoder's :class:`Stack`."""
+        if side not in ("encoder", "decoder"):
+            raise ValueError(f"side must be 'encoder' or 'decoder', got {side!r}")
+        enc = side == "encoder"
+        fields = ENCODER_FIELDS if enc else DECODER_FIELDS
+        return Stack(name=side, fields=fields,
+                     n_layers=self.n_encoder_layers if enc else self.n_decoder_layers,
+                     scheme=stack_scheme(getattr(self, f"{side}_scheme"), fields),
+                     causal=not enc, d_model=self.d_model, n_heads=self.n_heads,
+                     d_ff=self.d_ff, dropout=self.dropout, norm_eps=self.norm_eps,
+                     activation=self.activation, weights=self.weights,
+                     step_size=self.step_size, method=self.method)
+
+    # -- plain data ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain data (str, numbers, dicts): safe in a ``weights_only`` checkpoint and JSON."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Seq2SeqConfig:
+        """The config :meth:`to_dict` wrote (unknown keys are an error naming them)."""
+        return _from_dict(cls, d)
+
+    def replace(self, **changes) -> Seq2SeqConfig:
+        """A copy with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+
+__all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "Stack", "stack_scheme"]

@@ -1,0 +1,209 @@
+"""Stepping: the two numerical verbs every scheme shares, :func:`step` and :func:`integrate`,
+written on plain stage tuples and field callables (this module never imports
+:mod:`~splitnet.schemes`; schemes call it). How each stage is advanced is a sub-flow method of
+:mod:`splitnet.integrators.subflows`, re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..spec.stages import CONVECTION, DIFFUSION, Stage, component_clocks, field_name
+from ..spec.stages import clocks as stage_clocks
+from .subflows import get_method
+from .validate import (
+    CheckedField,
+    check_callable,
+    check_state,
+    check_step_size,
+    check_time,
+    small_problem_threads,
+)
+
+# --------------------------------------------------------------------------------------------
+# Stepping on stage tuples
+
+
+class SumField:
+    """``f(t, x) = sum_j F_j(t + d_j, x)``: the field of a sum stage (``d+c``), each component
+    on its own clock (``d_j``: how far its clock runs ahead of the stage's first component, in
+    time units). A key/value ``cache`` goes to the one component that takes it
+    (``supports_cache``), a memory (``memory=``, ``memory_mask=``) to the components that read one
+    (``uses_memory``). The sum supports a cache when exactly one component takes it and every
+    other component is position-wise (``mixes_tokens`` false; a callable that does not say is
+    taken to mix tokens)."""
+
+    def __init__(self, fields: Sequence, offsets: Sequence[float]):
+        self.fields, self.offsets = list(fields), [float(d) for d in offsets]
+        takers = [f for f in self.fields if getattr(f, "supports_cache", False)]
+        mixers = [f for f in self.fields if getattr(f, "mixes_tokens", True)]
+        self.mixes_tokens = bool(mixers)
+        self.supports_cache = len(takers) == 1 and all(f is takers[0] for f in mixers)
+        self._taker = takers[0] if len(takers) == 1 else None
+        self.uses_memory = any(getattr(f, "uses_memory", False) for f in self.fields)
+        self.masks_padding = any(getattr(f, "masks_padding", False) for f in self.fields)
+
+    def __call__(self, t, x, cache=None, **context):
+        out = None
+        for f, d in zip(self.fields, self.offsets):
+            kw = context_for(f, context) if context else {}
+            if cache is not None and f is self._taker:
+                kw["cache"] = cache
+            y = f(t + d, x, **kw)
+            out = y if out is None else out + y
+        return out
+
+    def __repr__(self) -> str:
+        return f"SumField({self.fields!r})"
+
+
+MEMORY_CONTEXT = ("memory", "memory_mask", "memory_cache")   # read by fields that use_memory
+PADDING_CONTEXT = ("padding_mask",)                          # read by fields that mask padding
+
+
+def context_for(f, context: dict) -> dict:
+    """The part of a network's ``context`` the field ``f`` reads: the memory (``memory=``,
+    ``memory_mask=``, ``memory_cache=``) when it ``uses_memory``; the padding of the tokens
+    (``padding_mask=`` (B, n) bool, True = padding) when it ``masks_padding``. A field that mixes
+    tokens but cannot mask padding is a ``ValueError``: padding would leak into real tokens."""
+    kw = {}
+    if getattr(f, "uses_memory", False):
+        kw.update((k, context[k]) for k in MEMORY_CONTEXT if k in context)
+    if "padding_mask" in context:
+        if getattr(f, "masks_padding", False):
+            kw["padding_mask"] = context["padding_mask"]
+        elif getattr(f, "mixes_tokens", True):
+            raise ValueError(f"{type(f).__name__} mixes tokens but cannot mask padding: give "
+                             f"sequences without padding, or use attention")
+    return kw
+
+
+def field_map(names: Sequence[str], diffusion=None, convection=None, fields=None,
+              name: str = "scheme") -> dict:
+    """The callables of a scheme's fields ``names``: ``fields={"cross": X, ...}`` and/or the
+    two-field keywords ``diffusion`` / ``convection``. A field given twice, a field of the
+    scheme not given, or one given that the scheme does not advance is a ``ValueError`` naming
+    it (a typo in a field name cannot pass silently)."""
+    given = {}
+    if fields is not None:
+        if not isinstance(fields, dict):
+            raise TypeError(f"fields must be a dict of field name -> callable f(t, x), got "
+                            f"{type(fields).__name__}")
+        for k, v in fields.items():
+            given[field_name(k)] = v
+    for k, v in ((DIFFUSION, diffusion), (CONVECTION, convection)):
+        if v is not None:
+            if k in given:
+                raise ValueError(f"the {k} field is given twice ({k}= and fields=)")
+            given[k] = v
+    missing = [f for f in names if f not in given]
+    if missing:
+        raise ValueError(f"scheme {name!r} advances {', '.join(names)}; no callable given for "
+                         f"{', '.join(missing)} (pass fields={{name: f(t, x)}})")
+    extra = [f for f in given if f not in names]
+    if extra:
+        raise ValueError(f"field(s) {', '.join(extra)} given, but scheme {name!r} advances only "
+                         f"{', '.join(names)}")
+    return given
+
+
+def stage_fields(stages: Sequence[Stage], fields: dict, name: str = "scheme",
+                 step_size: float = 1.0) -> list:
+    """One callable per stage from ``fields`` (field name -> a callable shared by all its
+    stages, or a sequence with one per stage that advances it: ``weights="per-stage"``). A sum
+    stage gets a :class:`SumField` of its components, each on its own clock."""
+    per_field = {}
+    for fname, f in fields.items():
+        n = sum(fname in st.components for st in stages)
+        if isinstance(f, (list, tuple, torch.nn.ModuleList)):
+            if len(f) != n:
+                raise ValueError(f"{len(f)} {fname} fields given for the {n} {fname} stages of "
+                                 f"{name!r}")
+            fs = list(f)
+        else:
+            fs = [f] * n
+        for g in fs:
+            check_callable(g, fname)
+        per_field[fname] = iter(fs)
+    out = []
+    for st, clocks in zip(stages, component_clocks(stages)):
+        parts = [next(per_field[c]) for c in st.components]
+        out.append(parts[0] if len(parts) == 1 else
+                   SumField(parts, [step_size * (c - clocks[0]) for c in clocks]))
+    return out
+
+
+def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method="exact",
+         clocks: Sequence[float] | None = None, check: bool = True, states: list | None = None,
+         name: str = "scheme", **options):
+    """One step ``x(t) -> x(t + h)``: stage i advances its field (or sum of fields) by
+    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock). ``fields``:
+    field name -> callable (or one per stage, see :func:`stage_fields`). Appends the state
+    after each stage to ``states`` if given. A negative step runs the adjoint direction; zero
+    is an error."""
+    if step_size is None:
+        raise TypeError("step() needs step_size")
+    if x is None:
+        raise TypeError("step() needs the state x")
+    h = check_step_size(step_size, allow_negative=True)
+    t = check_time(t)
+    m = get_method(method, **options)
+    fields = stage_fields(stages, fields, name, h)
+    clocks = stage_clocks(stages) if clocks is None else clocks
+    if check:
+        check_state(x, "x")
+        fields = [CheckedField(f, st.field) for f, st in zip(fields, stages)]
+    with small_problem_threads(x):
+        for f, st, clock in zip(fields, stages, clocks):
+            x = m(f, t + h * clock, x, h * st.coeff)
+            if states is not None:
+                states.append(x)
+    if check and not torch.isfinite(x).all():
+        raise ValueError(f"NaN/inf in the state after a {name} step from t={t:.6g}")
+    return x
+
+
+def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
+    """``(t0, h, n)`` for ``t_span = (t0, T)``; ``(T - t0) / h`` must be an integer."""
+    if isinstance(t_span, torch.Tensor):        # torch.tensor([t0, T]) is a pair too
+        t_span = t_span.tolist() if t_span.dim() == 1 else t_span
+    if not (isinstance(t_span, (tuple, list)) and len(t_span) == 2):
+        raise ValueError(f"t_span must be a pair (t0, T), got {t_span!r}")
+    t0, t1 = (check_time(v, "t_span") for v in t_span)
+    h = check_step_size(step_size)
+    if not t1 > t0:
+        raise ValueError(f"t_span must have T > t0, got {t_span!r}")
+    n = round((t1 - t0) / h)
+    if n < 1 or abs(n * h - (t1 - t0)) > 1e-9 * max(1.0, abs(t1 - t0)):
+        raise ValueError(f"(T - t0) / h = {(t1 - t0) / h:.12g} is not an integer; choose a step "
+                         f"size that divides the interval")
+    return t0, h, n
+
+
+def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, method="exact",
+              clocks: Sequence[float] | None = None, progress: bool = False,
+              check: bool = True, name: str = "scheme", **options) -> torch.Tensor:
+    """``n`` steps; returns the states at ``t0 + k h``, shape ``(n + 1, *x0.shape)``."""
+    if x0 is None or t_span is None:
+        raise TypeError("integrate() needs x0 and t_span")
+    t0, h, n = n_steps_for(t_span, step_size)
+    check_state(x0, "x0")
+    get_method(method, **options)  # fail before stepping on a bad method/option
+    out = [x0]
+    x = x0
+    it = range(n)
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc=f"{name}/{method}", unit="step")
+    for k in it:
+        x = step(stages, fields, x, t0 + k * h, h, method, clocks=clocks, check=check,
+                 name=name, **options)
+        out.append(x)
+    return torch.stack(out)
+
+
+__all__ = ["MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for", "field_map",
+           "integrate", "n_steps_for", "stage_fields", "step"]

@@ -1,0 +1,444 @@
+"""Models in and out: GPT-2 and GPT-NeoX ``transformers`` models as SplitTransformers, and back.
+
+Needs the optional extra ``pip install 'splitnet[hf]'`` (transformers, safetensors); without it
+every function here raises :class:`~splitnet.config.MissingDependency` (an ``ImportError`` that
+names the pip command). Nothing is ever downloaded: directories are read with
+``local_files_only=True``.
+
+* :func:`from_hf` -- a ``GPT2LMHeadModel`` (object or ``save_pretrained`` directory) as a
+  :class:`~splitnet.nets.models.SplitTransformer` with the same logits. GPT-2 *is* the Lie–Trotter
+  scheme with Euler sub-steps at h = 1, shared weights, learned positions and a tied head::
+
+      x = wte[idx] + wpe[pos]
+      x = x + c_proj(attn(ln_1(x)))        # stage (diffusion, 1)
+      x = x + mlp(ln_2(x))                 # stage (convection, 1)
+      logits = ln_f(x) @ wte^T
+
+  The map is exact: Conv1D stores ``W`` as (in, out) and computes ``x W + b``; a Linear stores
+  ``W^T``; everything else (biases, LayerNorm epsilon, tanh-GELU, positions) is copied.
+
+  A ``GPTNeoXForCausalLM`` (the Pythia family) maps too: with ``use_parallel_residual`` its
+  layer ``x + attn(LN1 x) + mlp(LN2 x)`` is one Euler step of the unsplit ODE (scheme
+  ``parallel``), without it ``x += attn(LN1 x); x += mlp(LN2 x)`` is Lie–Trotter; no position
+  table (``positions="none"``), rotary embeddings on ``rotary_pct`` of each head
+  (``partial_rotary_factor``), an untied head unless ``tie_word_embeddings``. Its fused
+  ``query_key_value`` rows are laid out per head as ``(heads, 3, head_dim)`` and are permuted
+  into splitnet's ``(3, heads, head_dim)``. Export of such models is not provided.
+* :func:`to_hf` -- the way back. A model that is exactly a GPT-2 (:func:`gpt2_mismatch` returns
+  None) is written as a standard GPT-2 directory; every other scheme and weights mode as a
+  ``splitnet`` directory (:mod:`splitnet.interop.hf`), which ``AutoModelForCausalLM`` loads once
+  ``splitnet.interop.hf`` is imported. A byte-level model (vocabulary 256) gets a byte tokenizer.
+* :func:`load_hf_for_analysis` -- a directory's model, its tokenizer (else bytes) and a loss
+  evaluator: what the analyses (``splitnet trajectories --hf``, re-discretisation) need.
+
+See ``docs/interop.md`` for the mapping and what is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..configs.config import require
+from ..nets.models import SplitTransformer
+from ..spec.stages import CONVECTION, DIFFUSION, Stage
+
+# splitnet activation <-> transformers ACT2FN name computing the same function with the same
+# kernel (gelu_pytorch_tanh is F.gelu(approximate="tanh"), exactly what splitnet runs).
+ACT_TO_HF = {"gelu_tanh": "gelu_pytorch_tanh", "gelu": "gelu", "relu": "relu", "silu": "silu",
+             "tanh": "tanh"}
+# transformers names splitnet reads: the same function (gelu_new is GPT-2's tanh-GELU written
+# out in Python: equal to F.gelu(approximate="tanh") up to rounding).
+HF_TO_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+             "gelu_python_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu", "silu": "silu",
+             "swish": "silu", "tanh": "tanh"}
+LIE_TROTTER = (Stage(DIFFUSION, 1.0), Stage(CONVECTION, 1.0))
+
+
+def _hf():
+    """The optional modules, or one clear line saying what to install."""
+    require("transformers", "safetensors", extra="hf", feature="splitnet.interop")
+    import transformers
+
+    from . import hf
+
+    return transformers, hf
+
+
+# ---------------------------------------------------------------------------------------------
+# in
+
+
+def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer:
+    """A SplitTransformer with the logits of a ``transformers`` GPT-2 (``GPT2LMHeadModel``, or a
+    directory written by ``save_pretrained``), or the SplitTransformer inside a ``splitnet``
+    directory written by :func:`to_hf`. In eval mode, on the CPU, in the source's dtype (or
+    ``dtype``). Raises ValueError for a model it cannot map exactly, naming why."""
+    transformers, hf = _hf()
+    src = model_or_path
+    if isinstance(src, (str, Path)):
+        src = _load_pretrained(src)
+    if isinstance(src, hf.SplitTransformerForCausalLM):
+        model = src.model
+    elif isinstance(src, transformers.GPT2LMHeadModel):
+        model = _from_gpt2(src)
+    elif isinstance(src, transformers.GPTNeoXForCausalLM):
+        model = _from_neox(src)
+    else:
+        raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
+                        f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
+    model = model.cpu().eval()
+    return model.to(dtype) if dtype is not None else model
+
+
+def _check_directory(path) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ValueError(f"{p} is not a directory (a Hugging Face model directory written by "
+                         f"save_pretrained is expected; nothing is downloaded)")
+    if not (p / "config.json").is_file():
+        raise ValueError(f"{p} has no config.json: not a Hugging Face model directory")
+    return p
+
+
+def _load_pretrained(path):
+    """The model of a local directory: GPT-2 or splitnet, nothing else, nothing downloaded."""
+    transformers, hf = _hf()
+    p = _check_directory(path)
+    try:
+        cfg = transformers.AutoConfig.from_pretrained(p, local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{p}/config.json cannot be read ({str(e).splitlines()[0]})") from None
+    kinds = {"gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM,
+             hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
+    if cfg.model_type not in kinds:
+        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports 'gpt2', "
+                         f"'gpt_neox' and 'splitnet' models")
+    try:
+        return kinds[cfg.model_type].from_pretrained(p, local_files_only=True)
+    except OSError as e:
+        raise ValueError(f"{p}: the weights cannot be read ({str(e).splitlines()[0]})") from None
+
+
+def _gpt2_config_check(c) -> str:
+    """The splitnet activation of a GPT2Config; ValueError for anything that would change the
+    logits under the map."""
+    if c.activation_function not in HF_TO_ACT:
+        raise ValueError(f"GPT-2 activation {c.activation_function!r} has no exact splitnet "
+                         f"counterpart (supported: {', '.join(HF_TO_ACT)})")
+    bad = [name for name, ok in (
+        ("scale_attn_weights=False", c.scale_attn_weights),
+        ("scale_attn_by_inverse_layer_idx=True", not c.scale_attn_by_inverse_layer_idx),
+        ("add_cross_attention=True", not c.add_cross_attention)) if not ok]
+    if bad:
+        raise ValueError(f"this GPT-2 differs from a pre-norm Transformer layer: "
+                         f"{', '.join(bad)}")
+    return HF_TO_ACT[c.activation_function]
+
+
+def _from_gpt2(src) -> SplitTransformer:
+    c = src.config
+    activation = _gpt2_config_check(c)
+    gpt, head = src.transformer, src.lm_head.weight
+    if head is not gpt.wte.weight and not torch.equal(head, gpt.wte.weight):
+        raise ValueError("this GPT-2's output head is not tied to its token embedding; "
+                         "a SplitTransformer's head is tied")
+    drops = {c.resid_pdrop, c.embd_pdrop, c.attn_pdrop}
+    model = SplitTransformer(
+        vocab_size=c.vocab_size, d_model=c.n_embd, n_heads=c.n_head, n_layers=c.n_layer,
+        scheme="lie-trotter", causal=True, weights="shared", step_size=1.0,
+        d_ff=c.n_inner or 4 * c.n_embd, max_len=c.n_positions, activation=activation,
+        # dropout acts in training only; one value when GPT-2 uses one, else none
+        dropout=float(drops.pop()) if len(drops) == 1 else 0.0, norm_eps=c.layer_norm_epsilon)
+    model.to(gpt.wte.weight.dtype)
+    with torch.no_grad():
+        for dst, src_mod in _gpt2_pairs(model, gpt):
+            _copy(dst, src_mod)
+    return model
+
+
+def _gpt2_pairs(model: SplitTransformer, gpt) -> list[tuple]:
+    """(splitnet module, GPT-2 module) pairs that hold the same parameters."""
+    pairs = [(model.tok_emb, gpt.wte), (model.pos_emb, gpt.wpe), (model.norm, gpt.ln_f)]
+    for layer, block in zip(model.layers, gpt.h):
+        att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
+        pairs += [(att.norm, block.ln_1), (att.qkv, block.attn.c_attn),
+                  (att.proj, block.attn.c_proj), (ffn.norm, block.ln_2),
+                  (ffn.fc1, block.mlp.c_fc), (ffn.fc2, block.mlp.c_proj)]
+    return pairs
+
+
+def _copy(dst, src) -> None:
+    """Parameters of ``src`` into ``dst``; a Conv1D's weight (in, out) becomes a Linear's
+    (out, in) and back."""
+    conv = type(src).__name__ == "Conv1D" or type(dst).__name__ == "Conv1D"
+    for name, p in dst.named_parameters(recurse=False):
+        q = getattr(src, name)
+        q = q.t() if conv and name == "weight" else q
+        if tuple(q.shape) != tuple(p.shape):
+            raise ValueError(f"shape mismatch copying {type(src).__name__}.{name}: "
+                             f"{tuple(q.shape)} into {tuple(p.shape)}")
+        p.copy_(q)
+
+
+def _neox_options(c) -> dict:
+    """The SplitConfig options of a GPTNeoXConfig; ValueError for anything the map would not
+    reproduce exactly."""
+    if c.hidden_act not in HF_TO_ACT:
+        raise ValueError(f"GPT-NeoX activation {c.hidden_act!r} has no exact splitnet "
+                         f"counterpart (supported: {', '.join(HF_TO_ACT)})")
+    rope = dict(c.rope_parameters or {})
+    bad = [why for why, wrong in (
+        (f"rope_type {rope.get('rope_type')!r} (splitnet has the default RoPE only)",
+         rope.get("rope_type", "default") != "default"),
+        ("attention_bias=False (splitnet's attention has biases)", not c.attention_bias))
+        if wrong]
+    if bad:
+        raise ValueError(f"this GPT-NeoX cannot be mapped exactly: {', '.join(bad)}")
+    drops = {c.hidden_dropout, c.attention_dropout}
+    return {
+        "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_layers": c.num_hidden_layers,
+        "scheme": "parallel" if c.use_parallel_residual else "lie-trotter", "causal": True,
+        "weights": "shared", "step_size": 1.0, "d_ff": c.intermediate_size,
+        "max_len": c.max_position_embeddings, "activation": HF_TO_ACT[c.hidden_act],
+        "dropout": float(drops.pop()) if len(drops) == 1 else 0.0,
+        "norm_eps": c.layer_norm_eps, "positions": "none",
+        "rotary_pct": float(rope.get("partial_rotary_factor", 1.0)),
+        "rotary_base": float(rope.get("rope_theta", 10000.0)),
+        "tie_head": bool(c.tie_word_embeddings)}
+
+
+def _from_neox(src) -> SplitTransformer:
+    """A GPTNeoXForCausalLM as a SplitTransformer (scheme parallel or lie-trotter)."""
+    model = SplitTransformer(**_neox_options(src.config))
+    neox = src.gpt_neox
+    model.to(neox.embed_in.weight.dtype)
+    heads, d = model.config.n_heads, model.config.d_model
+    with torch.no_grad():
+        pairs = [(model.tok_emb, neox.embed_in), (model.norm, neox.final_layer_norm)]
+        if not model.config.tie_head:
+            pairs.append((model.head, src.lm_head))
+        for layer, block in zip(model.layers, neox.layers):
+            att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
+            pairs += [(att.norm, block.input_layernorm), (att.proj, block.attention.dense),
+                      (ffn.norm, block.post_attention_layernorm),
+                      (ffn.fc1, block.mlp.dense_h_to_4h), (ffn.fc2, block.mlp.dense_4h_to_h)]
+            qkv = block.attention.query_key_value    # rows (heads, 3, head_dim) -> (3, heads, ..)
+            att.qkv.weight.copy_(qkv.weight.view(heads, 3, d // heads, d).transpose(0, 1)
+                                 .reshape(3 * d, d))
+            att.qkv.bias.copy_(qkv.bias.view(heads, 3, d // heads).transpose(0, 1).reshape(-1))
+        for dst, src_mod in pairs:
+            _copy(dst, src_mod)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# out
+
+
+def gpt2_mismatch(model: SplitTransformer) -> str | None:
+    """Why ``model`` is not exactly a GPT-2 (then :func:`to_hf` writes a splitnet directory), or
+    None when it is: Lie–Trotter stages (diffusion 1, convection 1) with Euler sub-steps at
+    h = 1, causal self-attention, no gates, an activation transformers has."""
+    _check_model(model)
+    c = model.config
+    reasons = []
+    if tuple(model.scheme.stages) != LIE_TROTTER:
+        reasons.append(f"scheme {model.scheme.name!r} is not Lie–Trotter (diffusion 1, "
+                       f"convection 1)")
+    if c.step_size != 1.0:
+        reasons.append(f"step size {c.step_size:g} (GPT-2: 1)")
+    if c.method != "euler":
+        reasons.append(f"sub-flow method {c.method!r} (GPT-2: euler, the residual sub-layer)")
+    if c.gate is not None:
+        reasons.append("SDU gates")
+    if not c.causal:
+        reasons.append("bidirectional attention")
+    if c.diffusion_field != "attention":
+        reasons.append(f"diffusion field {c.diffusion_field!r} (GPT-2: self-attention)")
+    if c.activation not in ACT_TO_HF:
+        reasons.append(f"activation {c.activation!r}")
+    if c.positions != "learned" or c.rotary_pct > 0:
+        reasons.append("rotary or no position embeddings (GPT-2: learned positions)")
+    if not c.tie_head:
+        reasons.append("an untied head")
+    if c.learn_coefficients:
+        reasons.append("learned stage coefficients")
+    return "; ".join(reasons) or None
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, SplitTransformer):
+        raise TypeError(f"expected a SplitTransformer, got {type(model).__name__}")
+
+
+FORMATS = ("auto", "gpt2", "splitnet")
+
+
+def to_hf(model: SplitTransformer, directory, format: str = "auto",
+          tokenizer="auto") -> str:
+    """Write ``model`` as a Hugging Face directory (config.json + model.safetensors) that
+    ``AutoModelForCausalLM.from_pretrained(directory)`` loads with the same logits.
+
+    format : ``"gpt2"`` -- a standard GPT-2 (only for a model that is one: :func:`gpt2_mismatch`
+        is None; otherwise ValueError naming why); ``"splitnet"`` -- :mod:`splitnet.interop.hf`'s
+        classes, any scheme and weights mode (load with ``splitnet.hf`` imported); ``"auto"``
+        (default) -- gpt2 when exact, else splitnet.
+    tokenizer : ``"auto"`` -- the byte tokenizer (:func:`byte_tokenizer`) for a vocabulary of
+        256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
+
+    Returns the format written (``"gpt2"`` or ``"splitnet"``)."""
+    transformers, hf = _hf()
+    _check_model(model)
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    out = Path(directory).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a directory")
+    why = gpt2_mismatch(model)
+    if format == "gpt2" and why:
+        raise ValueError(f"this model is not a GPT-2 ({why}); export it with format='splitnet'")
+    fmt = "gpt2" if format == "gpt2" or (format == "auto" and why is None) else "splitnet"
+    tok = byte_tokenizer() if tokenizer == "auto" and model.vocab_size == 256 else (
+        None if tokenizer in ("auto", None) else tokenizer)
+    dtype = next(model.parameters()).dtype
+    hf_model = _to_gpt2(model, transformers) if fmt == "gpt2" else _to_splitnet(model, hf)
+    hf_model.to(dtype).save_pretrained(out)
+    if tok is not None:
+        tok.save_pretrained(out)
+    return fmt
+
+
+def _to_gpt2(model: SplitTransformer, transformers):
+    c = model.config
+    cfg = transformers.GPT2Config(
+        vocab_size=c.vocab_size, n_positions=c.max_len, n_embd=c.d_model, n_layer=c.n_layers,
+        n_head=c.n_heads, n_inner=c.d_ff, activation_function=ACT_TO_HF[c.activation],
+        resid_pdrop=c.dropout, embd_pdrop=c.dropout, attn_pdrop=c.dropout,
+        layer_norm_epsilon=c.norm_eps, bos_token_id=None, eos_token_id=None,
+        tie_word_embeddings=True)
+    out = transformers.GPT2LMHeadModel(cfg).to(next(model.parameters()).dtype)
+    with torch.no_grad():
+        for ours, theirs in _gpt2_pairs(model, out.transformer):
+            _copy(theirs, ours)
+    return out.eval()
+
+
+def _to_splitnet(model: SplitTransformer, hf):
+    cfg = hf.SplitTransformerConfig(split_config=model.config.to_dict())
+    out = hf.SplitTransformerForCausalLM(cfg).to(next(model.parameters()).dtype)
+    out.model.load_state_dict(model.state_dict())
+    return out.eval()
+
+
+def byte_tokenizer():
+    """A ``transformers`` tokenizer whose ids are the UTF-8 bytes of the text (splitnet's own
+    byte encoding, vocabulary 256): token i is byte i, decoding joins the bytes."""
+    _hf()
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    to_char = bytes_to_unicode()         # byte -> the printable character ByteLevel uses
+    tok = Tokenizer(models.BPE(vocab={to_char[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+# ---------------------------------------------------------------------------------------------
+# analyses
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
+def load_tokenizer(directory):
+    """The tokenizer saved in ``directory`` (``AutoTokenizer``, local files only), or None when
+    it has none (then texts are UTF-8 bytes)."""
+    _hf()
+    p = Path(directory)
+    if not any((p / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(p, local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{p}: the tokenizer cannot be read ({str(e).splitlines()[0]})") \
+            from None
+
+
+@dataclass
+class Imported:
+    """An imported model with what analyses need: ``model`` (a SplitTransformer), ``tokenizer``
+    (None: UTF-8 bytes), the ``directory`` it came from.
+
+    ``splitnet refine --hf DIR`` hooks in here: ``imported.model`` is the network to
+    re-discretise (:func:`splitnet.analysis.rediscretize`), ``imported.evaluate(text, model=m)``
+    the loss of any re-discretised ``m`` on the same tokens."""
+
+    model: SplitTransformer
+    tokenizer: object
+    directory: Path
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Token ids (T,) of ``text``: the tokenizer's, else UTF-8 bytes."""
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty str")
+        ids = self.tokenizer.encode(text) if self.tokenizer is not None else \
+            list(text.encode("utf-8"))
+        if max(ids) >= self.model.vocab_size:
+            raise ValueError(f"token ids up to {max(ids)} do not fit the model's vocabulary "
+                             f"{self.model.vocab_size}")
+        return torch.tensor(ids, dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids]
+        if self.tokenizer is not None:
+            return self.tokenizer.decode(ids)
+        return bytes(ids).decode("utf-8", "replace")
+
+    @torch.no_grad()
+    def evaluate(self, text: str, model: SplitTransformer | None = None) -> dict:
+        """Next-token loss of ``model`` (default: the imported one) on ``text``, cut into
+        windows of the model's context: ``loss`` in nats per predicted token, ``bpb`` the
+        same total in bits per UTF-8 byte of the predicted text (comparable across
+        tokenizers and with splitnet's byte models), ``tokens``, ``bytes``."""
+        model = self.model if model is None else model
+        ids = self.encode(text)
+        dev = next(model.parameters()).device
+        nats, n_tok, n_bytes = 0.0, 0, 0
+        for w in ids.split(model.max_len):
+            if len(w) < 2:
+                continue
+            logits = model(w[None].to(dev))[0, :-1].double()
+            nats += float(torch.nn.functional.cross_entropy(logits, w[1:].to(dev),
+                                                            reduction="sum"))
+            n_tok += len(w) - 1
+            n_bytes += len(self.decode(w).encode()) - len(self.decode(w[:1]).encode())
+        if n_tok == 0:
+            raise ValueError("the text is too short: it needs at least 2 tokens")
+        return {"loss": nats / n_tok, "bpb": nats / math.log(2) / max(n_bytes, 1),
+                "tokens": n_tok, "bytes": n_bytes}
+
+
+def load_hf_for_analysis(directory, dtype: torch.dtype | None = None) -> Imported:
+    """A local Hugging Face directory (GPT-2 or splitnet) as an :class:`Imported`: the model
+    (:func:`from_hf`), the directory's tokenizer or bytes, and a loss evaluator."""
+    p = _check_directory(directory)
+    model = from_hf(p, dtype=dtype)
+    tok = load_tokenizer(p)
+    if tok is None and model.vocab_size < 256:
+        raise ValueError(f"{p} has no tokenizer and the model's vocabulary "
+                         f"({model.vocab_size}) is too small for bytes")
+    return Imported(model=model, tokenizer=tok, directory=p)
+
+
+__all__ = ["ACT_TO_HF", "FORMATS", "HF_TO_ACT", "LIE_TROTTER", "TOKENIZER_FILES", "Imported",
+           "byte_tokenizer", "from_hf", "gpt2_mismatch", "load_hf_for_analysis", "load_tokenizer",
+           "to_hf"]

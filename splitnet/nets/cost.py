@@ -1,0 +1,207 @@
+"""What a SplitTransformer costs: parameters, field evaluations and FLOPs per token, in closed
+form from its field kinds (:mod:`splitnet.kinds`) and its sub-flow method. Nothing is built and
+torch is not imported: ``splitnet describe --scheme all`` (every registry scheme, both weights
+modes) takes well under a second (``benchmarks/bench_describe.py``).
+
+``splitnet describe --scheme strang`` (command line, :mod:`splitnet.cli.cmd_describe`) or
+:func:`describe` (API).
+
+* **Parameters**: token and position embeddings ``V d + max_len d`` (no position table with
+  ``positions="none"``), the final LayerNorm ``2 d``, the head when it is not tied to the
+  embedding (``V d``, counted with the embeddings), and every module of every layer
+  (``kind.params``: one per field per layer, or one per stage with ``weights="per-stage"``).
+  Rotary position embeddings have no parameters; ``learn_coefficients`` adds one per stage and
+  layer.
+* **Field evaluations per token**, per field: each stage of each layer calls its field
+  ``evals(method)`` times (euler 1, midpoint 2, rk4 4); a field call processes every token once,
+  so per token ``n_layers * stages advancing the field * evals`` (a sum stage ``d+c`` counts for
+  each of its fields).
+* **FLOPs per token**: matmul FLOPs, in ``torch.utils.flop_counter.FlopCounterMode``'s
+  convention (2 per multiply-add; attention's ``QK^T`` and ``AV`` counted dense, no 1/2 for the
+  causal mask; element-wise work -- norms, GELU, GLU, softmax, residual adds -- not counted): each
+  evaluation's ``kind.flops`` at ``seq_len`` tokens, plus the head ``2 d V``. ``train`` =
+  forward + backward = 3 x forward (each matmul's backward is two matmuls of its size: the
+  gradients of its input and of its weight; the embedding lookup is no matmul).
+  ``tests/test_cost.py`` checks every closed form against FlopCounterMode on a model built on
+  the ``meta`` device, for every registry scheme.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import asdict, dataclass
+
+from ..configs.config import WEIGHTS, SplitConfig
+from ..configs.kinds import layer_fields
+from ..integrators.schemes import available
+from ..integrators.subflows import METHODS, get_method
+
+
+@dataclass
+class Cost:
+    scheme: str
+    pattern: str                # the scheme's diagram, e.g. 'f/2 s f/2'
+    weights: str
+    method: str
+    d_model: int
+    n_heads: int
+    n_layers: int
+    d_ff: int
+    vocab_size: int
+    seq_len: int
+    params: int                 # all parameters (a tied head counted once)
+    params_non_embedding: int   # without token and position embeddings and an untied head
+    kinds: dict                 # field -> the kind that serves it ({'diffusion': 'attention', ..})
+    evals: dict                 # field -> its evaluations per token (whole network)
+    flops_forward: float        # per token
+    flops_train: float          # forward + backward, per token
+
+    @property
+    def n_evals(self) -> int:
+        """Field evaluations per token, all fields together."""
+        return sum(self.evals.values())
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["n_evals"] = self.n_evals
+        return d
+
+
+def _evals(config: SplitConfig) -> int:
+    m = get_method(config.method)
+    if m.evals is None:
+        fixed = [k for k, v in METHODS.items() if v.evals is not None]
+        raise ValueError(f"method {m.name!r} has no fixed number of field evaluations; "
+                         f"use {', '.join(fixed)}")
+    return m.evals
+
+
+def _layers(config: SplitConfig, sch=None) -> list:
+    """``layer_fields`` of every layer (planned once per gated / plain layer)."""
+    sch = config.resolved_scheme() if sch is None else sch
+    plans: dict[bool, tuple] = {}
+    gated = set(config.gated_layers)
+    return [plans.setdefault(k in gated, layer_fields(config, sch, k))
+            for k in range(config.n_layers)]
+
+
+def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
+    d = config.d_model
+    n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
+    if config.learn_coefficients:
+        n += config.n_layers * len(config.resolved_scheme().stages)
+    non_embedding = n + 2 * d                       # + the final LayerNorm
+    tables = config.vocab_size * (1 if config.tie_head else 2) + \
+        (config.max_len if config.positions == "learned" else 0)
+    return non_embedding + tables * d, non_embedding
+
+
+def _field_evals(config: SplitConfig, layers: list) -> dict[str, int]:
+    e = _evals(config)
+    out: dict[str, int] = {}
+    for fields in layers:
+        for f in fields:
+            out[f.field] = out.get(f.field, 0) + f.calls * e
+    return out
+
+
+def _forward(config: SplitConfig, layers: list, seq_len: int, evals: int | None) -> float:
+    if isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1:
+        raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+    e = _evals(config) if evals is None else evals
+    fields = sum(f.calls * e * f.kind.flops(config, f.width, seq_len)
+                 for layer in layers for f in layer)
+    return fields + 2.0 * config.d_model * config.vocab_size     # + the head
+
+
+def count_params(config: SplitConfig) -> tuple[int, int]:
+    """``(all parameters, without the token and position embeddings)`` of
+    ``SplitTransformer.from_config(config)``, equal to its ``n_params()``."""
+    return _params(config, _layers(config))
+
+
+def field_evals(config: SplitConfig) -> dict[str, int]:
+    """Evaluations per token of each field of the network (``method.evals`` per stage)."""
+    return _field_evals(config, _layers(config))
+
+
+def forward_flops(config: SplitConfig, seq_len: int, evals: int | None = None) -> float:
+    """Forward matmul FLOPs per token on sequences of ``seq_len`` tokens (module docstring).
+    ``evals``: field evaluations per stage (default: the method's; required for ``exact``)."""
+    return _forward(config, _layers(config), seq_len, evals)
+
+
+# The size `splitnet describe` reports when none is given (a mid-size model, so FLOPs compare).
+REFERENCE_SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6, "vocab_size": 256}
+
+
+def describe(config: SplitConfig | None = None, seq_len: int = 256, **options) -> Cost:
+    """Cost of ``SplitTransformer.from_config(config)`` on sequences of ``seq_len`` tokens.
+
+    ``config``: a :class:`~splitnet.config.SplitConfig`; or leave it out and give its fields as
+    keywords (``describe(scheme="strang", weights="per-stage")``), on top of
+    :data:`REFERENCE_SIZE`. Closed forms: nothing is built, any size costs nothing to describe.
+    """
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+    if config is not None and not isinstance(config, SplitConfig):   # describe("strang")
+        config, options = None, {"scheme": config, **options}
+    if config is None:
+        config = SplitConfig(**{**REFERENCE_SIZE, "max_len": seq_len, **options})
+    elif options:
+        config = config.replace(**options)
+    if config.max_len < seq_len:
+        config = config.replace(max_len=seq_len)
+    sch = config.resolved_scheme()
+    layers = _layers(config, sch)
+    fwd = _forward(config, layers, seq_len, None)
+    n_all, n_layers_only = _params(config, layers)
+    return Cost(
+        scheme=sch.name, pattern=sch.diagram(), weights=config.weights,
+        method=get_method(config.method).name, d_model=config.d_model, n_heads=config.n_heads,
+        n_layers=config.n_layers, d_ff=config.d_ff, vocab_size=config.vocab_size,
+        seq_len=seq_len, params=n_all, params_non_embedding=n_layers_only,
+        kinds={f.field: f.kind.name for f in layers[0]}, evals=_field_evals(config, layers),
+        flops_forward=fwd, flops_train=3.0 * fwd)
+
+
+def table(schemes=None, weights=WEIGHTS, **size) -> list[Cost]:
+    """:func:`describe` for every scheme (default: the registry) and weights mode."""
+    schemes = list(available() if schemes is None else schemes)
+    return [describe(scheme=s, weights=w, **size) for s in schemes for w in weights]
+
+
+def format_table(rows: list[Cost], markdown: bool = False) -> str:
+    """Rows as a plain-text or markdown table, one evaluations column per field present.
+    ``fwd x B``: forward FLOPs relative to the row of scheme B with the same weights mode,
+    B = lie-trotter when listed, else the first row."""
+    base = {}
+    for r in rows:
+        if r.scheme == "lie-trotter":
+            base[r.weights] = r
+    for r in rows:
+        base.setdefault(r.weights, r)
+    names = {b.scheme for b in base.values()}
+    fields = list(dict.fromkeys(f for r in rows for f in r.evals))
+    head = ["scheme", "weights", "params", "non-emb params",
+            *(f"{f} evals/tok" for f in fields), "fwd GFLOP/tok", "train GFLOP/tok",
+            f"fwd x {names.pop() if len(names) == 1 else 'first'}"]
+    body = []
+    for r in rows:
+        b = base[r.weights]
+        body.append([r.scheme, r.weights, f"{r.params / 1e6:.3f}M",
+                     f"{r.params_non_embedding / 1e6:.3f}M",
+                     *(str(r.evals.get(f, 0)) for f in fields), f"{r.flops_forward / 1e9:.4f}",
+                     f"{r.flops_train / 1e9:.4f}", f"{r.flops_forward / b.flops_forward:.2f}"])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |",
+                 "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    w = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w[i]}}}" if i < 2 else f"{{:>{w[i]}}}" for i in range(len(head)))
+    return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in body])
+
+
+__all__ = ["REFERENCE_SIZE", "Cost", "count_params", "describe", "field_evals", "format_table",
+           "forward_flops", "table"]

@@ -1,0 +1,198 @@
+"""Networks built from any splitting scheme or sublayer pattern.
+
+``SplitTransformer``: token embedding + learned absolute positions (or none:
+``positions="none"``, e.g. with rotary attention, ``rotary_pct``), ``n_layers`` steps of the
+scheme (each a :class:`~splitnet.layers.SplitLayer` over a diffusion field -- self-attention, or a
+GLU convolution -- and the feed-forward convection field, built by their kinds, splitnet.kinds),
+final LayerNorm, output head tied to the embedding (or not: ``tie_head=False``). Layer k
+integrates ``[k h, (k + 1) h]``::
+
+    x = tok_emb(idx) + pos_emb(t)            # (B, T, D), the particles at time 0
+    for k, layer in enumerate(layers):       # one scheme step per layer
+        x = layer(x, k h)
+    logits = head(norm(x))                   # (B, T, V)
+
+Every option lives once, in :class:`~splitnet.configs.config.SplitConfig` (``model.config``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..configs.config import WEIGHTS, SplitConfig
+from ..configs.kinds import layer_fields
+from ..configs.seq2seq import Seq2SeqConfig
+from ..configs.signature import ConfigBuilt, config_from_call, config_signature
+from ..integrators.layers import SplitLayer, init_gpt2
+from .learned import LearnedSplitLayer, coefficients
+from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
+
+
+class SplitTransformer(ConfigBuilt, nn.Module):
+    """A Transformer whose layers are steps of ``scheme``.
+
+    Parameters (the fields of :class:`~splitnet.configs.config.SplitConfig`)
+    ----------
+    scheme : name, pattern (e.g. ``"sfsf"``), stage string, or SplittingScheme
+    weights : ``"shared"`` -- one module per field per layer used by all stages of that field
+        (parameters equal for every scheme); ``"per-stage"`` -- one sub-layer per stage,
+        feed-forward width scaled by (diffusion stages / convection stages) so Strang has the
+        parameters of a Transformer layer (Macaron matching).
+    diffusion_field, conv_kernel : the diffusion field's kind (:mod:`splitnet.configs.kinds`):
+        ``"attention"`` (self-attention) or ``"conv"`` (a GLU convolution over ``conv_kernel``
+        positions, ConvS2S). The convection field is the feed-forward network.
+    step_size : h; 1.0 is the usual residual ``x + f(x)``.
+    gate, gate_layers : add a self-dependency unit (``"sigmoid"`` or ``"tanh"``) to the fields
+        of exactly the listed layers (0-based; default all): ``f(t, x) + SDU(x)``.
+    gate_fields : which fields get the gate: ``"both"`` (default, as the Highway Transformer),
+        ``"diffusion"`` or ``"convection"``.
+    method : sub-flow method of every stage (``"euler"`` = residual sub-layers).
+    activation, norm_eps : feed-forward activation (``gelu_tanh`` is GPT-2's) and LayerNorm eps.
+    positions, rotary_pct, rotary_base, tie_head : learned absolute positions or none; rotary
+        position embeddings on that share of each attention head (GPT-NeoX); the head tied to
+        the token embedding or its own matrix.
+    learn_coefficients : every stage coefficient of every layer a parameter initialised from
+        the scheme (:mod:`splitnet.nets.learned`; :meth:`coefficients` reports them).
+    """
+
+    def __init__(self, *args, **options):
+        super().__init__()
+        scheme = options.get("scheme")
+        self._config = config_from_call(SplitConfig, args, options, self.N_POSITIONAL)
+        c = self._config
+        # A scheme object passed in is used as is (the config stores an equal, rebuildable one).
+        self.scheme = scheme if hasattr(scheme, "stages") else c.resolved_scheme()
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = nn.Embedding(c.max_len, c.d_model) if c.positions == "learned" else None
+        self.drop = nn.Dropout(c.dropout)
+        self.layers = nn.ModuleList(self._layer(k) for k in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_head:
+            self.head.weight = self.tok_emb.weight   # tied
+        self._init_weights()
+
+    N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
+
+    @staticmethod
+    def config_class() -> type:
+        return SplitConfig         # looked up at call time (the module's name, not a copy)
+
+    __init__.__signature__ = config_signature(SplitConfig, N_POSITIONAL)
+
+    # -- construction --------------------------------------------------------------------
+    def _layer(self, k: int) -> SplitLayer:
+        """Layer ``k``: each field built by its kind (:func:`splitnet.kinds.layer_fields`), one
+        module per field (shared) or one per stage (per-stage)."""
+        c = self.config
+        fields = {}
+        for f in layer_fields(c, self.scheme, k):
+            fields[f.field] = f.kind.build(c, f.width) if f.shared else \
+                [f.kind.build(c, f.width) for _ in range(f.calls)]
+        cls = LearnedSplitLayer if c.learn_coefficients else SplitLayer
+        return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
+
+    def _init_weights(self) -> None:
+        init_gpt2(self, self.config.n_layers * len(self.scheme.stages))
+
+    # -- use ---------------------------------------------------------------------------------
+    def coefficients(self) -> tuple:
+        """Per layer, a tuple of :class:`~splitnet.spec.stages.Stage` ``(field, coeff)`` with the
+        coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
+        return coefficients(self)
+
+    def n_params(self, embeddings: bool = True) -> int:
+        """All parameters (a tied head counted once); ``embeddings=False``: without the token
+        and position embeddings and an untied head (Kaplan et al.'s non-embedding count)."""
+        n = sum(p.numel() for p in self.parameters())
+        if embeddings:
+            return n
+        emb = [self.tok_emb, self.pos_emb] + ([] if self.config.tie_head else [self.head])
+        return n - sum(m.weight.numel() for m in emb if m is not None)
+
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token + position embedding of ``idx`` (B, T) int64 at positions ``start..start+T-1``."""
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"idx must be a torch.Tensor of int64 token ids, got "
+                            f"{type(idx).__name__}")
+        if idx.dtype != torch.long:
+            raise TypeError(f"idx must be a tensor of dtype torch.int64 (token ids), got "
+                            f"{idx.dtype}")
+        if idx.dim() != 2:
+            raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}")
+        T = idx.shape[1]
+        if T == 0:
+            raise ValueError("idx is an empty sequence: give at least one token")
+        c = self.config
+        if start + T > c.max_len:
+            raise ValueError(f"sequence length {start + T} exceeds the model's max_len "
+                             f"{c.max_len}")
+        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+            # (on CUDA this check would cost a host sync per forward; an id out of range is a
+            # device-side assert there)
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= c.vocab_size:
+                raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got "
+                                 f"[{lo}, {hi}]")
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+        return self.drop(x)                                         # (B, T, D)
+
+    def forward(self, idx: torch.Tensor, return_states: bool = False):
+        """``idx`` (B, T) int64 -> logits (B, T, V). With ``return_states`` also a tensor
+        ``(1 + n_layers * n_stages, B, T, D)``: the embedding, then the state after every stage
+        of every layer (times: :meth:`state_times`)."""
+        x = self.embed(idx)
+        h = self.config.step_size
+        if return_states:
+            states = [x]
+            for k, layer in enumerate(self.layers):
+                x, st = layer(x, k * h, return_states=True)
+                states += st
+        else:
+            for k, layer in enumerate(self.layers):
+                x = layer(x, k * h)
+        logits = self.head(self.norm(x))
+        return (logits, torch.stack(states)) if return_states else logits
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, *, generator: torch.Generator | None = None,
+                 use_cache: bool | None = None) -> torch.Tensor:
+        """``idx`` (B, T) int64 continued by ``max_new_tokens`` sampled tokens -> (B, T + N)
+        int64, in eval mode (restored after) without gradients.
+
+        ``temperature`` 0 is greedy; ``top_k`` keeps the k largest logits; ``generator`` (a
+        ``torch.Generator`` on the model's device) or torch's global RNG draws. The next token
+        after L tokens is predicted from the last ``min(L, max_len)`` of them (learned positions
+        end at ``max_len``). A key/value cache per attention evaluation (every stage, every
+        sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
+        ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
+        that mix tokens without a cache (``diffusion_field="conv"``) generate without one,
+        recomputing the window per token. ``use_cache``: ``None``
+        automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.nets.generation`."""
+        from .generation import generate
+
+        return generate(self, idx, max_new_tokens, temperature, top_k, generator=generator,
+                        use_cache=use_cache)
+
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final states after the last norm, ``norm(x_L)`` (B, T, D): ``forward(idx)`` is
+        ``head(features(idx))``. A loss that never forms the full logits multiplies them by
+        ``head.weight`` itself (:func:`splitnet.training.losses.linear_cross_entropy`)."""
+        x = self.embed(idx)
+        for k, layer in enumerate(self.layers):
+            x = layer(x, k * self.config.step_size)
+        return self.norm(x)
+
+    def state_times(self) -> torch.Tensor:
+        """Time of each state returned by ``forward(..., return_states=True)``: 0 for the
+        embedding, then ``k h + h * stage_times`` (mean of the two fields' clocks)."""
+        st = self.scheme.stage_times()
+        c = self.config
+        times = [0.0] + [(k + s) * c.step_size for k in range(c.n_layers) for s in st]
+        return torch.tensor(times, dtype=torch.float64)
+
+
+__all__ = ["WEIGHTS", "Seq2SeqConfig", "SplitConfig", "SplitSeq2Seq", "SplitTransformer"]

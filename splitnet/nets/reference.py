@@ -1,0 +1,99 @@
+"""Reference implementations that splitnet is timed against and proven equal to.
+
+:class:`RefGPT` is Karpathy's nanoGPT ``model.py`` trimmed to the pieces a SplitTransformer has
+(pre-LN blocks ``x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))``, SDPA attention, GELU MLP, learned
+positions, tied head): ``benchmarks/bench_layers.py`` times it beside a Lie–Trotter
+SplitTransformer, and ``tests/test_compile.py`` proves the two equal with copied weights.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RefAttention(nn.Module):
+    def __init__(self, d, n_heads):
+        super().__init__()
+        self.n_head = n_heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.resid_dropout = nn.Dropout(0.0)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0,
+                                           is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class RefMLP(nn.Module):
+    def __init__(self, d, d_ff):
+        super().__init__()
+        self.c_fc = nn.Linear(d, d_ff)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(d_ff, d)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class RefBlock(nn.Module):
+    def __init__(self, d, n_heads, d_ff):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = RefAttention(d, n_heads)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = RefMLP(d, d_ff)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class RefGPT(nn.Module):
+    def __init__(self, vocab_size, d, n_heads, n_layers, max_len, d_ff=None):
+        super().__init__()
+        d_ff = 4 * d if d_ff is None else d_ff
+        self.wte = nn.Embedding(vocab_size, d)
+        self.wpe = nn.Embedding(max_len, d)
+        self.drop = nn.Dropout(0.0)
+        self.h = nn.ModuleList([RefBlock(d, n_heads, d_ff) for _ in range(n_layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab_size, bias=False)
+        self.wte.weight = self.lm_head.weight
+        for p in self.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+    # The two names splitnet.training.losses.LMLoss uses (as SplitTransformer has them), so the
+    # benchmark applies the same loss levers to the reference.
+    def features(self, idx):
+        """``ln_f`` of the last block's output: ``forward(idx) == lm_head(features(idx))``."""
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+    @property
+    def head(self):
+        return self.lm_head
+
+
+__all__ = ["RefAttention", "RefBlock", "RefGPT", "RefMLP"]

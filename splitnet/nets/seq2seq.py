@@ -1,0 +1,211 @@
+"""Encoder–decoder networks from any splitting schemes: :class:`SplitSeq2Seq`.
+
+The encoder integrates the source particles under two fields, the decoder the target particles
+under three, the third pulling them toward the encoder's output (the fixed memory)::
+
+    m = src_emb(src) + src_pos(s)                  # (B, S, D)
+    for k, layer in enumerate(encoder_layers):     # steps of encoder_scheme over
+        m = layer(m, k h, padding_mask=pad)        #   diffusion (self-attention) + convection
+    m = encoder_norm(m)                            # the memory
+    x = tgt_emb(tgt_in) + tgt_pos(t)               # (B, T, D)
+    for k, layer in enumerate(decoder_layers):     # steps of decoder_scheme over diffusion
+        x = layer(x, k h, memory=m, memory_mask=pad)   # (causal), cross (to m), convection
+    logits = head(decoder_norm(x))                 # (B, T, V)
+
+With ``lie-trotter`` on both sides this is ``torch.nn.Transformer(norm_first=True)`` (pre-norm
+sub-layers, final norms on both stacks; ``tests/test_seq2seq.py`` checks it equal in float64 with
+mapped weights). Every option lives once, in :class:`~splitnet.configs.seq2seq.Seq2SeqConfig`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..configs.seq2seq import Seq2SeqConfig, Stack
+from ..configs.signature import ConfigBuilt, config_from_call, config_signature
+from ..integrators.layers import SplitLayer, init_gpt2
+
+
+def _stack_layer(stack: Stack, k: int) -> SplitLayer:
+    """Layer ``k`` of ``stack``: each field built by its kind, one module per field (shared) or
+    one per stage (per-stage, the convection width scaled: the Macaron matching)."""
+    fields = {}
+    for f in stack.layer_fields(k):
+        fields[f.field] = f.kind.build(stack, f.width) if f.shared else \
+            [f.kind.build(stack, f.width) for _ in range(f.calls)]
+    return SplitLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
+                      fields=fields)
+
+
+def check_ids(idx, vocab: int, max_len: int, what: str, start: int = 0) -> None:
+    """``idx`` must be a (B, T) int64 tensor of ids in ``[0, vocab)`` with ``start + T <=
+    max_len`` (the id range is checked on the CPU only: on CUDA it would cost a sync)."""
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor of int64 token ids, got "
+                        f"{type(idx).__name__}")
+    if idx.dtype != torch.long:
+        raise TypeError(f"{what} must be a tensor of dtype torch.int64 (token ids), got "
+                        f"{idx.dtype}")
+    if idx.dim() != 2 or idx.shape[1] == 0 or idx.shape[0] == 0:
+        raise ValueError(f"{what} must have shape (batch, seq) with batch, seq >= 1, got "
+                         f"{tuple(idx.shape)}")
+    if start + idx.shape[1] > max_len:
+        raise ValueError(f"{what} length {start + idx.shape[1]} exceeds the model's max_len "
+                         f"{max_len}")
+    if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"{what} ids must lie in [0, {vocab}), got [{lo}, {hi}]")
+
+
+class SplitSeq2Seq(ConfigBuilt, nn.Module):
+    """An encoder–decoder Transformer whose layers are steps of splitting schemes.
+
+    Parameters (the fields of :class:`~splitnet.configs.seq2seq.Seq2SeqConfig`)
+    ----------
+    src_vocab, tgt_vocab, d_model, n_heads : sizes (the first four may be given by position).
+    n_encoder_layers, n_decoder_layers : steps of each stack.
+    encoder_scheme : over diffusion (non-causal self-attention) and convection (feed-forward).
+    decoder_scheme : over diffusion (causal self-attention), cross (attention to the encoder's
+        output) and convection; ``lie-trotter`` is the standard decoder layer (self, cross,
+        feed-forward), ``"c:0.5,d:1,x:1,c:0.5"`` with ``weights="per-stage"`` the Macaron
+        decoder (two half-width feed-forwards: the parameters of the standard layer).
+    weights : ``"shared"`` (one module per field per layer) or ``"per-stage"``.
+    shared_embeddings, tie_head : one embedding for source and target; head tied to it.
+    pad_id, bos_id, eos_id : special ids; decoder inputs start with bos, targets end with eos.
+    """
+
+    N_POSITIONAL = 4   # src_vocab, tgt_vocab, d_model, n_heads may be given by position
+
+    def __init__(self, *args, **options):
+        super().__init__()
+        self._config = c = config_from_call(Seq2SeqConfig, args, options, self.N_POSITIONAL)
+        self.encoder_stack, self.decoder_stack = c.stack("encoder"), c.stack("decoder")
+        self.encoder_scheme = self.encoder_stack.scheme
+        self.decoder_scheme = self.decoder_stack.scheme
+        d = c.d_model
+        self.src_emb = nn.Embedding(c.src_vocab, d)
+        self.tgt_emb = self.src_emb if c.shared_embeddings else nn.Embedding(c.tgt_vocab, d)
+        self.src_pos = nn.Embedding(c.max_len, d)
+        self.tgt_pos = nn.Embedding(c.max_len, d)
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(_stack_layer(self.encoder_stack, k)
+                                            for k in range(c.n_encoder_layers))
+        self.encoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
+        self.decoder_layers = nn.ModuleList(_stack_layer(self.decoder_stack, k)
+                                            for k in range(c.n_decoder_layers))
+        self.decoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
+        self.head = nn.Linear(d, c.tgt_vocab, bias=False)
+        if c.tie_head:
+            self.head.weight = self.tgt_emb.weight
+        self._init_weights()
+
+
+    @staticmethod
+    def config_class() -> type:
+        return Seq2SeqConfig         # looked up at call time (the module's name, not a copy)
+
+    __init__.__signature__ = config_signature(Seq2SeqConfig, N_POSITIONAL)
+
+    def _init_weights(self) -> None:
+        # as SplitTransformer, the residual scale counted over both stacks
+        init_gpt2(self, sum(s.n_layers * len(s.scheme.stages)
+                            for s in (self.encoder_stack, self.decoder_stack)))
+
+    # -- use ---------------------------------------------------------------------------------
+    def n_params(self, embeddings: bool = True) -> int:
+        """All parameters (shared and tied matrices once); ``embeddings=False``: without token
+        and position embeddings and an untied head."""
+        n = sum(p.numel() for p in self.parameters())
+        if embeddings:
+            return n
+        mods = {id(m): m for m in (self.src_emb, self.tgt_emb, self.src_pos, self.tgt_pos)}
+        if not self.config.tie_head:
+            mods[id(self.head)] = self.head
+        return n - sum(m.weight.numel() for m in mods.values())
+
+    def embed_source(self, src: torch.Tensor) -> torch.Tensor:
+        check_ids(src, self.config.src_vocab, self.config.max_len, "src")
+        pos = torch.arange(src.shape[1], device=src.device)
+        return self.drop(self.src_emb(src) + self.src_pos(pos))
+
+    def embed_target(self, tgt: torch.Tensor, start: int = 0) -> torch.Tensor:
+        check_ids(tgt, self.config.tgt_vocab, self.config.max_len, "tgt", start)
+        pos = torch.arange(start, start + tgt.shape[1], device=tgt.device)
+        return self.drop(self.tgt_emb(tgt) + self.tgt_pos(pos))
+
+    def source_mask(self, src: torch.Tensor, src_key_padding_mask=None):
+        """The padding mask (B, S) bool, True = padding: the one given, else the positions
+        holding ``pad_id``; ``None`` when nothing is padded (the faster unmasked attention)."""
+        if src_key_padding_mask is None:
+            mask = src.eq(self.config.pad_id)
+        else:
+            mask = torch.as_tensor(src_key_padding_mask, device=src.device)
+            if mask.shape != src.shape:
+                raise ValueError(f"src_key_padding_mask must have the shape of src "
+                                 f"{tuple(src.shape)}, got {tuple(mask.shape)}")
+            mask = mask.bool()
+        if src.device.type == "cpu" and not torch.compiler.is_compiling():
+            if bool(mask.all(dim=1).any()):
+                raise ValueError("a source row is all padding: every source needs a token")
+            if not bool(mask.any()):
+                return None
+        return mask
+
+    def encode(self, src: torch.Tensor, src_key_padding_mask=None, return_states: bool = False):
+        """``src`` (B, S) -> ``(memory (B, S, D), mask)``: the encoder's particles at time
+        ``n_encoder_layers h`` after the final norm, and the padding mask used
+        (:meth:`source_mask`). With ``return_states`` also every stage's state (a tensor
+        ``(1 + layers * stages, B, S, D)``) before the norm."""
+        mask = self.source_mask(src, src_key_padding_mask)
+        x, h = self.embed_source(src), self.config.step_size
+        states = [x] if return_states else None
+        for k, layer in enumerate(self.encoder_layers):
+            if return_states:
+                x, st = layer(x, k * h, return_states=True, padding_mask=mask)
+                states += st
+            else:
+                x = layer(x, k * h, padding_mask=mask)
+        out = (self.encoder_norm(x), mask)
+        return out + (torch.stack(states),) if return_states else out
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_mask=None,
+               return_states: bool = False):
+        """Logits (B, T, V) of the tokens after each of ``tgt_in`` (B, T), reading ``memory``
+        (:meth:`encode`). Each cross-attention module projects the memory once per call
+        (``memory_cache``), however many stages use it. ``return_states``: also the decoder's
+        states, ``(1 + layers * stages, B, T, D)``."""
+        x, h, store = self.embed_target(tgt_in), self.config.step_size, {}
+        states = [x] if return_states else None
+        for k, layer in enumerate(self.decoder_layers):
+            ctx = {"memory": memory, "memory_mask": memory_mask, "memory_cache": store}
+            if return_states:
+                x, st = layer(x, k * h, return_states=True, **ctx)
+                states += st
+            else:
+                x = layer(x, k * h, **ctx)
+        logits = self.head(self.decoder_norm(x))
+        return (logits, torch.stack(states)) if return_states else logits
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_key_padding_mask=None):
+        """``src`` (B, S), ``tgt_in`` (B, T) int64 -> logits (B, T, tgt_vocab). The mask (B, S)
+        bool, True = padding (torch's convention); ``None``: the positions holding ``pad_id``."""
+        memory, mask = self.encode(src, src_key_padding_mask)
+        return self.decode(tgt_in, memory, mask)
+
+    def generate(self, src: torch.Tensor, max_new_tokens: int, beam: int = 1,
+                 length_penalty: float = 1.0, src_key_padding_mask=None,
+                 use_cache: bool | None = None) -> torch.Tensor:
+        """Translations of ``src`` (B, S): (B, <= N) int64, the tokens after bos, each row
+        ending at ``eos_id`` (kept) or at N tokens, shorter rows padded with ``pad_id``.
+        ``beam`` 1 is greedy; beam search ranks finished hypotheses by
+        ``log p / length ** length_penalty`` (fairseq's convention). Eval mode, no gradients;
+        a key/value cache per self-attention evaluation and the memory's keys and values once
+        per cross-attention module. Details: :mod:`splitnet.nets.decoding`."""
+        from .decoding import generate
+        return generate(self, src, max_new_tokens, beam=beam, length_penalty=length_penalty,
+                        src_key_padding_mask=src_key_padding_mask, use_cache=use_cache)
+
+
+__all__ = ["SplitSeq2Seq", "check_ids"]

@@ -1,0 +1,9 @@
+"""What a run stands on: safe checkpoints and locks, corpora, processes and the machine.
+
+* :mod:`~splitnet.runs.checkpoint` -- ``weights_only`` checkpoints, the run lock, metrics files,
+  ``load_model``.
+* :mod:`~splitnet.runs.data` -- corpora, their fingerprint, the resumable batch sequence.
+* :mod:`~splitnet.runs.runenv` -- world, rank, device, signals, memory and thread limits.
+"""
+
+__all__ = []   # a folder of modules: import each by name

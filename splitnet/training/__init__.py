@@ -1,0 +1,11 @@
+"""The trainer: ``train(TrainConfig)`` (``from splitnet.train import TrainConfig, train``).
+
+* :mod:`~splitnet.training.train` -- one step, evaluation, save, the loop, the summary.
+* :mod:`~splitnet.training.setup` -- what a run is set up from: resume, optimiser, the model
+  built and wrapped, the plan checked before anything is written.
+* :mod:`~splitnet.training.losses` -- the language-model loss (plain and chunked).
+* :mod:`~splitnet.training.accel` -- speed levers that change no maths.
+* :mod:`~splitnet.training.tracking` -- TensorBoard records (optional).
+"""
+
+__all__ = []   # a folder of modules: import each by name

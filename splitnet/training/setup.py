@@ -1,0 +1,385 @@
+"""What a training run is set up from (:func:`splitnet.training.train.train` runs it).
+
+* the configuration on ``--resume`` (:func:`resume_config`),
+* the optimiser and its schedule (:func:`build_optimizer`, :func:`lr_at`),
+* FLOPs per token for MFU, and the memory a step needs (:func:`estimate_memory`, checked
+  against the device before anything is allocated),
+* the model built or restored (:func:`build_model`) and wrapped as trained: bf16 copy, compiled,
+  DDP (:func:`wrap_model`, :func:`compile_scope`),
+* the checks, the checkpoint to resume from and the corpus (:func:`plan_run`; :func:`plan` for
+  the command line's ``--dry-run``): nothing is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .._io import require_writable_dir
+from ..configs.config import FIXED, FREE, TrainConfig
+from ..nets.cost import count_params, forward_flops
+from ..runs import checkpoint as ck
+from ..runs import data as D
+from ..runs.runenv import RunEnv, available_memory, run_env
+
+__all__ = ["build_model", "build_optimizer", "compile_scope", "describe_model",
+           "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
+           "step_batch", "wrap_model"]
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration on --resume
+
+
+def _explicit_fields(cfg: TrainConfig) -> set[str]:
+    """Options that differ from their defaults (``model.x`` for model options): what a Python
+    caller 'gave' when no explicit set is passed."""
+    out = {f.name for f in dataclasses.fields(TrainConfig)
+           if f.name != "model" and getattr(cfg, f.name) != _default(TrainConfig, f)}
+    base = type(cfg.model)()
+    derived = ("max_len", "src_vocab", "tgt_vocab", "pad_id", "bos_id", "eos_id")  # set by runs
+    out |= {f"model.{f.name}" for f in dataclasses.fields(base)
+            if f.name not in derived and getattr(cfg.model, f.name) != getattr(base, f.name)}
+    return out
+
+
+def _default(cls, f):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = None
+                  ) -> TrainConfig:
+    """The configuration of a resumed run: the checkpoint's, with the explicitly given options
+    applied. A given option that defines the run (``fixed``) and differs is a ValueError naming
+    it; ``free`` ones (steps, logging, device...) are taken; session ones always come from
+    ``given``. ``explicit``: names given (``model.d_model`` for model options); default: the
+    options of ``given`` that differ from their defaults."""
+    explicit = _explicit_fields(given) if explicit is None else set(explicit)
+    old = TrainConfig.from_dict({**stored, "out": given.out})
+    changes, bad = {}, []
+    for f in dataclasses.fields(TrainConfig):
+        name, kind = f.name, f.metadata.get("resume", FIXED)
+        if name == "model":
+            continue
+        if kind not in (FIXED, FREE):                      # session options: from `given`
+            changes[name] = getattr(given, name)
+        elif name in explicit and getattr(given, name) != getattr(old, name):
+            if kind == FREE:
+                changes[name] = getattr(given, name)
+            elif not (name == "text" and _same_path(given.text, old.text)):
+                bad.append(f"{name}: checkpoint {getattr(old, name)!r}, given "
+                           f"{getattr(given, name)!r}")
+    for name in sorted(e[6:] for e in explicit if e.startswith("model.")):
+        if getattr(given.model, name) != getattr(old.model, name):
+            bad.append(f"{name}: checkpoint {getattr(old.model, name)!r}, given "
+                       f"{getattr(given.model, name)!r}")
+    if bad:
+        raise ValueError("incompatible checkpoint: --resume with options that differ from the "
+                         "checkpoint (" + "; ".join(bad) + "); drop them, or start a new run "
+                         "with another --out")
+    return old.replace(**changes)
+
+
+def _same_path(a, b) -> bool:
+    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
+
+
+# ----------------------------------------------------------------------------------------------
+# optimiser, schedule, FLOPs, memory
+
+
+def lr_at(step: int, warmup: int, steps: int, min_lr_ratio: float,
+          schedule: str = "cosine") -> float:
+    """Learning-rate multiplier for optimiser step ``step`` (0-based): linear warmup over
+    ``warmup`` steps, then cosine from 1 to ``min_lr_ratio`` at ``steps``, or (``schedule=
+    "inverse-sqrt"``, Vaswani et al.) ``sqrt(warmup / (step + 1))``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "inverse-sqrt":
+        return math.sqrt(max(1, warmup) / (step + 1))
+    if steps <= warmup:
+        return 1.0
+    p = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p))
+
+
+def build_optimizer(model, cfg: TrainConfig):
+    """AdamW with weight decay on matrices only; ``cfg.adamw`` picks the implementation (auto:
+    fused on CUDA)."""
+    from .accel import adamw_kwargs
+
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kw = adamw_kwargs(cfg.adamw, next(model.parameters()).device)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kw)
+
+
+def flops_per_token(model, context: int) -> float:
+    """Training FLOPs per token for MFU: 3 x the forward matmul FLOPs of the model's closed form
+    (:func:`splitnet.cost.forward_flops`: every field evaluation -- each stage times the sub-flow
+    method's evaluations -- at ``context`` tokens, attention dense, plus the head), the nanoGPT
+    convention (6 x weights applied per token + 12 x context x d_model per attention call). A
+    method with an adaptive number of evaluations (``exact``) counts one per stage, a lower
+    bound."""
+    from ..integrators.subflows import get_method
+
+    if hasattr(model, "decoder_layers"):     # an encoder–decoder: nanoGPT's 6 N (no attention)
+        return 6.0 * model.n_params(embeddings=False)
+    evals = get_method(model.config.method).evals or 1
+    return 3.0 * forward_flops(model.config, context, evals=evals)
+
+
+def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
+    """Rough bytes a training step needs on one process: weights, gradients and AdamW moments
+    (16 bytes per parameter, counted exactly), plus activations kept for the backward pass: per
+    token and stage about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a
+    feed-forward stage, and the attention matrix when no fused kernel applies (heads x context
+    floats per token; also charged to a conv diffusion field, which needs less).
+    Used to refuse a run that cannot fit before anything is allocated."""
+    if cfg.task == "translate":
+        from ..translate.translation import estimate_memory as seq2seq_memory
+
+        return seq2seq_memory(cfg, world)
+    m = cfg.model
+    sch = m.resolved_scheme()
+    n_d = sch.n_stages("diffusion")
+    n_c = sch.n_stages("convection")
+    d, ff = m.d_model, m.d_ff
+    params = count_params(m)[0]                     # exact, from the field kinds' closed forms
+    tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
+    per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
+    per_token += 2 * 256     # logits and their float32 copy
+    low = 2.0 * params if cfg.param_dtype == "bfloat16" else 0.0    # the bf16 compute copy
+    return 16.0 * params + low + 4.0 * tokens * per_token
+
+
+def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
+    need, have = estimate_memory(cfg, world), available_memory(device)
+    if have is None:
+        return
+    if need > 0.9 * have:
+        raise ValueError(f"this run needs about {need / 2**30:.1f} GiB per process "
+                         f"(context {cfg.context}, batch {cfg.batch_size}, d_model "
+                         f"{cfg.model.d_model}) but {device} has {have / 2**30:.1f} GiB free; "
+                         f"lower --context or --batch-size, or raise --grad-accum")
+    if need > 0.5 * have:
+        log(f"warning: this run needs about {need / 2**30:.1f} GiB of the "
+            f"{have / 2**30:.1f} GiB free on {device}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the model as trained
+
+
+def _loss(fwd, *batch):
+    """Mean cross-entropy of one micro-batch: ``fwd`` is the :class:`~splitnet.losses.LMLoss`
+    (``batch`` = inputs, targets) or :class:`~splitnet.translation.Seq2SeqLoss` (source, target
+    in, target out, source padding): model and loss in one module, maybe DDP-wrapped."""
+    return fwd(*batch)
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+
+
+def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
+    """Model, optimiser and schedule, restored from ``state`` when resuming."""
+    from ..nets.models import SplitSeq2Seq, SplitTransformer
+
+    _seed_everything(cfg.seed)
+    cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
+    model = cls.from_config(cfg.model)
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as e:
+            raise ValueError(f"incompatible checkpoint: weights do not fit the model "
+                             f"({str(e).splitlines()[0]})") from None
+    model.to(env.device)
+    opt = build_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
+    step = 0
+    if state is not None:
+        try:
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            ck.set_rng_state(state["rng"], env.device)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+            raise ValueError(f"{Path(cfg.out) / ck.CKPT}: its optimiser, schedule or random "
+                             f"state does not fit this run ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); the file was "
+                             f"edited or damaged") from None
+        for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
+            g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio,
+                                     cfg.schedule)
+        step = state["step"]
+    return model, opt, sched, step
+
+
+def compile_scope(cfg: TrainConfig, model) -> str | None:
+    """What ``--compile`` compiles: ``"model+loss"`` (one graph of network and loss),
+    ``"regional"`` (each distinct field module, then head + loss), or None without --compile."""
+    from .accel import regional_default
+
+    if not cfg.compile:
+        return None
+    if cfg.compile_scope == "auto":
+        return "regional" if regional_default(model) else "model+loss"
+    return cfg.compile_scope
+
+
+def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
+    """Model and loss as trained (an LMLoss): on a bf16 copy with float32 master weights when
+    asked; compiled together as one graph (the float32 upcast of the logits fuses into it;
+    fullgraph, except under DDP, whose optimiser splits the graph at bucket boundaries) or
+    region by region; DDP-wrapped across processes."""
+    from . import accel
+    from .losses import LMLoss
+
+    compute = model
+    if cfg.param_dtype == "bfloat16":
+        compute = accel.MasterWeights(model, torch.bfloat16, opt).copy
+    scope = compile_scope(cfg, model)
+    if scope is not None:
+        # dynamo caches compiled code per code object (_loss, Attention.forward, ...), at most
+        # 8 variants each: after 8 differently shaped models in one process (a comparison
+        # harness) the next would run eagerly with only a warning. Nothing compiled is shared
+        # between runs, so each compiled run starts afresh.
+        torch._dynamo.reset()
+    if cfg.task == "translate":
+        from ..translate.translation import Seq2SeqLoss
+
+        fwd = Seq2SeqLoss(compute, cfg.label_smoothing)
+    else:
+        fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
+    if scope == "regional":
+        accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
+        fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
+                                    **accel.compile_kwargs(cfg.compile_mode))
+    if env.distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+    if scope == "model+loss":
+        return fwd, torch.compile(_loss, fullgraph=not env.distributed,
+                                  **accel.compile_kwargs(cfg.compile_mode))
+    return fwd, _loss
+
+
+def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, int]:
+    """This rank's share of step ``step``'s batch (tensors split row-wise into micro-
+    batches) and the tokens the whole step trains on: ``batch_size x context`` bytes for a
+    language model, the target tokens of the global batch (eos included, padding not) for
+    translation."""
+    if cfg.task == "translate":
+        from ..translate.translation import train_batch
+
+        batch, tokens = train_batch(corpus, cfg, step, env.rank, env.world)
+        return list(batch), tokens
+    x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
+                         env.rank, env.world)
+    return [x, y], cfg.batch_size * cfg.context
+
+
+def describe_model(m) -> str:
+    """The network in one line of the start-up report: scheme(s), diagram(s), layers."""
+    if hasattr(m, "decoder_layers"):
+        return (f"encoder {m.encoder_scheme.name} [{m.encoder_scheme.diagram()}] x "
+                f"{m.config.n_encoder_layers}, decoder {m.decoder_scheme.name} "
+                f"[{m.decoder_scheme.diagram()}] x {m.config.n_decoder_layers};")
+    return f"scheme={m.scheme.name} [{m.scheme.diagram()}] layers={m.config.n_layers}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the plan: every check before anything is written
+
+
+def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
+    """Validated configuration and the checkpoint to resume from (read-only: nothing is
+    written yet)."""
+    out = Path(cfg.out)
+    require_writable_dir(out)
+    state = None
+    if cfg.resume:
+        state = ck.load(out, trust=cfg.trust_checkpoint)
+        if "train_config" not in state:
+            raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
+                             f"options (not written by splitnet train)")
+        ck.check_training_state(state, out)
+        ck.check_weights(state, out)
+        cfg = resume_config(cfg, state["train_config"], explicit)
+        if cfg.steps < state["step"]:
+            raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
+                             f"{state['step']}")
+        if type(cfg.model).from_dict(state["model_config"]) != cfg.model:
+            raise ValueError("incompatible checkpoint: its model config differs from its run "
+                             "options (edited by hand?)")
+    elif (out / ck.CKPT).exists() and not cfg.overwrite:
+        raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
+                         f"--overwrite to start again")
+    if cfg.param_dtype != "float32" and env.distributed:
+        raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
+                         f"gradients are taken before DDP averages them); use float32 with "
+                         f"torchrun")
+    if cfg.batch_size % (env.world * cfg.grad_accum):
+        raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
+                         f"{env.world} x --grad-accum {cfg.grad_accum}")
+    if cfg.tensorboard_dir() is not None and env.is_main:
+        from .tracking import check
+
+        check(cfg.tensorboard_dir())
+    return cfg, state
+
+
+def _corpus(cfg: TrainConfig, state: dict | None, log):
+    if cfg.task == "translate":
+        from ..translate.translation import load_data
+
+        return load_data(cfg, state, log)
+    # the run directory is never part of its own corpus (--out inside the --text folder)
+    corpus = D.load_corpus(cfg.text, cfg.val_fraction, exclude=[cfg.out])
+    D.check_context(corpus, cfg.context)
+    if state is not None and state.get("corpus") != corpus.fingerprint():
+        msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
+               f"{D.describe_fingerprint(state.get('corpus'))}; now: "
+               f"{D.describe_fingerprint(corpus.fingerprint())})")
+        if not cfg.allow_data_change:
+            raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
+        log(f"warning: {msg}; going on (--allow-data-change)")
+    return corpus
+
+
+def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
+    """The checked configuration, the checkpoint state to resume from (or None) and the
+    corpus, for :func:`splitnet.training.train.train` in the environment ``env``."""
+    cfg, state = _prepare(cfg, explicit, env)
+    _check_memory(cfg, env.device, env.world, log)
+    corpus = _corpus(cfg, state, log)
+    if cfg.task == "translate":                   # the vocabulary is the tokenizer's
+        from ..translate.translation import model_config
+
+        model = model_config(cfg, corpus.tokenizer)
+        if state is not None and model != cfg.model:
+            raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
+                             "(edited by hand?)")
+        cfg = cfg.replace(model=model)
+    return cfg, state, corpus
+
+
+def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfig, D.Corpus]:
+    """What :func:`~splitnet.training.train.train` would run (the configuration after ``--resume``
+    merging, and the corpus), with every check it makes first; writes nothing."""
+    env = run_env(cfg.device)
+    cfg, _, corpus = plan_run(cfg, explicit, env, lambda msg: print(msg, file=sys.stderr))
+    return cfg, corpus

@@ -1,0 +1,591 @@
+"""Training a byte-level language model from any splitting scheme: ``train(TrainConfig)``.
+
+The command line is ``splitnet train`` (:mod:`splitnet.cli.cmd_train`); several processes run
+``torchrun ... -m splitnet train ...``. The loop, top to bottom::
+
+    run = _setup(cfg, checkpoint)              # model, optimiser, schedule, RNG, data, files
+    while run.step < cfg.steps:
+        loss = _train_step(run)                # forward + backward over the micro-batches, update
+        _log(run, loss)                        # metrics.jsonl, progress bar, validation
+        _save(run) every ckpt_every steps, at the end and on a signal
+
+What a run is set up from (the ``--resume`` configuration, optimiser and schedule, memory check,
+the model built and wrapped, the corpus: :func:`~splitnet.training.setup.plan_run`) lives in
+:mod:`splitnet.trainsetup`; processes, device and signals in :mod:`splitnet.runenv`. The public
+names of both that callers used from here (``resume_config``, ``plan``, ``lr_at``, ...) are
+served from here too.
+
+Optimisation: AdamW (weight decay on matrices only), linear warmup then cosine decay to
+``min_lr_ratio * lr``, gradient clipping by global norm, gradient accumulation. The loss is the
+mean cross-entropy in nats per byte; ``bpb = loss / ln 2`` (bits per byte).
+
+Batches: ``batch_size`` is the global number of sequences per optimiser step. Step ``s`` draws
+its windows from a generator seeded by ``(seed, s)`` (:mod:`splitnet.runs.data`); rank r of a world
+of W takes the r-th contiguous block of that batch and splits it into ``grad_accum``
+micro-batches; each micro-batch loss is divided by ``grad_accum`` and DDP averages over ranks, so
+the gradient is the mean over the global batch whatever the number of processes, and the data
+position of a checkpoint is just its step.
+
+Nothing lost: the checkpoint (:mod:`splitnet.runs.checkpoint`: config, weights, optimiser,
+scheduler, RNG states, step, corpus fingerprint) is written atomically every ``ckpt_every``
+steps, at the end and on SIGINT/SIGTERM; ``resume=True`` restores all of it and cuts
+``metrics.jsonl`` back to the checkpoint's step, so a run killed with ``kill -9`` continues as if
+uninterrupted. A non-finite loss stops the run without overwriting the last good checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..analyses.refine import refined, refinement_at, scheme_label
+from ..configs.config import FIXED, FREE, TrainConfig
+from ..nets.learned import coefficient_metrics, order_penalty
+from ..runs import checkpoint as ck
+from ..runs import data as D
+from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
+from .setup import (
+    build_model,
+    build_optimizer,
+    compile_scope,
+    describe_model,
+    estimate_memory,
+    flops_per_token,
+    lr_at,
+    plan,
+    plan_run,
+    resume_config,
+    step_batch,
+    wrap_model,
+)
+
+# Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
+PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
+             "4090": 165.2e12}
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (non-finite loss)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# one run
+
+
+@dataclass
+class _Run:
+    cfg: TrainConfig
+    env: RunEnv
+    corpus: object                # D.Corpus, or translation.PairData (--task translate)
+    model: torch.nn.Module        # the raw model (checkpoints, evaluation)
+    step_fn: object               # callable (fwd, x, y) -> loss, compiled with --compile
+    fwd: torch.nn.Module          # model + loss as trained (LMLoss, DDP-wrapped across ranks)
+    opt: torch.optim.Optimizer
+    sched: object
+    step: int
+    amp: object
+    out: Path
+    signals: Signals
+    fpt: float
+    peak: float | None
+    vstarts: torch.Tensor | None  # language models: the validation windows
+    n_params: int
+    log: object
+    step_times: list = field(default_factory=list)
+    pending: list = field(default_factory=list)   # _Pending steps not yet read back
+    block_start: float = 0.0                      # when the first pending step began
+    compile_scope: str | None = None
+    last_val: float | None = None
+    metrics: object = None
+    bar: object = None
+    tb: object = None             # tracking.TensorBoardLog with --tensorboard
+    lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
+    step_tokens: list = field(default_factory=list)   # target tokens of each step this session
+    scores: dict | None = None    # translation: BLEU and chrF at the end
+
+
+def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
+           log) -> _Run:
+    model, opt, sched, step = build_model(cfg, state, env)
+    fwd, step_fn = wrap_model(model, opt, cfg, env)
+    cuda = env.device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and cfg.amp else nullcontext()
+    peak = cfg.peak_tflops * 1e12 if cfg.peak_tflops else None
+    if peak is None and cuda:
+        name = torch.cuda.get_device_name(env.device)
+        peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+    out = Path(cfg.out)
+    return _Run(cfg=cfg, env=env, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
+                opt=opt, sched=sched, step=step, amp=amp, out=out, signals=signals,
+                fpt=flops_per_token(model, cfg.context), peak=peak,
+                vstarts=None if cfg.task == "translate" else
+                D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
+                n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
+
+
+def _evaluate(run: _Run) -> float:
+    """Mean validation loss over the fixed windows (each rank a contiguous share, all-reduced),
+    on the float32 model, eagerly (compiled regions are bypassed rather than recompiled for
+    another batch shape)."""
+    from . import accel
+
+    cfg, env = run.cfg, run.env
+    run.model.eval()
+    if cfg.task == "translate":       # every rank the whole (small) validation split
+        from ..translate.translation import validation_loss
+
+        with run.amp, run.signals.interruptible(), accel.eager():
+            vl = validation_loss(run.model, run.corpus, env.device)
+        run.model.train()
+        return vl
+    tot = torch.zeros((), dtype=torch.float64, device=env.device)
+    n = 0
+    share = run.vstarts.tensor_split(env.world)[env.rank]
+    micro = cfg.batch_size // (env.world * cfg.grad_accum)
+    with torch.no_grad(), run.amp, run.signals.interruptible(), accel.eager():
+        for x, y in D.val_batches(run.corpus, share, max(micro, 32), cfg.context):
+            x, y = x.to(env.device), y.to(env.device)
+            logits = run.model(x)
+            tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
+                                   reduction="sum").double()
+            n += y.numel()
+    cnt = torch.tensor(float(n), dtype=torch.float64, device=env.device)
+    if env.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(tot)
+        dist.all_reduce(cnt)
+    run.model.train()
+    return float(tot / cnt)
+
+
+@dataclass
+class _Pending:
+    """A finished step whose numbers are still on the device: read back at the next sync
+    (:func:`_settle`), so a GPU step does not wait for the host."""
+
+    step: int
+    loss: torch.Tensor
+    gnorm: torch.Tensor | None
+    lr: float
+    tokens: int                   # tokens the step trained on (all ranks)
+
+
+def _train_step(run: _Run) -> _Pending:
+    """One optimiser step over the micro-batches of step ``run.step``, with no host sync: the
+    loss and gradient norm stay on the device until :func:`_settle` reads them (and stops the
+    run on a non-finite loss before anything is saved)."""
+    cfg, env = run.cfg, run.env
+    accum = cfg.grad_accum
+    micro = cfg.batch_size // (env.world * accum)
+    batch, tokens = step_batch(cfg, run.corpus, run.step, env)
+    loss_sum = torch.zeros((), device=env.device)
+    # ODE-consistent training: this step's forward may run a refinement of the own scheme
+    k = refinement_at(cfg.seed, run.step, cfg.refine_prob, cfg.refine_substeps)
+    with run.signals.interruptible(), refined(run.model, k) if k and k > 1 else nullcontext():
+        for m in range(accum):
+            part = [t[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
+                    for t in batch]
+            sync = run.fwd.no_sync() if env.distributed and m < accum - 1 else nullcontext()
+            with sync:      # all-reduce only on the last micro-batch
+                with run.amp:
+                    loss = run.step_fn(run.fwd, *part)
+                total = loss / accum
+                if cfg.order_penalty > 0 and m == accum - 1:   # once, in the reduced backward
+                    total = total + cfg.order_penalty * order_penalty(run.model)
+                total.backward()
+            loss_sum += loss.detach()
+    loss_t = loss_sum / accum
+    if env.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(loss_t)
+        loss_t /= env.world
+    gnorm = None
+    if cfg.clip > 0:
+        gnorm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip)
+    run.opt.step()
+    run.sched.step()
+    run.opt.zero_grad(set_to_none=True)
+    run.step += 1
+    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"], tokens)
+
+
+def _verify_directory(run: _Run) -> None:
+    """TrainingError when the run directory is no longer the one this run locked (removed or
+    replaced, perhaps by another run): nothing more is written there. Several processes agree
+    first (rank 0 holds the lock and tells the others), so every rank stops together."""
+    problem = None
+    if run.lock is not None:
+        try:
+            run.lock.verify()
+        except ck.RunDirectoryReplaced as e:
+            problem = str(e)
+    if run.env.distributed:
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if problem is None else 1], device=run.env.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and problem is None:
+            problem = f"{run.out} was removed or replaced while this run was going (rank 0)"
+    if problem is not None:
+        raise TrainingError(problem)
+
+
+def _save(run: _Run) -> None:
+    """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
+    _verify_directory(run)
+    if run.env.is_main:
+        try:
+            _write_checkpoint(run)
+        except OSError as e:          # a full disk: the last good checkpoint is still there
+            raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
+                                f"--resume") from None
+    if run.env.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def _write_checkpoint(run: _Run) -> None:
+    """The checkpoint, then the loss plot (each written atomically)."""
+    extra = {"model_kind": ck.model_kind(run.model)}
+    if run.cfg.task == "translate":
+        extra["tokenizer"] = run.corpus.tokenizer.to_dict()
+    ck.save({"version": ck.VERSION, "step": run.step, **extra,
+             "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
+             "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
+             "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
+             "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
+             "world_size": run.env.world}, run.out / ck.CKPT)
+    if run.cfg.plot and (run.out / ck.METRICS).exists():
+        from ..plots import plot_metrics
+
+        plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
+                     title=f"{scheme_label(run.model)} ({run.cfg.model.weights}), "
+                           f"{run.n_params:,} params")
+
+
+def _stored(cfg: TrainConfig) -> dict:
+    """The run options a checkpoint keeps (session options are not stored)."""
+    d = cfg.to_dict()
+    for f in dataclasses.fields(TrainConfig):
+        if f.metadata.get("resume") not in (FIXED, FREE) and f.name != "model":
+            d.pop(f.name, None)
+    return d
+
+
+def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
+    tokens = p.tokens
+    rec = {"step": p.step, "loss": loss, "bpb": loss / D.LN2, "lr": p.lr,
+           "tokens": p.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
+    if gnorm is not None:
+        rec["grad_norm"] = gnorm
+    if run.peak:
+        rec["mfu"] = run.fpt * rec["tok_per_s"] / run.peak
+    return rec
+
+
+def _log(run: _Run, rec: dict) -> None:
+    if not run.env.is_main:
+        return
+    _log_line(run, rec)
+    if run.tb is not None:
+        run.tb.write(rec)
+    speed = _steady(run)
+    post = {"loss": f"{rec['loss']:.3f}", "bpb": f"{rec['bpb']:.3f}",
+            "tok/s": f"{speed['tok_per_s']:.0f}"}
+    if "mfu" in speed:
+        post["mfu"] = f"{speed['mfu']:.1%}"
+    if run.last_val is not None:
+        post["val_bpb"] = f"{run.last_val:.3f}"
+    run.bar.set_postfix(post, refresh=False)
+    run.bar.update(1)
+
+
+def _steady(run: _Run) -> dict:
+    """Steady-state speed: the median over this session's steps after the warm-up ones (the
+    first tenth, at least the first two: compilation, allocator and cache warm-up), never an
+    average that includes them. ``compile_s`` (with --compile): the first step's excess over
+    that median, i.e. tracing and code generation of forward and backward."""
+    ts = run.step_times
+    if not ts:
+        return {"tok_per_s": 0.0}
+    skip = min(len(ts) - 1, max(2, len(ts) // 10))
+    med = statistics.median(ts[skip:])
+    per_step = statistics.fmean(run.step_tokens[skip:]) if run.step_tokens[skip:] else \
+        run.cfg.batch_size * run.cfg.context
+    out = {"tok_per_s": per_step / med, "step_s": med,
+           "first_step_s": ts[0], "warmup_steps": skip,
+           "compile_s": max(0.0, ts[0] - med) if run.cfg.compile else None}
+    if run.peak:
+        out["mfu"] = run.fpt * out["tok_per_s"] / run.peak
+    return out
+
+
+def _stop_requested(run: _Run) -> int | None:
+    sig = run.signals.received
+    if run.env.distributed:   # every rank must agree to stop at the same step
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if sig is None else int(sig)], device=run.env.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        sig = int(flag.item()) or None
+    return sig
+
+
+def _sync_every(run: _Run) -> int:
+    """Steps between host syncs: ``sync_every`` if given, else 10 on CUDA and 1 on the CPU
+    (where a sync costs nothing)."""
+    return run.cfg.sync_every or (10 if run.env.device.type == "cuda" else 1)
+
+
+def _boundary(run: _Run) -> bool:
+    """Read the pending steps back now? At every evaluation, checkpoint, the end, --stop-at,
+    every ``_sync_every`` steps, after the session's first step (its time is the compile
+    time), and on a signal (one process; several agree at the regular boundaries)."""
+    cfg, s = run.cfg, run.step
+    return (s % cfg.eval_every == 0 or s % cfg.ckpt_every == 0 or s == cfg.steps
+            or (cfg.stop_at is not None and s >= cfg.stop_at) or not run.step_times
+            or len(run.pending) >= _sync_every(run)
+            or (run.signals.received is not None and not run.env.distributed))
+
+
+def _settle(run: _Run, evaluate: bool = True) -> None:
+    """One host sync for the pending steps: their losses, gradient norms and times; a
+    non-finite loss stops the run (TrainingError, before any save); validation if due; the
+    metrics lines."""
+    pending, run.pending = run.pending, []
+    if not pending:
+        return
+    if run.env.device.type == "cuda":
+        torch.cuda.synchronize(run.env.device)
+    dt = (time.perf_counter() - run.block_start) / len(pending)
+    losses = torch.stack([p.loss for p in pending]).tolist()
+    gnorms = [None if p.gnorm is None else float(p.gnorm) for p in pending]
+    for p, loss in zip(pending, losses):
+        if not math.isfinite(loss):
+            kept = (f"The last good checkpoint in {run.out / ck.CKPT} was left untouched; "
+                    f"lower --lr, raise --warmup or set --clip, then --resume"
+                    if (run.out / ck.CKPT).exists() else
+                    "No checkpoint was written (none was due yet); lower --lr, raise --warmup "
+                    "or set --clip and start again")
+            raise TrainingError(f"non-finite training loss ({loss}) at step {p.step}: "
+                                f"stopping. {kept}")
+    if not run.env.distributed:      # several processes check at every save (they agree)
+        _verify_directory(run)
+    run.step_times += [dt] * len(pending)
+    run.step_tokens += [p.tokens for p in pending]
+    recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
+    s = run.step
+    if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
+        try:
+            vl = _evaluate(run)
+        except Interrupted:
+            for rec in recs:        # the steps themselves are complete: keep their lines
+                _log(run, rec)
+            raise
+        run.last_val = vl / D.LN2
+        recs[-1].update(val_loss=vl, val_bpb=run.last_val, **coefficient_metrics(run.model))
+    for rec in recs:
+        _log(run, rec)
+
+
+def _one_step(run: _Run) -> None:
+    if run.cfg.compile:
+        from .accel import mark_step
+
+        mark_step(run.cfg.compile_mode)     # CUDA-graph modes: a new step begins
+    if not run.pending:
+        run.block_start = time.perf_counter()
+    run.pending.append(_train_step(run))
+    if _boundary(run):
+        _settle(run)
+
+
+def _loop(run: _Run) -> int | None:
+    """Steps until done, ``stop_at`` or a signal; returns the signal number if one stopped it."""
+    cfg = run.cfg
+    run.fwd.train()
+    while run.step < cfg.steps:
+        try:
+            _one_step(run)
+        except Interrupted as e:
+            run.opt.zero_grad(set_to_none=True)      # an abandoned step: no update was made
+            _settle(run, evaluate=False)             # the finished ones keep their lines
+            _save(run)
+            return e.signum
+        if run.pending:
+            continue                                 # between syncs: nothing to decide yet
+        sig = _stop_requested(run)
+        pause = cfg.stop_at is not None and run.step >= cfg.stop_at
+        if run.step % cfg.ckpt_every == 0 or run.step == cfg.steps or sig is not None or pause:
+            _save(run)
+        if sig is not None:
+            return sig
+        if pause and run.step < cfg.steps:
+            run.log(f"\nstopped at step {run.step} (--stop-at); continue with --resume")
+            break
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# the front door
+
+
+def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
+    """Run (or resume) training; returns a summary dict (steady-state speed included).
+
+    ``explicit``: with ``cfg.resume``, the option names the caller gave (``model.x`` for model
+    options); default: those that differ from their defaults. Raises ValueError on bad input
+    (before anything is written), TrainingError on a non-finite loss."""
+    from .accel import sdpa_backend
+
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"train() takes a TrainConfig, got {type(cfg).__name__}")
+    t_start = time.perf_counter()
+    env = run_env(cfg.device)
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if env.is_main else \
+        (lambda msg: None)
+    with Signals() as signals:
+        with setup_phase(signals):          # a signal before the first step: stop, write nothing
+            cfg, state, corpus = plan_run(cfg, explicit, env, log)
+        torch.set_num_threads(cfg.threads or default_threads())
+        if env.distributed:
+            import torch.distributed as dist
+
+            if env.device.type == "cuda":
+                torch.cuda.set_device(env.device)
+            dist.init_process_group("nccl" if env.device.type == "cuda" else "gloo")
+        try:
+            lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
+            with lock, sdpa_backend(cfg.sdpa):
+                with setup_phase(signals):
+                    run = _setup(cfg, state, corpus, env, signals, log)
+                run.lock = lock if env.is_main else None
+                return _session(run, t_start)
+        finally:
+            if env.distributed:
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+
+
+def _open_files(run: _Run) -> None:
+    """Under the lock: clear what an overwritten run left, trim metrics on resume."""
+    if not run.env.is_main:
+        return
+    if not run.cfg.resume:
+        if not run.cfg.overwrite and (run.out / ck.CKPT).exists():
+            raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
+                             f"process wrote it; pass --resume or --overwrite")
+        # --overwrite: the earlier run; otherwise what a run killed before its first
+        # checkpoint left (metrics, plot). Moved to a new previous-N, never deleted.
+        prev = ck.move_aside(run.out)
+        if prev is not None:
+            run.log(f"the earlier run in {run.out} was moved to {prev}")
+    ck.remove_torn_saves(run.out)
+    if run.cfg.resume:
+        ck.truncate_metrics(run.out / ck.METRICS, run.step)
+    run.metrics = open(run.out / ck.METRICS, "a")
+    if run.cfg.tensorboard_dir() is not None:
+        from .tracking import TensorBoardLog
+
+        run.tb = TensorBoardLog(run.cfg.tensorboard_dir(), run.step)
+        run.log(f"TensorBoard events: {run.tb.log_dir} (tensorboard --logdir {run.tb.log_dir})")
+
+
+def _session(run: _Run, t_start: float) -> dict:
+    from tqdm.auto import tqdm
+
+    cfg = run.cfg
+    _open_files(run)
+    run.log(f"splitnet train: {run.corpus.describe()}")
+    run.log(f"model: {describe_model(run.model)} weights={cfg.model.weights} d_model="
+            f"{cfg.model.d_model} params={run.n_params:,}; device={run.env.device} world="
+            f"{run.env.world} batch={cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
+            f"steps {run.step} -> {cfg.steps}")
+    run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
+                   disable=not run.env.is_main or not cfg.progress, file=sys.stderr)
+    t_loop = time.perf_counter()
+    try:
+        sig = _loop(run)
+        if sig is None and run.step == cfg.steps:
+            _final_scores(run)
+    finally:
+        run.bar.close()
+        if run.metrics is not None:
+            run.metrics.close()
+        if run.tb is not None:
+            run.tb.close()
+    return _summary(run, sig, t_loop - t_start)
+
+
+def _final_scores(run: _Run) -> None:
+    """Translation: BLEU and chrF of beam search on the test pairs, logged and written to
+    metrics.jsonl (rank 0; ``bleu_sentences`` 0: none)."""
+    cfg = run.cfg
+    if cfg.task != "translate" or not cfg.bleu_sentences or not run.env.is_main:
+        return
+    from ..translate.translation import test_scores
+
+    with run.signals.interruptible():
+        run.scores = test_scores(run.model, run.corpus, cfg.bleu_sentences, cfg.beam,
+                                 cfg.length_penalty, run.env.device, run.log)
+    run.model.train()
+    if run.scores:
+        _log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})
+
+
+def _log_line(run: _Run, rec: dict) -> None:
+    try:
+        run.metrics.write(json.dumps(rec) + "\n")
+        run.metrics.flush()
+    except OSError as e:
+        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
+                            f"step {run.step}: the last checkpoint is kept, --resume continues "
+                            f"from it") from None
+
+
+def _summary(run: _Run, sig, startup_s: float) -> dict:
+    cfg = run.cfg
+    speed = _steady(run)
+    summary = {"step": run.step, "steps": cfg.steps, "val_bpb": run.last_val,
+               "n_params": run.n_params, "out": str(run.out), "signal": sig,
+               "flops_per_token": run.fpt, "startup_s": startup_s,
+               "compile_scope": run.compile_scope, **speed}
+    if run.scores:
+        summary.update(bleu=run.scores["bleu"], chrf=run.scores["chrf"])
+    if sig is not None:
+        run.log(f"\nreceived signal {sig}: checkpoint saved at step {run.step} in "
+                f"{run.out / ck.CKPT}; continue with --resume")
+    elif run.step == cfg.steps:
+        vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
+        mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
+        first = ""
+        if run.step_times:
+            comp = (f", compile {speed['compile_s']:.1f} s ({run.compile_scope})"
+                    if cfg.compile else "")
+            first = (f"; start-up {startup_s:.1f} s{comp}, first step "
+                     f"{speed['first_step_s']:.2f} s")
+        run.log(f"done: step {run.step}, val bpb {vb}, {speed['tok_per_s']:.0f} tokens/s "
+                f"steady (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
+                f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")
+    return summary
+
+
+__all__ = ["PEAK_BF16", "TrainConfig", "TrainingError", "build_optimizer", "estimate_memory",
+           "flops_per_token", "lr_at", "plan", "resume_config", "train"]

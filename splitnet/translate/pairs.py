@@ -1,0 +1,534 @@
+"""Parallel corpora for translation, offline: sources, cleaning, a stable split, the result.
+
+Sources (:func:`load_pairs`):
+
+* the machine's own gettext catalogues (default): ``/usr/share/locale/<lang>/LC_MESSAGES/*.mo``
+  (and ``.po``), msgid -> msgstr as (English, target) pairs; a source language other than
+  English joins two languages' catalogues on (catalogue, msgctxt, msgid, msgid_plural). A
+  folder laid out the same way (``<lang>/LC_MESSAGES/``) is read the same way.
+* a folder of a user's own ``.po`` / ``.mo`` files: msgid -> msgstr, the target language read
+  from the files (their ``Language:`` header, else a file name such as ``de.po``).
+* a TSV file, ``source<TAB>target`` per line (UTF-8).
+* ``"bible"``: the World English Bible (en) / Reina-Valera 1909 (es) SWORD modules of Debian's
+  ``sword-text-web`` / ``sword-text-sparv``, read with ``pysword`` (extra ``bible``), verse by
+  verse.
+
+Catalogues are read by :mod:`splitnet.catalogs` (the stdlib's ``gettext`` fails on real ones);
+a catalogue that cannot be read is skipped and named in the statistics instead of failing the
+corpus.
+
+Split: by group (catalogue family, Bible book; a TSV line's source text) with the sha256 rule
+of :func:`splitnet.runs.data.is_val_file` over the group name, so a message family never straddles
+two splits and the split is the same on every machine. A TSV is split by a hash of each source,
+not by position: a line keeps its split when lines are added or reordered, and a file sorted by
+length or topic does not put all its longest or last-topic lines in test.
+
+Deduplication runs once over all splits (test first, then valid, then train), so no source
+sentence of valid/test is also in train, and a held-out split depends on its own groups alone.
+Pure Python (no torch): a command line can describe a corpus quickly. Tokens and batches:
+:mod:`splitnet.translate.batches`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import html
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..configs.config import require
+from .catalogs import Message, read_mo, read_po
+
+LOCALE_ROOT = Path("/usr/share/locale")
+SWORD_ROOT = Path("/usr/share/sword")
+BIBLE_MODULES = {"en": "engWEB2015eb", "es": "spaRV1909eb"}
+SPLITS = ("train", "valid", "test")
+# Reasons a candidate pair is left out, in the order they are checked (and reported).
+DROP_REASONS = ("fuzzy", "unmatched", "empty", "no_text", "too_long", "identical",
+                "duplicate", "conflict")
+_LANG = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*(@[A-Za-z0-9]+)?")
+
+
+# ---------------------------------------------------------------------------------------------
+# sources: each returns (group, source text, target text) items in a deterministic order and
+# fills ``info`` (files read, unreadable files, drops that happen before cleaning)
+
+
+def _new_info(unit: str, description: str) -> dict:
+    return {"unit": unit, "description": description, "files": 0, "unreadable": {},
+            "dropped": Counter()}
+
+
+def _read_catalogues(files, root: Path, info: dict) -> dict[str, list[Message]]:
+    """group -> messages of ``(group, path)`` files; an unreadable file is recorded and skipped
+    (one broken catalogue must not cost the corpus), fuzzy entries are counted and dropped."""
+    out: dict[str, list[Message]] = {}
+    for group, path in files:
+        rel = path.relative_to(root).as_posix()
+        try:
+            data = path.read_bytes()
+            msgs = read_mo(data, rel) if path.suffix == ".mo" else read_po(data, rel)
+        except (OSError, ValueError) as e:
+            info["unreadable"][rel] = str(e)
+            continue
+        info["files"] += 1
+        info["dropped"]["fuzzy"] += sum(m.fuzzy for m in msgs)
+        out.setdefault(group, []).extend(m for m in msgs if not m.fuzzy)
+    return out
+
+
+def _catalogue_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".mo", ".po") and p.is_file()) \
+        if folder.is_dir() else []
+
+
+def catalogue_family(name: str) -> str:
+    """A catalogue's group: its name without trailing version or part numbers. ``iso_639-3``
+    and ``iso_639_3`` (the same catalogue under its old and new name) and ``iso_3166-2`` are
+    one family ``iso``, ``postgres-15`` is ``postgres`` on a machine with version 16 too."""
+    return re.sub(r"([-_.]?\d+)+$", "", name) or name
+
+
+def installed_languages(root: Path | str = LOCALE_ROOT) -> list[str]:
+    """Languages with at least one catalogue under a locale root, sorted."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if _catalogue_files(d / "LC_MESSAGES"))
+
+
+def _locale_side(root: Path, lang: str, info: dict) -> dict[str, list[Message]]:
+    files = _catalogue_files(root / lang / "LC_MESSAGES")
+    if not files:
+        have = installed_languages(root)
+        listed = ", ".join(have[:12]) + (", ..." if len(have) > 12 else "")
+        raise ValueError(f"no gettext catalogues for {lang!r} under {root}; installed "
+                         f"languages: {listed or 'none'}")
+    return _read_catalogues([(catalogue_family(p.stem), p) for p in files], root, info)
+
+
+def _gettext_items(root: Path, src: str, tgt: str, info: dict) -> list[tuple[str, str, str]]:
+    """msgid -> msgstr when one side is English (``en`` means the msgids); otherwise the two
+    languages' msgstr joined on (catalogue, msgctxt, msgid, msgid_plural)."""
+    if "en" in (src, tgt):
+        other = tgt if src == "en" else src
+        cats = _locale_side(root, other, info)
+        flip = src != "en"
+        return [(g, *((m.msgstr[0], m.msgid) if flip else (m.msgid, m.msgstr[0])))
+                for g in sorted(cats) for m in cats[g]]
+    a, b = _locale_side(root, src, info), _locale_side(root, tgt, info)
+    items, unmatched = [], 0
+    for g in sorted(set(a) | set(b)):
+        by_key = {(m.context, m.msgid, m.plural): m.msgstr[0] for m in b.get(g, ())}
+        seen = 0
+        for m in a.get(g, ()):
+            t = by_key.get((m.context, m.msgid, m.plural))
+            if t is None:
+                unmatched += 1
+            else:
+                items.append((g, m.msgstr[0], t))
+                seen += 1
+        unmatched += len(by_key) - seen
+    info["dropped"]["unmatched"] += unmatched
+    return items
+
+
+_LANG_HEADER = re.compile(rb'(?:^|\n|")Language:[ \t]*([A-Za-z]{2,3}[\w@-]*)')
+
+
+def _file_language(path: Path, data: bytes) -> str | None:
+    """A catalogue's language: its ``Language:`` header, else a file name such as ``de.po``."""
+    m = _LANG_HEADER.search(data[:8192])
+    if m:
+        return m.group(1).decode("ascii").replace("-", "_")
+    return path.stem if _LANG.fullmatch(path.stem) else None
+
+
+def _folder_items(root: Path, tgt: str | None, info: dict) -> tuple[list, str]:
+    """msgid -> msgstr of the ``.po``/``.mo`` files below ``root``, grouped by relative path
+    without suffix. With ``tgt`` named: the files in it, and those that declare no language
+    (the user named it); without: every file, which must then be of one language."""
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".mo", ".po") and p.is_file()
+                   and not any(s.startswith(".") for s in p.relative_to(root).parts))
+    if not files:
+        raise ValueError(f"no .po or .mo files under {root}")
+    langs = {p: _file_language(p, p.read_bytes()) for p in files}
+    declared = sorted({x for x in langs.values() if x})
+    if tgt is None:
+        if len(declared) > 1:
+            raise ValueError(f"{root} holds catalogues of several languages "
+                             f"({', '.join(declared)}); name the target language")
+        keep, tgt = files, (declared[0] if declared else "und")
+    else:
+        keep = [p for p in files if langs[p] is None or tgt in (langs[p], langs[p].split("_")[0])]
+        if not keep:
+            raise ValueError(f"no catalogues for {tgt!r} under {root}; its languages: "
+                             f"{', '.join(declared)}")
+    cats = _read_catalogues([(p.relative_to(root).with_suffix("").as_posix(), p)
+                             for p in keep], root, info)
+    return [(g, m.msgid, m.msgstr[0]) for g in sorted(cats) for m in cats[g]], tgt
+
+
+def _tsv_items(path: Path, info: dict) -> list[tuple[str, str, str]]:
+    """``source<TAB>target`` lines; any bad line refuses the file, naming the line (a silently
+    shortened corpus is worse than an error). Blank lines are skipped; a BOM is allowed."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"{path}: empty file (expected source<TAB>target lines)")
+    if b"\0" in data:
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise ValueError(f"{path}:{line}: binary file (NUL byte), expected UTF-8 text")
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}), expected "
+                         f"UTF-8 text") from None
+    items = []
+    for i, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{i}: expected source<TAB>target, found {len(parts)} "
+                             f"field{'s' if len(parts) > 1 else ''}: {line[:50]!r}")
+        for side, s in zip(("source", "target"), parts):
+            if not s.strip():
+                raise ValueError(f"{path}:{i}: one-sided pair (empty {side}): {line[:50]!r}")
+        items.append((parts[0].strip(), parts[0], parts[1]))
+    info["files"] = 1
+    return items
+
+
+_OSIS_DROP = re.compile(r'<note\b.*?</note>|<title\b(?![^>]*canonical="true").*?</title>', re.S)
+_OSIS_INLINE = re.compile(r"</?(?:w|q|transChange|seg|hi|foreign|divineName|name|catchWord|rdg)"
+                          r"\b[^>]*>")
+
+
+def _osis_text(s: str) -> str:
+    """Plain text of an OSIS verse: footnotes and editorial headings dropped (the other Bible
+    has none), word markup removed, other elements read as a space."""
+    s = _OSIS_INLINE.sub("", _OSIS_DROP.sub(" ", s))
+    s = html.unescape(re.sub(r"<[^>]*>", " ", s))
+    return re.sub(r" ([,.;:!?’”)])", r"\1", re.sub(r"\s+", " ", s)).strip()
+
+
+def _bible_items(src: str, tgt: str, info: dict) -> list[tuple[str, str, str]]:
+    """Verse pairs of the books both Bibles have, grouped by book, in canonical order."""
+    if {src, tgt} != set(BIBLE_MODULES):
+        raise ValueError(f"the bible corpus pairs en and es, not {src}->{tgt}")
+    require("pysword", extra="bible", feature="the bible corpus")
+    from pysword.modules import SwordModules
+
+    mods = SwordModules(str(SWORD_ROOT))
+    try:
+        found = mods.parse_modules()
+    except OSError:
+        found = {}
+    if not set(BIBLE_MODULES.values()) <= set(found):
+        raise ValueError(f"the bible corpus needs the SWORD modules "
+                         f"{' and '.join(BIBLE_MODULES.values())} under {SWORD_ROOT} "
+                         f"(Debian: apt-get install sword-text-web sword-text-sparv)")
+    bibles, books = {}, {}
+    for lang, name in BIBLE_MODULES.items():
+        bible = mods.get_bible_from_module(name)
+        if hasattr(bible, "_decompressed_text"):
+            # pysword inflates a whole book for every verse (5 ms each, minutes per Bible);
+            # remembering the last few blocks makes a book one inflation
+            bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
+        bibles[lang] = bible
+        books[lang] = {b.osis_name: b for t in bible.get_structure().get_books().values()
+                       for b in t}
+    items, unmatched = [], 0
+    for osis, book in books["es"].items():         # the 66 books of the KJV order
+        other = books["en"].get(osis)
+        if other is None:
+            continue
+        for c, lens in enumerate(zip(book.chapter_lengths, other.chapter_lengths), 1):
+            text = {lang: list(bibles[lang].get_iter(books=[osis], chapters=[c], clean=False))
+                    for lang in ("es", "en")}
+            if [len(text["es"]), len(text["en"])] != list(lens):
+                unmatched += sum(lens)              # a verse skipped by pysword: no alignment
+                continue
+            unmatched += abs(lens[0] - lens[1])
+            items += [(osis, _osis_text(text[src][v]), _osis_text(text[tgt][v]))
+                      for v in range(min(lens))]
+    info["files"] = 2
+    info["dropped"]["unmatched"] += unmatched
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# cleaning, the split, the corpus
+
+# printf directives (with %n$ positions, %(name)s, and gettext's %<PRIuMAX>) and {braces}
+_PLACEHOLDER = re.compile(r"%(?:\d+\$|\([^)]*\))?[-+ #0'I]*(?:\d+|\*)?(?:\.(?:\d+|\*))?"
+                          r"(?:<\w+>|(?:hh|h|ll|l|L|q|j|z|Z|t)?[diouxXeEfFgGaAcspn%])|\{[^{}]*\}")
+
+
+def clean_text(s: str) -> str:
+    """Newlines normalised to ``\\n``, trailing whitespace stripped from every line, blank lines
+    at both ends removed. Leading spaces stay: aligned help texts use them on both sides."""
+    s = s.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in s.split("\n")).strip("\n")
+
+
+def has_text(s: str) -> bool:
+    """Whether ``s`` holds a letter once format placeholders are removed (``"%s: %s"``, ``"---"``
+    and ``"%d%%"`` do not: nothing to translate)."""
+    return any(ch.isalpha() for ch in _PLACEHOLDER.sub("", s))
+
+
+def split_of(group: str, val_fraction: float, test_fraction: float) -> str:
+    """``"train"``, ``"valid"`` or ``"test"`` for a group: the rule of
+    :func:`splitnet.runs.data.is_val_file` (sha256 of the name mod 1000, not Python's salted hash)
+    with test taking the first ``1000 * test_fraction`` residues and valid the next ones."""
+    h = int.from_bytes(hashlib.sha256(group.encode("utf-8")).digest()[:8], "big") % 1000
+    n_test = round(1000 * test_fraction)
+    return "test" if h < n_test else "valid" if h < n_test + round(1000 * val_fraction) \
+        else "train"
+
+
+_DROP_WORDS = {"no_text": "without text", "too_long": "over max_bytes",
+               "duplicate": "duplicates", "conflict": "same source with another target"}
+_UNIT_WORDS = {"family": ("catalogue family", "catalogue families"), "book": ("book", "books")}
+
+
+def _origin(st: dict) -> str:
+    """Where the pairs came from and what the split went by, for :meth:`PairCorpus.describe`."""
+    files, unit, by = st.get("files", 0), st.get("unit"), st.get("split_by")
+    n_files = f"{files:,} file{'s' if files != 1 else ''}"
+    if by == "line":
+        return f"from {n_files}, split by a hash of each source"
+    if by == "message":
+        return f"from {n_files}, split by message (too few {unit} groups for three splits)"
+    n = sum(st.get("groups", {}).values())
+    one, many = _UNIT_WORDS.get(by, (str(by), f"{by}s"))
+    return f"from {n:,} {one if n == 1 else many}" + (f" ({n_files})" if by == "family" else "")
+
+
+@dataclass(frozen=True)
+class PairCorpus:
+    """(source, target) sentence pairs of the three splits and where they came from.
+
+    ``stats`` is plain data: ``unit`` (what a group is: ``family`` of catalogues, ``book``,
+    ``line``), ``split_by`` (the unit the split used: the same, or ``message``),
+    ``groups`` and ``bytes`` per split, ``files``, ``unreadable`` (file -> reason), ``entries``
+    (candidates read), ``dropped`` (reason -> count), ``identical`` (kept pairs whose two sides
+    are equal), ``seconds`` (load time)."""
+
+    train: tuple[tuple[str, str], ...]
+    valid: tuple[tuple[str, str], ...]
+    test: tuple[tuple[str, str], ...]
+    source: str
+    src_lang: str
+    tgt_lang: str
+    stats: dict = field(default_factory=dict, compare=False)
+
+    def split(self, name: str) -> tuple[tuple[str, str], ...]:
+        """The pairs of split ``name`` (train, valid or test)."""
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; choose from {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def __len__(self) -> int:
+        return len(self.train) + len(self.valid) + len(self.test)
+
+    def describe(self) -> str:
+        """The one start-up line: pairs per split, where from, size, what was dropped and why."""
+        st = self.stats
+        mb = sum(st.get("bytes", {}).values()) / 1e6
+        dropped = ", ".join(f"{n:,} {_DROP_WORDS.get(r, r)}" for r, n in
+                            st.get("dropped", {}).items() if n)
+        bad = st.get("unreadable", {})
+        tail = f"; dropped: {dropped}" if dropped else ""
+        if st.get("identical"):
+            n = st["identical"]
+            tail += f"; {n:,} identical pair{'s' if n > 1 else ''} kept (source = target)"
+        if bad:
+            tail += (f"; {len(bad)} unreadable file{'s' if len(bad) > 1 else ''} skipped "
+                     f"({', '.join(sorted(bad)[:3])}{', ...' if len(bad) > 3 else ''})")
+        return (f"{self.src_lang}->{self.tgt_lang} {self.source}: {len(self):,} pairs (train "
+                f"{len(self.train):,} / valid {len(self.valid):,} / test {len(self.test):,}) "
+                f"{_origin(st)}, {mb:.1f} MB{tail}")
+
+    def fingerprint(self) -> dict:
+        """What a checkpoint records to notice a changed corpus on resume: sha256 over every
+        pair of every split in order (length-prefixed UTF-8), the counts and the source."""
+        h = hashlib.sha256()
+        for name in SPLITS:
+            h.update(name.encode() + b"\0")
+            for pair in getattr(self, name):
+                for s in pair:
+                    b = s.encode("utf-8")
+                    h.update(len(b).to_bytes(8, "big") + b)
+        return {"source": self.source, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                "pairs": {n: len(getattr(self, n)) for n in SPLITS},
+                "bytes": int(sum(self.stats.get("bytes", {}).values())),
+                "sha256": h.hexdigest()}
+
+
+def _clean_items(items, max_bytes: int, drop_identical: bool,
+                 dropped: Counter) -> list[tuple[str, str, str]]:
+    """Items whose two cleaned sides have text and fit in ``max_bytes`` UTF-8 bytes each (and
+    differ, with ``drop_identical``)."""
+    out = []
+    for group, src, tgt in items:
+        src, tgt = clean_text(src), clean_text(tgt)
+        if not src or not tgt:
+            dropped["empty"] += 1
+        elif not (has_text(src) and has_text(tgt)):
+            dropped["no_text"] += 1
+        elif max(len(src.encode("utf-8")), len(tgt.encode("utf-8"))) > max_bytes:
+            dropped["too_long"] += 1
+        elif drop_identical and src == tgt:
+            dropped["identical"] += 1
+        else:
+            out.append((group, src, tgt))
+    return out
+
+
+def _assign(items, val_fraction: float, test_fraction: float, unit: str):
+    """The split of every item by its group; by its source text (unit ``message``) when the
+    groups are too few for three non-empty splits."""
+    groups = {g: split_of(g, val_fraction, test_fraction) for g in dict.fromkeys(
+        g for g, _, _ in items)}
+    if set(groups.values()) != set(SPLITS):
+        unit = "message"
+        groups = {s: split_of(s, val_fraction, test_fraction) for s in dict.fromkeys(
+            s for _, s, _ in items)}
+        return [groups[s] for _, s, _ in items], groups, unit
+    return [groups[g] for g, _, _ in items], groups, unit
+
+
+def _build(items, info: dict, src: str, tgt: str, opts: dict, t0: float) -> PairCorpus:
+    """Clean, split by group, deduplicate by source text once over all splits (test, valid,
+    train, each in item order: the first target of a source is kept, every later occurrence
+    dropped, so no source of valid/test is also in train)."""
+    dropped = Counter(info["dropped"])
+    entries = len(items)
+    items = _clean_items(items, opts["max_bytes"], opts["drop_identical"], dropped)
+    where, groups, unit = _assign(items, opts["val_fraction"], opts["test_fraction"],
+                                  info["unit"])
+    out = {s: [] for s in SPLITS}
+    seen: dict[str, str] = {}
+    # test first, then valid, then train: a held-out split is a function of its own groups
+    # alone (not of which other catalogues a machine has), and train gives up the overlap
+    rank = {"test": 0, "valid": 1, "train": 2}
+    for i in sorted(range(len(items)), key=lambda i: rank[where[i]]):
+        (_, s, t), split = items[i], where[i]
+        if s in seen:
+            dropped["duplicate" if seen[s] == t else "conflict"] += 1
+            continue
+        seen[s] = t
+        out[split].append((s, t))
+    for split in SPLITS:
+        if not out[split]:
+            total = sum(map(len, out.values()))
+            raise ValueError(f"{info['description']}: the {split} split is empty ({total} "
+                             f"pairs in all); give more data or larger fractions")
+    stats = {"unit": info["unit"], "split_by": unit,
+             "groups": {s: sum(v == s for v in groups.values()) for s in SPLITS},
+             "bytes": {s: sum(len(a.encode()) + len(b.encode()) for a, b in out[s])
+                       for s in SPLITS},
+             "files": info["files"], "unreadable": dict(info["unreadable"]), "entries": entries,
+             "dropped": {r: dropped[r] for r in DROP_REASONS},
+             "identical": sum(a == b for v in out.values() for a, b in v),
+             "seconds": round(time.perf_counter() - t0, 3)}
+    return PairCorpus(tuple(out["train"]), tuple(out["valid"]), tuple(out["test"]),
+                      info["description"], src, tgt, stats)
+
+
+def _check_args(src, tgt, val_fraction, test_fraction, max_bytes) -> None:
+    for name, v in (("src_lang", src), ("tgt_lang", tgt)):
+        if v is not None and (not isinstance(v, str) or not _LANG.fullmatch(v)):
+            raise ValueError(f"{name} must be a language code such as 'de' or 'pt_BR', "
+                             f"got {v!r}")
+    if src is not None and src == tgt:
+        raise ValueError(f"source and target language are both {src!r}")
+    for name, v in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+            raise ValueError(f"{name} must be in (0, 1), got {v!r}")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
+                         f"{val_fraction + test_fraction:g}")
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+
+
+NAMED_SOURCES = ("gettext", "bible")
+
+
+def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = None, *,
+               val_fraction: float = 0.1, test_fraction: float = 0.1,
+               max_bytes: int = 512, drop_identical: bool = False) -> PairCorpus:
+    """A parallel corpus, cleaned, split and deduplicated.
+
+    ``source``: None or ``"gettext"`` (this machine's catalogues, en->de unless told), a
+    locale folder (``<lang>/LC_MESSAGES/``, read the same way), a folder of ``.po``/``.mo``
+    files (msgid -> msgstr; the target language read from the files, or the one named),
+    a TSV file (``source<TAB>target``), or ``"bible"`` (en->es unless told). Languages
+    default to the source's own; ``max_bytes`` caps each side of a pair in UTF-8 bytes.
+
+    ``val_fraction`` / ``test_fraction`` are fractions of groups (catalogue families, books),
+    not of pairs: a group's split depends on its name alone, and groups differ in size.
+    Pairs whose two sides are equal ("OK" -> "OK", a place name) are kept and counted: they
+    teach what to copy; ``drop_identical=True`` leaves them out."""
+    t0 = time.perf_counter()
+    _check_args(src_lang, tgt_lang, val_fraction, test_fraction, max_bytes)
+    opts = {"val_fraction": val_fraction, "test_fraction": test_fraction,
+            "max_bytes": max_bytes, "drop_identical": bool(drop_identical)}
+    if source is None or source == "gettext":
+        root, source = LOCALE_ROOT, None
+    elif source == "bible":
+        src, tgt = src_lang or ("es" if tgt_lang == "en" else "en"), tgt_lang
+        tgt = tgt or ("en" if src == "es" else "es")
+        info = _new_info("book", "bible (World English Bible / Reina-Valera 1909)")
+        items = _bible_items(src, tgt, info)
+        return _build(items, info, src, tgt, opts, t0)
+    else:
+        root = Path(source)
+        if not root.exists():
+            raise ValueError(f"unknown pair source {str(source)!r}: give one of "
+                             f"{', '.join(NAMED_SOURCES)}, a folder of .po/.mo files or a TSV "
+                             f"file")
+    if root.is_file():
+        src, tgt = src_lang or "src", tgt_lang or "tgt"
+        info = _new_info("line", f"TSV {root}")
+        items = _tsv_items(root, info)
+    elif source is None or any(_catalogue_files(d / "LC_MESSAGES") for d in root.iterdir()):
+        src, tgt = src_lang or "en", tgt_lang or ("de" if src_lang in (None, "en") else "en")
+        if src == tgt:
+            raise ValueError(f"source and target language are both {src!r}")
+        info = _new_info("family", f"gettext catalogues under {root}")
+        items = _gettext_items(root, src, tgt, info)
+    else:
+        if src_lang not in (None, "en"):
+            raise ValueError(f"{root}: a folder of catalogues pairs msgid (en) with its "
+                             f"translations; joining {src_lang} needs a <lang>/LC_MESSAGES tree")
+        info = _new_info("family", f"catalogues under {root}")
+        items, tgt = _folder_items(root, tgt_lang, info)
+        src = "en"
+    return _build(items, info, src, tgt, opts, t0)
+
+
+__all__ = [
+    "BIBLE_MODULES",
+    "DROP_REASONS",
+    "LOCALE_ROOT",
+    "NAMED_SOURCES",
+    "SPLITS",
+    "SWORD_ROOT",
+    "PairCorpus",
+    "catalogue_family",
+    "clean_text",
+    "has_text",
+    "installed_languages",
+    "load_pairs",
+    "split_of",
+]
