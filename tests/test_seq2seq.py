@@ -189,7 +189,8 @@ def test_wide_beam_finds_the_best_sequence(alpha):
     try:
         greedy_missed = 0
         for seed in (1, 5, 6):                     # sharp distributions: (seed 1) the best
-            m = _model(seed=seed, tie_head=False, shared_embeddings=False)   # is 4 4 4 eos,
+            m = _model(seed=seed, tie_head=False, shared_embeddings=False,   # is 4 4 4 eos,
+                       init="gpt2")                # (seeds found under gpt2's weights)
             with torch.no_grad():                  # greedy finds 3 eos, beam 2 misses it
                 m.head.weight.mul_(60)
             src, n = _ids(1, 4, 7), 4

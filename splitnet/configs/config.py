@@ -29,6 +29,8 @@ from .options import (
     ACTIVATIONS,
     FIXED,
     FREE,
+    INIT_HELP,
+    INITS,
     LIMITS,
     MAX_SEED,
     SESSION,
@@ -105,6 +107,7 @@ class SplitConfig:
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
+    init: str = option("gpt2", INIT_HELP, choices=INITS)
     positions: str = option("learned", "token positions: learned absolute embeddings added to "
                             "the input (GPT-2), or none (GPT-NeoX: rotary attention carries "
                             "them)", choices=POSITIONS)

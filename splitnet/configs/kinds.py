@@ -59,6 +59,10 @@ class FieldKind:
     module: str = ""
     mixes_tokens: bool = True
     uses_memory: bool = False
+    # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
+    # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
+    # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
+    residual_outputs: tuple[str, ...] = ()
 
     def cacheable(self, config) -> bool:
         """Whether a key/value cache makes generation with this field exact."""
@@ -99,6 +103,7 @@ class AttentionKind(FieldKind):
 
     name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
     mixes_tokens = True
+    residual_outputs = ("proj.weight",)
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
@@ -136,6 +141,7 @@ class ConvKind(FieldKind):
 
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
     mixes_tokens = True
+    residual_outputs = ("proj.weight",)
 
     def check(self, config) -> None:
         if config.rotary_pct > 0:
@@ -164,6 +170,7 @@ class FeedForwardKind(FieldKind):
 
     name, serves, module = "feedforward", CONVECTION, "splitnet.fields.feedforward:FeedForward"
     mixes_tokens = False
+    residual_outputs = ("fc2.weight",)
 
     def default_width(self, config):
         return config.d_ff
@@ -187,6 +194,7 @@ class CrossKind(FieldKind):
 
     name, serves, module = "cross", CROSS, "splitnet.fields.cross:CrossAttention"
     mixes_tokens, uses_memory = False, True
+    residual_outputs = ("proj.weight",)
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "dropout": config.dropout,
@@ -211,6 +219,9 @@ class GatedKind(FieldKind):
         self.inner, self.gate = inner, gate
         self.name, self.serves = inner.name, inner.serves
         self.mixes_tokens, self.uses_memory = inner.mixes_tokens, inner.uses_memory
+        # the wrapped field's outputs (Gated holds it as .field); the gate's own W2 is a
+        # correction the gate T(x) scales, initialised as every other matrix
+        self.residual_outputs = tuple(f"field.{n}" for n in inner.residual_outputs)
 
     def cacheable(self, config) -> bool:
         return self.inner.cacheable(config)

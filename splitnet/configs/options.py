@@ -19,6 +19,18 @@ WEIGHTS = ("shared", "per-stage")
 # splitnet.fields builds the function from it (this module stays free of torch).
 ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tanh"),)),
                "relu": ("relu", ()), "silu": ("silu", ()), "tanh": ("tanh", ())}
+# Initialisation rules (splitnet.nets.init), the one list: gpt2 = GPT-2 / nanoGPT (matrices
+# N(0, 0.02), declared residual outputs N(0, 0.02 / sqrt(n))); xavier = Vaswani et al. /
+# fairseq / torch.nn.Transformer (xavier-uniform matrices, embeddings N(0, d^-1/2) whose token
+# part the network scales by sqrt(d)).
+INITS = ("gpt2", "xavier")
+INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
+             "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
+             "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
+             "in forward: torch.nn.Transformer / fairseq; translation's default)")
+# What a config dict written before an option existed meant: a checkpoint without the key
+# rebuilds the function it was trained as (xavier's sqrt(d) embedding scale changes it).
+LEGACY = {"init": "gpt2"}
 
 # How an option behaves on --resume: "fixed" options define the run (a different explicit value
 # is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
@@ -129,19 +141,23 @@ def scheme_spec(scheme):
 
 
 def config_from_dict(cls, d):
+    """``cls(**d)``; unknown keys are an error naming them, and an option of :data:`LEGACY`
+    missing from ``d`` (a dict written before it existed) takes its legacy value, not today's
+    default."""
     if not isinstance(d, dict):
         raise TypeError(f"a {cls.__name__} is read from a dict, got {type(d).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"unknown {cls.__name__} option(s) {unknown}")
-    return cls(**d)
+    legacy = {k: v for k, v in LEGACY.items() if k in names and k not in d}
+    return cls(**legacy, **d)
 
 
 def check_network(cfg) -> None:
     """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
     ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
-    ``norm_eps`` -- checked and normalised in place on the frozen dataclass ``cfg``."""
+    ``init``, ``norm_eps`` -- checked and normalised in place on the frozen dataclass ``cfg``."""
     set_ = object.__setattr__
     if cfg.d_model % cfg.n_heads:
         raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
@@ -153,9 +169,11 @@ def check_network(cfg) -> None:
     set_(cfg, "dropout", check_real("dropout", cfg.dropout, lo=0.0, hi=1.0, hi_open=True))
     check_choice("method", cfg.method, METHODS)
     check_choice("activation", cfg.activation, ACTIVATIONS)
+    check_choice("init", cfg.init, INITS)
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
-__all__ = ["ACTIVATIONS", "FIXED", "FREE", "LIMITS", "MAX_SEED", "SESSION", "WEIGHTS",
+__all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
+           "SESSION", "WEIGHTS",
            "check_choice", "check_int", "check_network", "check_real", "config_from_dict",
            "int_list", "option", "positive_ints", "scheme_spec"]

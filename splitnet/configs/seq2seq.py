@@ -28,7 +28,7 @@ from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
 from ..spec.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
-from .options import ACTIVATIONS, WEIGHTS, check_network, option
+from .options import ACTIVATIONS, INIT_HELP, INITS, WEIGHTS, check_network, option
 from .options import check_int as _int
 from .options import config_from_dict as _from_dict
 from .options import scheme_spec as _scheme_spec
@@ -110,6 +110,7 @@ class Seq2SeqConfig:
                          "sub-layers)", choices=METHODS)
     activation: str = option("gelu", "feed-forward activation", choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
+    init: str = option("xavier", INIT_HELP, choices=INITS)
     shared_embeddings: bool = option(True, "one token embedding for source and target (needs "
                                      "equal vocabularies; --no-shared-embeddings: two)")
     tie_head: bool = option(True, "output head tied to the target embedding")

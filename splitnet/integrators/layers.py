@@ -14,7 +14,6 @@ trajectories' ODE path and re-discretisation.
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 from torch import nn
@@ -31,19 +30,6 @@ from ..spec.stages import (
 from .flows import context_for, field_map, stage_fields
 from .subflows import Euler, get_method
 from .validate import check_step_size
-
-
-def init_gpt2(model: nn.Module, n_residual: int) -> None:
-    """GPT-2's initialisation of a network of split layers: every matrix N(0, 0.02), the
-    residual output projections (``proj``, ``fc2``) N(0, 0.02 / sqrt(n_residual)) so the initial
-    residual stream does not grow with the number of residual sub-layers; biases zero."""
-    n = max(1, n_residual)
-    for name, p in model.named_parameters():
-        if p.dim() >= 2:
-            std = 0.02 / math.sqrt(n) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
-            nn.init.normal_(p, 0.0, std)
-        elif name.endswith("bias"):
-            nn.init.zeros_(p)
 
 
 class WeightedSum(nn.Module):
@@ -247,4 +233,4 @@ class SplitLayer(nn.Module):
                 f"method={self.method.name!r}")
 
 
-__all__ = ["EvaluationCaches", "SplitLayer", "WeightedSum", "init_gpt2"]
+__all__ = ["EvaluationCaches", "SplitLayer", "WeightedSum"]

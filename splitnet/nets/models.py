@@ -24,7 +24,8 @@ from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.kinds import layer_fields
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
-from ..integrators.layers import SplitLayer, init_gpt2
+from ..integrators.layers import SplitLayer
+from .init import embed_scale, initialise, residual_outputs
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 
@@ -54,6 +55,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         the token embedding or its own matrix.
     learn_coefficients : every stage coefficient of every layer a parameter initialised from
         the scheme (:mod:`splitnet.nets.learned`; :meth:`coefficients` reports them).
+    init : ``"gpt2"`` (default, nanoGPT's) or ``"xavier"`` (torch.nn.Transformer's; the token
+        embedding is then scaled by ``sqrt(d_model)`` in forward): :mod:`splitnet.nets.init`.
     """
 
     def __init__(self, *args, **options):
@@ -71,6 +74,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_head:
             self.head.weight = self.tok_emb.weight   # tied
+        self.embed_scale = embed_scale(c)            # sqrt(d) under init="xavier", else 1
         self._init_weights()
 
     N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
@@ -94,7 +98,13 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
-        init_gpt2(self, self.config.n_layers * len(self.scheme.stages))
+        """``config.init``'s rule (:mod:`splitnet.nets.init`): the residual outputs are those
+        the kinds declare, scaled by the stage count of the whole network."""
+        c = self.config
+        plans = [layer_fields(c, self.scheme, k) for k in range(c.n_layers)]
+        initialise(self, c.init, n_residual=c.n_layers * len(self.scheme.stages),
+                   residual=residual_outputs(self.layers, plans),
+                   embeddings=(self.tok_emb, self.pos_emb, self.head))
 
     # -- use ---------------------------------------------------------------------------------
     def coefficients(self) -> tuple:
@@ -136,6 +146,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
                 raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got "
                                  f"[{lo}, {hi}]")
         x = self.tok_emb(idx)
+        if self.embed_scale != 1.0:
+            x = x * self.embed_scale
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
         return self.drop(x)                                         # (B, T, D)

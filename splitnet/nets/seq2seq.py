@@ -24,7 +24,8 @@ from torch import nn
 
 from ..configs.seq2seq import Seq2SeqConfig, Stack
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
-from ..integrators.layers import SplitLayer, init_gpt2
+from ..integrators.layers import SplitLayer
+from .init import embed_scale, initialise, residual_outputs
 
 
 def _stack_layer(stack: Stack, k: int) -> SplitLayer:
@@ -74,6 +75,9 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     weights : ``"shared"`` (one module per field per layer) or ``"per-stage"``.
     shared_embeddings, tie_head : one embedding for source and target; head tied to it.
     pad_id, bos_id, eos_id : special ids; decoder inputs start with bos, targets end with eos.
+    init : ``"xavier"`` (default: torch.nn.Transformer's rule, token embeddings scaled by
+        ``sqrt(d_model)`` in forward) or ``"gpt2"`` (:mod:`splitnet.nets.init`; a config dict
+        without ``init``, written before the option, loads as ``"gpt2"``).
     """
 
     N_POSITIONAL = 4   # src_vocab, tgt_vocab, d_model, n_heads may be given by position
@@ -99,8 +103,8 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         self.head = nn.Linear(d, c.tgt_vocab, bias=False)
         if c.tie_head:
             self.head.weight = self.tgt_emb.weight
+        self.embed_scale = embed_scale(c)            # sqrt(d) under init="xavier", else 1
         self._init_weights()
-
 
     @staticmethod
     def config_class() -> type:
@@ -109,9 +113,16 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     __init__.__signature__ = config_signature(Seq2SeqConfig, N_POSITIONAL)
 
     def _init_weights(self) -> None:
-        # as SplitTransformer, the residual scale counted over both stacks
-        init_gpt2(self, sum(s.n_layers * len(s.scheme.stages)
-                            for s in (self.encoder_stack, self.decoder_stack)))
+        """``config.init``'s rule (:mod:`splitnet.nets.init`); as in SplitTransformer, the
+        residual outputs are those the kinds declare, their scale counted over both stacks."""
+        stacks = ((self.encoder_stack, self.encoder_layers),
+                  (self.decoder_stack, self.decoder_layers))
+        residual = [p for s, layers in stacks for p in residual_outputs(
+            layers, [s.layer_fields(k) for k in range(s.n_layers)])]
+        initialise(self, self.config.init,
+                   n_residual=sum(s.n_layers * len(s.scheme.stages) for s, _ in stacks),
+                   residual=residual, embeddings=(self.src_emb, self.tgt_emb, self.src_pos,
+                                                  self.tgt_pos, self.head))
 
     # -- use ---------------------------------------------------------------------------------
     def n_params(self, embeddings: bool = True) -> int:
@@ -128,12 +139,17 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     def embed_source(self, src: torch.Tensor) -> torch.Tensor:
         check_ids(src, self.config.src_vocab, self.config.max_len, "src")
         pos = torch.arange(src.shape[1], device=src.device)
-        return self.drop(self.src_emb(src) + self.src_pos(pos))
+        return self.drop(self._tokens(self.src_emb, src) + self.src_pos(pos))
 
     def embed_target(self, tgt: torch.Tensor, start: int = 0) -> torch.Tensor:
         check_ids(tgt, self.config.tgt_vocab, self.config.max_len, "tgt", start)
         pos = torch.arange(start, start + tgt.shape[1], device=tgt.device)
-        return self.drop(self.tgt_emb(tgt) + self.tgt_pos(pos))
+        return self.drop(self._tokens(self.tgt_emb, tgt) + self.tgt_pos(pos))
+
+    def _tokens(self, table: nn.Embedding, idx: torch.Tensor) -> torch.Tensor:
+        """``table(idx)``, times ``sqrt(d)`` under ``init="xavier"`` (fairseq's embed_scale)."""
+        x = table(idx)
+        return x * self.embed_scale if self.embed_scale != 1.0 else x
 
     def source_mask(self, src: torch.Tensor, src_key_padding_mask=None):
         """The padding mask (B, S) bool, True = padding: the one given, else the positions

@@ -1,0 +1,114 @@
+"""Initialisation rules of the networks, stated per module (the rule beside the modules, as in
+nanoGPT). A config's ``init`` option picks one (:data:`splitnet.configs.options.INITS`):
+
+``"gpt2"`` -- GPT-2 / nanoGPT, the language models' default::
+
+    W ~ N(0, 0.02)                  every matrix: linear weights, convolution kernels,
+                                    token and position embeddings, an untied head
+    W_out ~ N(0, 0.02 / sqrt(n))    the residual-output matrices each field kind declares
+                                    (FieldKind.residual_outputs), n = residual sub-layers
+                                    (stages) of the whole network: the initial residual
+                                    stream x + sum of n updates does not grow with n
+    b = 0                           biases; LayerNorm keeps its ones / zeros
+
+``"xavier"`` -- Vaswani et al. 2017 / fairseq / ``torch.nn.Transformer``, the encoder–decoder's
+default::
+
+    W ~ U(-a, a), a = sqrt(6 / (fan_in + fan_out))   every matrix of every field (the fused
+                                    q/k/v and k/v projections as one matrix each, as
+                                    nn.MultiheadAttention's in_proj_weight; conv kernels with
+                                    fan = channels x width)
+    E ~ N(0, d^-1/2)                token and position embeddings, an untied head
+    b = 0, LayerNorm gamma = 1, beta = 0
+
+  and the network multiplies the *token* embedding by ``sqrt(d)`` in forward
+  (:func:`embed_scale`): tokens enter the residual stream with unit-size entries while a tied
+  head, ``E^T``, gives logits of unit size at the start (with N(0, 1) embeddings and a tied
+  head the first logits have std ``sqrt(d)``). Positions are not scaled (fairseq's learned
+  positions). This scale changes the function computed, so a config written before ``init``
+  existed loads as ``"gpt2"`` (:data:`splitnet.configs.options.LEGACY`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from torch import nn
+
+
+def embed_scale(config) -> float:
+    """The factor on the token embedding in forward: ``sqrt(d_model)`` under ``xavier``, 1
+    under ``gpt2`` (the networks skip the multiply then)."""
+    return math.sqrt(config.d_model) if config.init == "xavier" else 1.0
+
+
+def residual_outputs(layers: Iterable, plans: Iterable) -> list[nn.Parameter]:
+    """The residual-output matrices of a stack of split layers, as their kinds declare them:
+    ``plans[k]`` is layer k's :func:`~splitnet.configs.kinds.layer_fields` answer, and every
+    module of field f in layer k contributes the parameters ``kind.residual_outputs`` names
+    (a shared module once). A declared name the module lacks is a ``ValueError`` naming it."""
+    out, seen = [], set()
+    for layer, plan in zip(layers, plans):
+        for lf in plan:
+            for module in layer.field_modules(lf.field):
+                if id(module) in seen:
+                    continue
+                seen.add(id(module))
+                for name in lf.kind.residual_outputs:
+                    try:
+                        out.append(module.get_parameter(name))
+                    except AttributeError:
+                        raise ValueError(f"field kind {lf.kind.name!r} declares the residual "
+                                         f"output {name!r}, which {type(module).__name__} "
+                                         f"does not have") from None
+    return out
+
+
+def init_gpt2(model: nn.Module, n_residual: int, residual: Iterable[nn.Parameter]) -> None:
+    """GPT-2's rule (module docstring): every matrix N(0, 0.02), the ``residual`` matrices
+    N(0, 0.02 / sqrt(n_residual)), biases zero. Parameters are drawn in ``named_parameters``
+    order, so a seed gives the weights it gave before the rule was declared per kind."""
+    std_out = 0.02 / math.sqrt(max(1, n_residual))
+    scaled = {id(p) for p in residual}
+    for name, p in model.named_parameters():
+        if p.dim() >= 2:
+            nn.init.normal_(p, 0.0, std_out if id(p) in scaled else 0.02)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+
+
+def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module]) -> None:
+    """The Transformer's rule (module docstring): ``embeddings`` (token and position tables,
+    an untied head: modules with a ``weight``) N(0, d^-1/2), every other matrix
+    xavier-uniform, biases zero, LayerNorms ones / zeros."""
+    emb = {id(m.weight) for m in embeddings if m is not None}
+    for name, p in model.named_parameters():
+        if id(p) in emb:
+            nn.init.normal_(p, 0.0, p.shape[-1] ** -0.5)      # (rows, d): std d^-1/2
+        elif p.dim() >= 2:
+            nn.init.xavier_uniform_(p)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+    for m in model.modules():
+        if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+            nn.init.ones_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterable,
+               embeddings: Iterable[nn.Module]) -> None:
+    """Initialise ``model`` by ``rule`` (``"gpt2"`` or ``"xavier"``): ``residual`` are the
+    declared residual-output matrices (:func:`residual_outputs`), ``n_residual`` the residual
+    sub-layers they are scaled by, ``embeddings`` the token / position tables and an untied
+    head."""
+    if rule == "gpt2":
+        init_gpt2(model, n_residual, residual)
+    elif rule == "xavier":
+        init_xavier(model, embeddings)
+    else:
+        raise ValueError(f"init must be 'gpt2' or 'xavier', got {rule!r}")
+
+
+__all__ = ["embed_scale", "init_gpt2", "init_xavier", "initialise", "residual_outputs"]
