@@ -38,6 +38,61 @@ def test_aliases_resolve_to_the_same_scheme():
     assert sn.schemes.resolve(s) is s
 
 
+def test_no_alias_shadows_a_registered_name_and_each_reaches_its_target():
+    aliases, names = sn.schemes._ALIASES, set(sn.schemes.available("all"))
+    assert not set(aliases) & names
+    for alias, target in aliases.items():
+        assert sn.schemes.get(alias) == sn.schemes.get(target), alias
+        assert sn.schemes.get(alias.upper()) == sn.schemes.get(target), alias
+
+
+@pytest.mark.parametrize("aliases,msg", [
+    ({"strang": "lie-trotter"}, r"scheme alias 'strang' \(for 'lie-trotter'\) is also a "
+                                r"registered scheme name: it would shadow that scheme"),
+    ({"mine": "nope"}, r"scheme alias 'mine' points to 'nope', which is not a registered"),
+    ({"Macaron": "strang"}, r"scheme alias 'Macaron' must be lower case"),
+])
+def test_an_alias_table_that_could_mislead_is_refused(aliases, msg):
+    with pytest.raises(ValueError, match=msg):
+        sn.schemes.check_aliases(aliases, sn.schemes.available("all"))
+
+
+def test_a_zoo_entry_named_like_an_alias_fails_at_import(monkeypatch):
+    """The check runs when the module is imported: a published method named ``macaron``
+    (an alias of strang) would be shadowed, and importing the registry says so."""
+    import dataclasses
+    import importlib.util
+
+    from splitnet.integrators import schemes as mod
+    from splitnet.spec import zoo
+
+    clash = dataclasses.replace(zoo.PUBLISHED[0], name="macaron")
+    monkeypatch.setattr(zoo, "PUBLISHED", (*zoo.PUBLISHED, clash))
+    spec = importlib.util.spec_from_file_location("splitnet.integrators._schemes_probe",
+                                                  mod.__file__)
+    with pytest.raises(ValueError, match=r"scheme alias 'macaron' \(for 'strang'\) is also a "
+                                         r"registered scheme name"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+@pytest.mark.parametrize("name", ["macaron", "Transformer", "GPT-J"])
+def test_registering_an_alias_is_refused(monkeypatch, name):
+    monkeypatch.setattr(sn.schemes, "_REGISTRY", dict(sn.schemes._REGISTRY))
+    with pytest.raises(ValueError, match=rf"scheme name '{name.lower()}' is an alias of "
+                                         rf"'[a-z-]+'; choose another name"):
+        sn.schemes.register(name, sn.schemes.Strang)
+    assert name.lower() not in sn.schemes._REGISTRY
+
+
+def test_the_listings_of_available_are_not_called_kinds():
+    """``available(kind)`` groups are LISTINGS; ``KINDS`` is the field kinds' registry only."""
+    assert sn.schemes.LISTINGS == ("general", "core", "restricted", "splitting", "unsplit",
+                                   "all")
+    assert not hasattr(sn.schemes, "KINDS")
+    for kind in sn.schemes.LISTINGS:
+        assert set(sn.schemes.available(kind)) <= set(sn.schemes.available("all"))
+
+
 @pytest.mark.parametrize("name", REGISTRY)
 def test_each_field_sums_to_one(name):
     s = sn.schemes.get(name)

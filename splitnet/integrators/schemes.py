@@ -59,7 +59,27 @@ _ALIASES = {"gpt-j": "parallel", "parallel-residual": "parallel",
             "s9odr6a": "kahan-li6", "s9odr6b": "kahan-li6b", "s15odr8": "mclachlan8",
             "s17odr8a": "kahan-li8", "s17odr8b": "kahan-li8b", "s33odr10a": "kahan-li10",
             "s33odr10c": "kahan-li10c"}
-KINDS = ("general", "core", "restricted", "splitting", UNSPLIT, "all")
+# The groups of names available(kind) lists (not field kinds: those are configs.kinds.KINDS).
+LISTINGS = ("general", "core", "restricted", "splitting", UNSPLIT, "all")
+
+
+def check_aliases(aliases: dict[str, str], registry) -> None:
+    """Refuse an alias table that could mislead: an alias equal to a registered name (it would
+    shadow that scheme, since aliases are looked up first), an alias to a name that is not
+    registered, or an alias that is not lower case (lookups are case-insensitive)."""
+    for alias, target in aliases.items():
+        if alias != alias.lower():
+            raise ValueError(f"scheme alias {alias!r} must be lower case (names are looked up "
+                             f"case-insensitively)")
+        if alias in registry:
+            raise ValueError(f"scheme alias {alias!r} (for {target!r}) is also a registered "
+                             f"scheme name: it would shadow that scheme; rename one of them")
+        if target not in registry:
+            raise ValueError(f"scheme alias {alias!r} points to {target!r}, which is not a "
+                             f"registered scheme")
+
+
+check_aliases(_ALIASES, _REGISTRY)      # at import: a zoo entry named like an alias fails here
 
 
 def available(kind: str = "general") -> list[str]:
@@ -69,8 +89,8 @@ def available(kind: str = "general") -> list[str]:
     only in a problem class, e.g. Runge–Kutta–Nyström methods), ``"splitting"`` (general and
     restricted: every splitting method), ``"unsplit"`` (schemes whose step is the exact flow of
     the sum of the fields: ``parallel``), ``"all"``."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind not in LISTINGS:
+        raise ValueError(f"kind must be one of {', '.join(LISTINGS)}, got {kind!r}")
     if kind == "core":
         return list(CORE)
     if kind == "all":
@@ -120,8 +140,13 @@ def get(name: str, fields: Sequence[str] | None = None) -> SplittingScheme:
 
 def register(name: str, factory: Callable[[], SplittingScheme]) -> None:
     """Add a scheme to the registry (``factory()`` must return a SplittingScheme)."""
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"scheme name must be a non-empty str, got {name!r}")
     name = name.lower()   # get() is case-insensitive
-    if name in _REGISTRY or name in _ALIASES:
+    if name in _ALIASES:  # aliases are looked up first: the new scheme could never be reached
+        raise ValueError(f"scheme name {name!r} is an alias of {_ALIASES[name]!r}; choose "
+                         f"another name")
+    if name in _REGISTRY:
         raise ValueError(f"scheme {name!r} is already registered")
     s = factory()
     if not isinstance(s, SplittingScheme):
@@ -275,10 +300,10 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "KINDS",
+__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "LISTINGS",
            "PATTERN_LETTERS", "UNSPLIT",
            "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel", "SplittingScheme", "Stage",
            "Strang",
            "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
-           "available", "check_order", "from_pattern", "get", "measured_order", "register",
-           "resolve", "second_order_defect", "zoo_class"]
+           "available", "check_aliases", "check_order", "from_pattern", "get", "measured_order",
+           "register", "resolve", "second_order_defect", "zoo_class"]
