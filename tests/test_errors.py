@@ -86,6 +86,9 @@ def _mutate():
 
 S = sn.SplittingScheme.from_stages
 D, C = "diffusion", "convection"
+# The names suggested for the misspelt method 'rk5': rk4 among the registry's close names
+# (no list of methods here: a method added to the registry needs no edit of this file).
+CLOSE = r"(?:[\w-]+, )*rk4(?:, [\w-]+)*"
 
 CASES = [
     # --- schemes -------------------------------------------------------------------------
@@ -130,6 +133,13 @@ CASES = [
                  r"got 'zoo'"),
     ("registering a name twice", lambda: sn.schemes.register("strang", sn.schemes.Strang),
      ValueError, r"scheme 'strang' is already registered"),
+    ("registering a name that is an alias (it could never be reached)",
+     lambda: sn.schemes.register("macaron", sn.schemes.Strang),
+     ValueError, r"scheme name 'macaron' is an alias of 'strang'; choose another name"),
+    ("an alias equal to a registered name (checked at import)",
+     lambda: sn.schemes.check_aliases({"strang": "lie-trotter"}, sn.schemes.available("all")),
+     ValueError, r"scheme alias 'strang' \(for 'lie-trotter'\) is also a registered scheme "
+                 r"name: it would shadow that scheme"),
     ("changing a scheme after construction", _mutate,
      AttributeError, r"SplittingScheme is immutable \(tried to set 'order'\)"),
     # --- stepping --------------------------------------------------------------------------
@@ -148,8 +158,8 @@ CASES = [
     ("t_span not a pair", lambda: _integrate(t_span=1.0),
      ValueError, r"t_span must be a pair \(t0, T\), got 1.0"),
     ("unknown sub-flow method", lambda: _step(method="rk5"),
-     ValueError, r"^unknown method 'rk5'; did you mean rk4\? \(splitnet.subflows.METHODS lists "
-                 r"them all\)$"),
+     ValueError, rf"^unknown method 'rk5'; did you mean {CLOSE}\? \(splitnet.subflows.METHODS "
+                 r"lists them all\)$"),
     ("option not applicable to the method", lambda: _step(method="euler", rtol=1e-8),
      ValueError, r"option\(s\) \['rtol'\] do not apply to method 'euler'"),
     ("unknown option for exact sub-flows", lambda: _step(method="exact", rtl=1e-8),
@@ -434,7 +444,8 @@ CLI_CASES = [
      r"--substeps: expected a positive integer, got '0'"),
     ("refine: an unknown sub-flow method", ["refine", "--checkpoint", "{tmp}/garbage",
                                             "--methods", "euler,rk5", "--out", "{tmp}/r.png"],
-     2, r"unknown method 'rk5'; did you mean rk4\? \(splitnet.subflows.METHODS lists them all\)"),
+     2, rf"unknown method 'rk5'; did you mean {CLOSE}\? \(splitnet.subflows.METHODS lists them "
+        r"all\)"),
     ("refine: checkpoint missing", ["refine", "--checkpoint", "{tmp}/none", "--out",
                                     "{tmp}/r.png"], 2, r"no checkpoint at \{tmp\}/none"),
     ("refine: garbage checkpoint", ["refine", "--checkpoint", "{tmp}/garbage", "--out",

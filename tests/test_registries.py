@@ -91,15 +91,6 @@ def test_the_copy_detector_leaves_prose_and_selections_alone():
     assert not copies(ok, "splitnet/some_new_module.py")
 
 
-def test_the_sub_flow_table_in_the_docstring_is_the_registry():
-    """splitnet.integrators.subflows documents its registry in a table: name, order, evaluations."""
-    rows = re.findall(r"^(\w+)\s+(\d+|--)\s+(\d+|adapt)\s", subflows.__doc__, re.M)
-    table = {n: (None if q == "--" else int(q), None if e == "adapt" else int(e))
-             for n, q, e in rows}
-    want = {n: (m.order, m.evals) for n, m in subflows.METHODS.items()}
-    assert table == want, "update the table in splitnet/integrators/subflows.py's docstring"
-
-
 def test_every_command_is_one_module_with_its_own_help():
     for name, help_ in cli.COMMANDS.items():
         mod = importlib.import_module(f"splitnet.cli.cmd_{name}")
