@@ -1,15 +1,19 @@
 """The command line: ``splitnet COMMAND ...`` (also ``python -m splitnet``).
 
 One module per command (``cmd_<name>.py``), each with ``HELP`` (one line), ``RANK`` (its place in
-``splitnet --help``), ``configure(parser)`` and ``run(args) -> int``; the commands are found by
-their file names, so adding one is adding its file. Parsers use only the standard library and
+``splitnet --help``), ``configure(parser)`` and ``run(args) -> int``, and ``VERDICT`` (one line)
+when it can exit 1; the commands are found by their file names, so adding one is adding its file
+(tests/test_fuzz_cli.py fuzzes every option of it, read from its parser). Options that several
+commands take (``--checkpoint``/``--hf``/``--trust-checkpoint``, ``--device``, ``--threads``, a
+figure's ``--out``) are declared once in :mod:`._args`. Parsers use only the standard library and
 :mod:`splitnet.config`, so ``--help`` starts without importing torch; the work imports what it
 needs.
 
 Errors: bad input is one line on stderr, ``splitnet COMMAND: error: ...``, and exit status 2
 (also sizes beyond the machine: MemoryError, OverflowError);
-a verdict that fails (``schemes --check``, ``order --strict``) exits 1; Ctrl-C exits 130 with
-one line. Output to a closed pipe (``| head``) does not turn into a traceback, and the exit
+a verdict that fails (the command's ``VERDICT``: ``schemes --check``, ``order --strict``, a
+``train`` whose loss is not finite, an ``export`` that does not read back) exits 1; Ctrl-C exits
+130 with one line. Output to a closed pipe (``| head``) does not turn into a traceback, and the exit
 status stays the command's own.
 """
 

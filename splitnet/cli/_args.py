@@ -9,7 +9,7 @@ import math
 import os
 import sys
 
-from ..configs.config import FIXED, FREE, MAX_SEED, cli_fields
+from ..configs.config import DEVICES, FIXED, FREE, MAX_SEED, TrainConfig, cli_fields
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 
@@ -257,6 +257,51 @@ def set_stdout_guard() -> None:
     sys.stdout = _PipeSafeStdout(sys.stdout)
 
 
+# ---------------------------------------------------------------------------------------------
+# options several commands share, each declared here once
+
+
+def _train_help(name: str) -> str:
+    """The help text of :class:`TrainConfig`'s option ``name``: a command that takes the same
+    option says what ``splitnet train`` says."""
+    return next(f for f in cli_fields(TrainConfig) if f.name == name).metadata["help"]
+
+
+def add_model_source(p, *, required: bool = True, task: str = "", what: str = "",
+                     hf: str | None = None) -> None:
+    """The model a command loads: ``--checkpoint DIR`` (a ``splitnet train`` run directory or
+    its checkpoint.pt), with ``hf`` also ``--hf DIR`` (a Hugging Face directory), then
+    ``--trust-checkpoint`` (help from :class:`TrainConfig`).
+
+    ``task``: the train option that writes such a checkpoint (``" --task translate"``); ``what``:
+    appended to --checkpoint's help (what the command does with it); ``hf``: appended to --hf's
+    help. With ``hf`` and ``required``, exactly one of the two is required (argparse refuses
+    both); with ``hf`` and not ``required``, the command refuses both itself."""
+    src = p.add_mutually_exclusive_group(required=True) if hf is not None and required else p
+    src.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=required and src is p,
+                     help=f"directory holding checkpoint.pt from 'splitnet train{task}' (or the "
+                          f"file){what}")
+    if hf is not None:
+        src.add_argument("--hf", metavar="DIR", type=nonempty,
+                         help=f"a Hugging Face model directory (GPT-2, or one written by "
+                              f"'splitnet export'){hf} (needs: pip install 'splitnet[hf]')")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help=_train_help("trust_checkpoint"))
+
+
+def add_device_option(p) -> None:
+    """``--device auto|cpu|cuda`` (help from :class:`TrainConfig`); :func:`torch_device` turns
+    it into a torch device."""
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help=f"{_train_help('device')} (default auto)")
+
+
+def add_png_option(p, default: str) -> None:
+    """``--out`` of a command that draws one figure: the PNG to write (checked by
+    :func:`check_writable` before any work)."""
+    p.add_argument("--out", default=default, help=f"PNG to write (default {default})")
+
+
 def add_threads_option(p) -> None:
     """``--threads N`` (CPU threads of the work; default: :func:`splitnet.runenv.default_threads`,
     which leaves cores that other processes keep busy)."""
@@ -292,7 +337,8 @@ def torch_device(name: str):
 
 
 __all__ = ["MAX_COUNT", "SCHEME_LIST_HELP", "OneLineParser", "add_config_options",
-           "add_threads_option", "check_writable", "csv", "csv_floats", "csv_positive_ints",
-           "finite_float", "fixed_options", "float_in", "given_options", "nonempty",
-           "nonnegative_int", "positive_int", "scheme_list", "seed", "set_stdout_guard",
-           "set_threads", "torch_device"]
+           "add_device_option", "add_model_source", "add_png_option", "add_threads_option",
+           "check_writable", "csv", "csv_floats", "csv_positive_ints", "finite_float",
+           "fixed_options", "float_in", "given_options", "nonempty", "nonnegative_int",
+           "positive_int", "scheme_list", "seed", "set_stdout_guard", "set_threads",
+           "torch_device"]

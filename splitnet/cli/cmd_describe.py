@@ -10,8 +10,8 @@ from ..configs.config import WEIGHTS, SplitConfig
 from ._args import (
     SCHEME_LIST_HELP,
     add_config_options,
+    add_model_source,
     given_options,
-    nonempty,
     positive_int,
     scheme_list,
 )
@@ -36,14 +36,11 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--json", action="store_true", help="print one JSON object per row")
-    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, default=None,
-                   help="describe a trained model (a 'splitnet train' run directory or its "
-                        "checkpoint.pt) instead: its cost, then every layer's coefficients (the "
-                        "learned ones with --learn-coefficients) with the order conditions' "
-                        "defects by degree and check_order's verdict for each layer")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
+    add_model_source(p, required=False,
+                     what=": describe that trained model instead: its cost, then every layer's "
+                          "coefficients (the learned ones with --learn-coefficients) with the "
+                          "order conditions' defects by degree and check_order's verdict for "
+                          "each layer")
 
 
 def _degrees(order: int) -> int:

@@ -6,12 +6,13 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from ._args import add_threads_option, nonempty, set_threads
+from ._args import add_model_source, add_threads_option, nonempty, set_threads
 
 RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
 FORMATS = ("auto", "gpt2", "splitnet")
 TOLERANCE = 1e-4   # float32 logits of the same maths through two code paths
+VERDICT = f"the model read back differs by more than {TOLERANCE:g} in its logits"
 
 
 def configure(p) -> None:
@@ -23,8 +24,7 @@ def configure(p) -> None:
         "'splitnet' model (load it with 'import splitnet.interop.hf'). The files are written to a "
         "temporary folder beside HFDIR and moved in only when complete and read back: a full "
         "disk, Ctrl-C or SIGTERM leaves HFDIR as it was. Needs: pip install 'splitnet[hf]'.")
-    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
-                   help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
+    add_model_source(p)
     p.add_argument("--out", metavar="HFDIR", type=nonempty, required=True,
                    help="directory to write (created; must be empty unless --overwrite)")
     p.add_argument("--format", choices=FORMATS, default="auto",
@@ -32,9 +32,6 @@ def configure(p) -> None:
                         "auto: gpt2 when exact, else splitnet (default auto)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a directory that already holds files")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
     add_threads_option(p)
 
 
@@ -130,4 +127,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["FORMATS", "HELP", "RANK", "TOLERANCE", "configure", "run"]
+__all__ = ["FORMATS", "HELP", "RANK", "TOLERANCE", "VERDICT", "configure", "run"]

@@ -9,6 +9,7 @@ import time
 from ..integrators.subflows import METHODS
 from ._args import (
     SCHEME_LIST_HELP,
+    add_png_option,
     add_threads_option,
     csv,
     csv_floats,
@@ -19,6 +20,7 @@ from ._args import (
 )
 
 RANK = 10   # place in `splitnet --help`
+VERDICT = "--strict: a measured order differs from the expected one"
 HELP = ("measure the order of schemes on a random attention + feed-forward particle system "
         "(float64): the fitted local (or global) error slope against theory")
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
@@ -54,7 +56,7 @@ def configure(p) -> None:
     p.add_argument("--d-model", type=positive_int, default=8,
                    help="particle dimension, a multiple of 2 (default 8)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random system (default 0)")
-    p.add_argument("--out", default="order.png", help="PNG to write (default order.png)")
+    add_png_option(p, "order.png")
     p.add_argument("--strict", action="store_true",
                    help="exit with status 1 if any measured slope is off theory by more than 0.3 "
                         "(or undetermined: every error at round-off)")
@@ -182,5 +184,5 @@ def run(args) -> int:
     return 1 if (bad and args.strict) else 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "MAX_STEP", "RANK", "configure",
-           "memory_estimate", "run"]
+__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "MAX_STEP", "RANK", "VERDICT",
+           "configure", "memory_estimate", "run"]

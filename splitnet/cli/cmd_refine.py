@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import sys
 
-from ..configs.config import DEVICES, METHODS
+from ..configs.config import METHODS
 from ..names import unknown_name
 from ._args import (
     SCHEME_LIST_HELP,
+    add_device_option,
+    add_model_source,
+    add_png_option,
     add_threads_option,
     csv,
     nonempty,
@@ -56,19 +59,11 @@ def configure(p) -> None:
         "every combination and writes a figure of loss against field evaluations per layer. "
         "A network whose loss stays put under refinement behaves as an ODE solver of its "
         "fields; one whose loss degrades relies on its own discretisation.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", metavar="DIR", type=nonempty,
-                     help="directory holding checkpoint.pt from 'splitnet train' (or the file); "
-                          "loss: validation bits per byte")
-    src.add_argument("--hf", metavar="DIR", type=nonempty,
-                     help="local Hugging Face directory (GPT-2 or exported splitnet); loss: "
-                          "nats per token on --text (needs: pip install 'splitnet[hf]')")
+    add_model_source(p, what="; loss: validation bits per byte",
+                     hf="; loss: nats per token on --text")
     p.add_argument("--text", metavar="FILE", type=nonempty, default=None,
                    help="with --hf: UTF-8 text file to evaluate on (default: the Python "
                         "standard library's validation split)")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
     p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
                    help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
                         f"'{OWN}' = the layers' own stages with their own sub-layers (added by "
@@ -86,10 +81,9 @@ def configure(p) -> None:
                         "16 windows of the model's context)")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="windows per forward pass (default 32)")
-    p.add_argument("--out", default="refine.png", help="PNG to write (default refine.png)")
+    add_png_option(p, "refine.png")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    p.add_argument("--device", choices=DEVICES, default="auto",
-                   help="auto = cuda when available (default auto)")
+    add_device_option(p)
     add_threads_option(p)
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")

@@ -6,11 +6,11 @@ import argparse
 import math
 import sys
 
-from ..configs.config import DEVICES
 from ._args import (
+    add_device_option,
+    add_model_source,
     add_threads_option,
     float_in,
-    nonempty,
     nonnegative_int,
     positive_int,
     seed,
@@ -45,8 +45,7 @@ def configure(p) -> None:
         "each token is predicted from the last context-many bytes. Tokens/s go to stderr at "
         "the end. Attention keys and values are cached per stage and sub-step "
         "(splitnet.nets.generation), except for method 'exact'.")
-    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
-                   help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
+    add_model_source(p)
     p.add_argument("--prompt", default="", metavar="TEXT",
                    help="text to continue (default: empty = start from a line break)")
     p.add_argument("--max-new-tokens", type=nonnegative_int, default=256, metavar="N",
@@ -59,11 +58,7 @@ def configure(p) -> None:
                    help="sample from the K most likely bytes only (default: all)")
     p.add_argument("--seed", type=seed, default=0, metavar="S",
                    help="seed of the sampling RNG (default 0): same seed, same text")
-    p.add_argument("--device", choices=DEVICES, default="auto",
-                   help="auto = cuda when available (default auto)")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
+    add_device_option(p)
     add_threads_option(p)
 
 

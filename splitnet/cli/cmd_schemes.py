@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._args import nonempty, positive_int
 
 RANK = 20   # place in `splitnet --help`
+VERDICT = "--check: the stage list's verdict is not ok (mismatch, undetermined, inconsistent)"
 HELP = ("list the registered schemes by order with their cost, or check a stage list's order "
         "on random matrices")
 
@@ -139,4 +140,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "MAX_COEFF", "MAX_FILE", "RANK", "configure", "run"]
+__all__ = ["HELP", "MAX_COEFF", "MAX_FILE", "RANK", "VERDICT", "configure", "run"]

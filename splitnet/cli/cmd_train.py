@@ -10,6 +10,7 @@ from ..configs.seq2seq import Seq2SeqConfig
 from ._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
+VERDICT = "training cannot go on: the loss is not finite (TrainingError)"
 HELP = "train a byte-level language model, or (--task translate) an encoder–decoder"
 _MODEL_SKIP = ("max_len",)           # set from --context
 _LM = {f.name for f in cli_fields(SplitConfig)} - set(_MODEL_SKIP)
@@ -84,4 +85,4 @@ def _dry_run(cfg: TrainConfig, explicit) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "config_from_args", "configure", "run"]
+__all__ = ["HELP", "RANK", "VERDICT", "config_from_args", "configure", "run"]

@@ -7,6 +7,8 @@ from pathlib import Path
 from ..configs.config import LIMITS, WEIGHTS
 from ._args import (
     SCHEME_LIST_HELP,
+    add_model_source,
+    add_png_option,
     add_threads_option,
     float_in,
     nonempty,
@@ -27,15 +29,8 @@ def configure(p) -> None:
         "Plot every token of a short text as a particle moving through the network: PCA of all "
         "states (one line per token, a dot per stage, a circle per layer), with the dotted path "
         "of the ODE the layers approximate. Without --checkpoint a freshly initialised model.")
-    p.add_argument("--checkpoint", metavar="DIR", type=nonempty,
-                   help="directory holding checkpoint.pt from 'splitnet train' (or the file)")
-    p.add_argument("--hf", metavar="DIR", type=nonempty,
-                   help="a Hugging Face model directory (GPT-2, or one written by 'splitnet "
-                        "export'), imported exactly; tokens from its own tokenizer when it has "
-                        "one, else bytes (needs: pip install 'splitnet[hf]')")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
+    add_model_source(p, required=False, hf=", imported exactly; tokens from its own "
+                                           "tokenizer when it has one, else bytes")
     p.add_argument("--text", default=DEFAULT_TEXT, type=nonempty,
                    help=f"input text; short (12-24 characters) reads best "
                         f"(default {DEFAULT_TEXT!r}); a translation checkpoint: the source")
@@ -43,8 +38,7 @@ def configure(p) -> None:
                    help="a translation checkpoint: the decoder's tokens (default: the model's "
                         "own greedy translation of --text); the encoder's output is drawn as "
                         "the fixed memory")
-    p.add_argument("--out", default="trajectories.png", help="PNG to write "
-                   "(default trajectories.png)")
+    add_png_option(p, "trajectories.png")
     p.add_argument("--scheme", default=None, type=nonempty,
                    help="scheme name or s/f pattern; fresh model: its scheme (default "
                         "lie-trotter); checkpoint: re-run its shared fields with it")

@@ -6,8 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..configs.config import DEVICES
-from ._args import add_threads_option, float_in, nonempty, positive_int, set_threads, torch_device
+from ._args import (
+    add_device_option,
+    add_model_source,
+    add_threads_option,
+    float_in,
+    positive_int,
+    set_threads,
+    torch_device,
+)
 
 RANK = 65   # place in `splitnet --help`
 HELP = "translate lines with a checkpoint of 'splitnet train --task translate'"
@@ -21,9 +28,7 @@ def configure(p) -> None:
         "arrive: beam search with the encoder run once per batch, the memory's keys and values "
         "once per cross-attention module and a key/value cache per self-attention evaluation "
         "(splitnet.nets.decoding). With --reference, BLEU and chrF (sacrebleu) go to stderr.")
-    p.add_argument("--checkpoint", metavar="DIR", type=nonempty, required=True,
-                   help="directory holding checkpoint.pt from 'splitnet train --task "
-                        "translate' (or the file)")
+    add_model_source(p, task=" --task translate")
     p.add_argument("--input", metavar="FILE", default=None,
                    help="source lines (UTF-8; default: stdin)")
     p.add_argument("--reference", metavar="FILE", default=None,
@@ -37,14 +42,10 @@ def configure(p) -> None:
                    help="tokens per translation at most (default: the model's max_len)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="B",
                    help="lines translated together (default 32)")
-    p.add_argument("--device", choices=DEVICES, default="auto",
-                   help="auto = cuda when available (default auto)")
+    add_device_option(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction,
                    default=None, help="progress bar on stderr (default: when stderr is a "
                                       "terminal)")
-    p.add_argument("--trust-checkpoint", action="store_true",
-                   help="load a checkpoint that holds Python objects (an old format); only for "
-                        "files from a trusted source")
     add_threads_option(p)
 
 
