@@ -147,12 +147,49 @@ def test_schemes_check_bad_stage_list(tmp_path, capsys):
     assert rc == 2 and "needs --order" in err
 
 
-@pytest.mark.parametrize("cmd", ["order", "schemes", "describe", "train", "trajectories"])
+@pytest.mark.parametrize("cmd", list(cli.COMMANDS))
 def test_help(cmd, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([cmd, "--help"])
     assert e.value.code == 0
-    assert "usage: splitnet" in capsys.readouterr().out
+    assert f"usage: splitnet {cmd}" in capsys.readouterr().out
+
+
+def _option_help(flag: str) -> dict[str, str]:
+    """command -> the help of its option ``flag``, for every command that has it."""
+    out = {}
+    for name in cli.COMMANDS:
+        action = cli.build_parser(name)._option_string_actions.get(flag)
+        if action is not None:
+            out[name] = action.help
+    return out
+
+
+def test_an_option_several_commands_take_says_the_same_everywhere():
+    """--checkpoint, --hf, --trust-checkpoint and --device are declared once (cli/_args.py):
+    every command that loads a model offers --trust-checkpoint with train's words, --device
+    with train's words, and a --checkpoint that reads a 'splitnet train' run."""
+    from splitnet.configs.config import TrainConfig, cli_fields
+
+    train_help = {f.name: f.metadata["help"] for f in cli_fields(TrainConfig)}
+    checkpoint, trust = _option_help("--checkpoint"), _option_help("--trust-checkpoint")
+    assert {"describe", "export", "refine", "sample", "trajectories", "translate"} <= set(
+        checkpoint)
+    assert set(trust) == set(checkpoint) | {"train"}
+    assert set(trust.values()) == {train_help["trust_checkpoint"]}
+    for text in checkpoint.values():
+        assert text.startswith("directory holding checkpoint.pt from 'splitnet train"), text
+    device = _option_help("--device")
+    assert {"sample", "refine", "translate", "train"} <= set(device)
+    assert {text.replace(" [may change on --resume]", "") for text in device.values()} == {
+        f"{train_help['device']} (default auto)"}
+    hf = _option_help("--hf")
+    assert set(hf) == {"refine", "trajectories"}
+    assert all(t.startswith("a Hugging Face model directory (GPT-2, or one written by "
+                            "'splitnet export')") and t.endswith("pip install 'splitnet[hf]')")
+               for t in hf.values()), hf
+    threads = {k: v for k, v in _option_help("--threads").items() if k != "train"}
+    assert len(threads) >= 6 and len(set(threads.values())) == 1, threads
 
 
 def test_installed_splitnet_command_runs():
