@@ -41,7 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..configs.config import require
+from . import synthetic
 from .catalogs import Message, read_mo, read_po
+from .synthetic import TASKS as SYNTHETIC
 
 LOCALE_ROOT = Path("/usr/share/locale")
 SWORD_ROOT = Path("/usr/share/sword")
@@ -461,7 +463,7 @@ def _check_args(src, tgt, val_fraction, test_fraction, max_bytes) -> None:
         raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
 
 
-NAMED_SOURCES = ("gettext", "bible")
+NAMED_SOURCES = ("gettext", "bible", *SYNTHETIC)
 
 
 def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = None, *,
@@ -472,7 +474,8 @@ def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = 
     ``source``: None or ``"gettext"`` (this machine's catalogues, en->de unless told), a
     locale folder (``<lang>/LC_MESSAGES/``, read the same way), a folder of ``.po``/``.mo``
     files (msgid -> msgstr; the target language read from the files, or the one named),
-    a TSV file (``source<TAB>target``), or ``"bible"`` (en->es unless told). Languages
+    a TSV file (``source<TAB>target``), ``"bible"`` (en->es unless told), or ``"copy"`` /
+    ``"reverse"``, the synthetic alignment tasks of :mod:`~splitnet.translate.synthetic`. Languages
     default to the source's own; ``max_bytes`` caps each side of a pair in UTF-8 bytes.
 
     ``val_fraction`` / ``test_fraction`` are fractions of groups (catalogue families, books),
@@ -485,6 +488,11 @@ def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = 
             "max_bytes": max_bytes, "drop_identical": bool(drop_identical)}
     if source is None or source == "gettext":
         root, source = LOCALE_ROOT, None
+    elif source in SYNTHETIC:
+        info = _new_info("line", f"synthetic {source} task ({synthetic.N_PAIRS} lines over "
+                                 f"{synthetic.N_WORDS} pseudo-words)")
+        return _build(synthetic.items(source), info, src_lang or "src", tgt_lang or "tgt", opts,
+                      t0)
     elif source == "bible":
         src, tgt = src_lang or ("es" if tgt_lang == "en" else "en"), tgt_lang
         tgt = tgt or ("en" if src == "es" else "es")
