@@ -435,3 +435,13 @@ def test_every_subflow_method_has_its_own_line_style_in_the_refinement_figure():
     assert len(set(map(repr, styles))) == len(styles)
     assert all(ls != ":" and mk != "^" for ls, mk in styles)
     assert _method_style("not-a-method") == ("-", "p")
+
+
+def test_refine_command_defaults_are_the_studys():
+    """The command line keeps the defaults of splitnet.analyses.refine without importing it
+    (torch) at --help time: the two must not drift."""
+    from splitnet.analyses import refine
+    from splitnet.cli import cmd_refine
+
+    assert cmd_refine.DEFAULT_METHODS == refine.DEFAULT_METHODS
+    assert tuple(cmd_refine.DEFAULT_SCHEMES.split(",")) == refine.DEFAULT_SCHEMES

@@ -279,7 +279,7 @@ def test_trajectories_of_decoder_tokens_with_the_memory():
     tr = collect(m, tgt, source="Hello", tokenizer=tok, continuous=True, points_per_layer=4)
     assert tr.states.shape == (1 + 2 * 5, 6, 16) and tr.memory.shape == (5, 16)
     assert tr.labels[0] == "<s>" and tr.memory_labels == tuple("Hello")
-    assert tr.fields[1:6] == ("diffusion", "cross", "convection", "cross", "diffusion")
+    assert tr.fields[1:6] == ("convection", "diffusion", "cross", "diffusion", "convection")
     with torch.no_grad():
         memory, mask = m.encode(torch.tensor([tok.encode("Hello")]))
         _, states = m.decode(tgt[None], memory, mask, return_states=True)

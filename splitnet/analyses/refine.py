@@ -58,7 +58,8 @@ from ..spec.stages import Stage
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
 DEFAULT_SCHEMES = ("lie-trotter", "strang", "yoshida4")
 DEFAULT_SUBSTEPS = (1, 2, 4, 8)
-DEFAULT_METHODS = tuple(METHODS)
+# one method per order the study reads (1, 2, 4, exact); any registered one on request
+DEFAULT_METHODS = ("euler", "midpoint", "rk4", "exact")
 
 
 @dataclass(frozen=True)

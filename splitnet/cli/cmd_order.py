@@ -38,9 +38,11 @@ def configure(p) -> None:
     p.add_argument("--fields", type=int, choices=(2, 3), default=2,
                    help="2: attention + feed-forward (default); 3: a decoder layer, with "
                         "cross-attention to fixed memory particles")
-    p.add_argument("--field-order", type=csv, default=["c", "d", "x"],
+    p.add_argument("--field-order", type=csv, default=None,
                    help="with --fields 3: the fields a registry name is taken over, first "
-                        "outermost (default c,d,x: feed-forward outside, as Macaron)")
+                        "outermost (default: as a SplitSeq2Seq decoder builds the name, "
+                        "splitnet.schemes.network_scheme: strang = c/2 d/2 x d/2 c/2, "
+                        "lie-trotter = d x c)")
     p.add_argument("--memory", type=positive_int, default=5,
                    help="with --fields 3: memory particles (default 5)")
     p.add_argument("--method", type=csv, default=["exact"],
@@ -67,7 +69,7 @@ def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
     from .._io import check_output_file
     from ..integrators.flows import n_steps_for
-    from ..integrators.schemes import available, get, resolve
+    from ..integrators.schemes import available, get, network_scheme, resolve
     from ..integrators.subflows import get_method
     from ..integrators.validate import check_step_size
     from ..plots import check_format
@@ -79,10 +81,13 @@ def _validate(args):
     if args.fields == 2:
         schemes = [resolve(s) for s in (args.schemes or scheme_list(DEFAULT_SCHEMES))]
     else:
-        order = tuple(args.field_order)
         names = args.schemes or scheme_list(DEFAULT_SCHEMES_3)
-        schemes = [get(s, fields=order) if ":" not in s and s.lower() in available("all")
-                   else resolve(s) for s in names]
+        if args.field_order is None:     # the networks' rule: one meaning per name
+            schemes = [network_scheme(s, ("diffusion", "cross", "convection")) for s in names]
+        else:
+            order = tuple(args.field_order)
+            schemes = [get(s, fields=order) if ":" not in s and s.lower() in available("all")
+                       else resolve(s) for s in names]
         want = {"diffusion", "cross", "convection"}
         for s in schemes:
             if set(s.fields) != want:

@@ -184,6 +184,38 @@ def from_pattern(pattern: str, name: str | None = None) -> SplittingScheme:
     return CustomScheme(st, order=order, name=name or p)
 
 
+def network_scheme(scheme, fields: Sequence[str]) -> SplittingScheme:
+    """The scheme a network builds over its ``fields`` from ``scheme``: the one rule every
+    network class follows, so a registry name means one arrangement everywhere.
+
+    A registry name keeps its registered two-field arrangement, ``get(name).fields``
+    (Lie–Trotter: self-attention first, ``d c``, the Transformer layer; symmetric schemes: the
+    feed-forward outermost, ``c/2 d c/2``, the Macaron layer), and a field the name does not
+    advance (a decoder's ``cross``) is nested directly inside self-attention:
+
+    ========  ===============  ============================
+    name      encoder / LM     decoder (d, x, c)
+    ========  ===============  ============================
+    lie-t.    ``d c``          ``d x c``
+    strang    ``c/2 d c/2``    ``c/2 d/2 x d/2 c/2``
+    ========  ===============  ============================
+
+    Composition methods compose that symmetric step. Anything else (a pattern, a stage string,
+    a :class:`SplittingScheme`) is taken as it is (:func:`resolve`)."""
+    if not (isinstance(scheme, str) and _registry_key(scheme) is not None):
+        return resolve(scheme)
+    fields = tuple(fields)
+    base = tuple(f for f in get(scheme).fields if f in fields)
+    order: list[str] = []
+    for f in base:
+        order.append(f)
+        if f == DIFFUSION:
+            order += [g for g in fields if g not in base]
+    if set(order) != set(fields):          # a network without self-attention: as listed
+        order = list(base) + [g for g in fields if g not in base]
+    return get(scheme, fields=tuple(order))
+
+
 def resolve(scheme) -> SplittingScheme:
     """Any description of a scheme, as a SplittingScheme: a registered name, an s/f pattern
     (``"sfsf"``), a stage string (``"c:0.5,d:1,c:0.5"``, with the order its stages measure:
@@ -306,4 +338,4 @@ __all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", 
            "Strang",
            "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
            "available", "check_aliases", "check_order", "from_pattern", "get", "measured_order",
-           "register", "resolve", "second_order_defect", "zoo_class"]
+           "network_scheme", "register", "resolve", "second_order_defect", "zoo_class"]
