@@ -63,14 +63,15 @@ def test_xavier_draws_the_transformer_rule():
         bound = math.sqrt(6.0 / (fan_in + fan_out))
         assert float(w.abs().max()) <= bound
         assert float(w.abs().max()) > 0.9 * bound  # uniform over the whole interval
-        assert lin.bias is None or float(lin.bias.abs().max()) == 0.0
-    for emb in (m.src_emb, m.src_pos, m.tgt_pos):
-        assert abs(float(emb.weight.std()) * math.sqrt(D) - 1) < 0.1
+        assert lin.bias is None or float(lin.bias.detach().abs().max()) == 0.0
+    assert abs(float(m.src_emb.weight.detach().std()) * math.sqrt(D) - 1) < 0.1
+    for pos in (m.src_pos, m.tgt_pos):           # positions at the scaled tokens' size
+        assert abs(float(pos.weight.detach().std()) - 1) < 0.1
     for ln in (mod for mod in m.modules() if isinstance(mod, nn.LayerNorm)):
         assert torch.equal(ln.weight, torch.ones(D)) and torch.equal(ln.bias, torch.zeros(D))
     untied = _s2s(tie_head=False, shared_embeddings=False)
-    assert abs(float(untied.head.weight.std()) * math.sqrt(D) - 1) < 0.1
-    assert abs(float(untied.tgt_emb.weight.std()) * math.sqrt(D) - 1) < 0.1
+    assert abs(float(untied.head.weight.detach().std()) * math.sqrt(D) - 1) < 0.1
+    assert abs(float(untied.tgt_emb.weight.detach().std()) * math.sqrt(D) - 1) < 0.1
 
 
 def test_xavier_scales_the_tokens_not_the_positions():
@@ -91,9 +92,9 @@ def test_xavier_scales_the_tokens_not_the_positions():
 def test_gpt2_draws_nanogpt_rule():
     m = _s2s(init="gpt2")
     stages = 2 * 2 + 2 * 3                         # encoder d c, decoder d x c: 10 sub-layers
-    assert abs(float(m.src_emb.weight.std()) / 0.02 - 1) < 0.05
+    assert abs(float(m.src_emb.weight.detach().std()) / 0.02 - 1) < 0.05
     proj = torch.cat([lay.cross.proj.weight.flatten() for lay in m.decoder_layers])
-    assert abs(float(proj.std()) / (0.02 / math.sqrt(stages)) - 1) < 0.1
+    assert abs(float(proj.detach().std()) / (0.02 / math.sqrt(stages)) - 1) < 0.1
 
 
 def test_an_old_seq2seq_dict_loads_as_gpt2_with_the_same_function():

@@ -192,6 +192,31 @@ def test_only_an_exact_gpt2_is_written_as_one(tf, change, reason, tmp_path):
     assert sn.interop.gpt2_mismatch(_model(weights="per-stage")) is None
 
 
+@pytest.mark.parametrize("change, reason", [
+    ({"diffusion_field": "conv"}, "diffusion field kind 'conv' has no GPT-2 counterpart (GPT-2 "
+                                  "maps attention, feedforward)"),
+    ({"gate": "tanh", "gate_fields": "convection"}, "SDU gates on the convection field"),
+    ({"init": "xavier"}, "init 'xavier' scales the token embedding by sqrt(d_model)")])
+def test_the_gpt2_check_reads_the_kinds_declarations(change, reason):
+    """A field whose kind declares no GPT-2 map is refused before any weight is copied (no
+    transformers needed to say why)."""
+    why = sn.interop.gpt2_mismatch(_model(**change))
+    assert reason in why and why.count(";") == 0          # the one reason, once per field
+
+
+def test_export_copies_what_the_kinds_declare(tf):
+    from splitnet.configs.kinds import KINDS
+    from splitnet.interop.convert import _gpt2_pairs
+
+    m = _model()
+    hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=256, n_positions=32, n_embd=16,
+                                          n_layer=2, n_head=2))
+    pairs = _gpt2_pairs(m, hf.transformer)
+    per_layer = sum(len(KINDS[k].gpt2) for k in ("attention", "feedforward"))
+    assert len(pairs) == 3 + 2 * per_layer
+    assert pairs[3 + 1] == (m.layers[0].diffusion.qkv, hf.transformer.h[0].attn.c_attn)
+
+
 def test_the_byte_tokenizer_is_splitnets_byte_encoding(tf, tmp_path):
     tok = sn.interop.byte_tokenizer()
     assert tok.encode(TEXT) == list(TEXT.encode("utf-8"))

@@ -190,3 +190,155 @@ def test_a_conv_model_builds_conv_fields_with_the_macaron_matching():
     # the conv's output projection is a residual projection: GPT-2's scaled init
     std = lay.diffusion[0].proj.weight.std().item()
     assert std < 0.02 / 2 * 1.5 and lay.diffusion[0].conv.weight.std().item() > 0.015
+
+
+# -- what each kind declares: residual outputs (GPT-2's scaled init), options, GPT-2 map -------
+
+
+@pytest.mark.parametrize("kind", _all_kinds(), ids=repr)
+def test_gpt2_init_scales_exactly_the_declared_residual_outputs(kind):
+    """Every registered kind, plain and gated: each declared residual output exists and is drawn
+    N(0, 0.02 / sqrt(n)); every other matrix N(0, 0.02). No name rule: the declaration."""
+    from splitnet.integrators.layers import SplitLayer
+    from splitnet.nets.init import init_gpt2, residual_outputs
+    from splitnet.spec.stages import Stage
+
+    assert kind.residual_outputs, f"{kind!r} declares no residual output"
+    torch.manual_seed(0)
+    cfg = _cfg(d_model=64, n_heads=4, conv_kernel=3)
+    layer = SplitLayer([Stage(kind.serves, 1.0)], fields={kind.serves: kind.build(cfg)})
+    plan = (K.LayerField(kind.serves, kind, None, 1, True),)
+    declared = residual_outputs([layer], [plan])
+    module = layer.field_modules(kind.serves)[0]
+    assert [id(p) for p in declared] == [id(module.get_parameter(n))
+                                        for n in kind.residual_outputs]
+    n = 16
+    init_gpt2(layer, n, declared)
+    ids = {id(p) for p in declared}
+    for name, p in layer.named_parameters():
+        if p.dim() < 2:
+            continue
+        want = 0.02 / n ** 0.5 if id(p) in ids else 0.02
+        assert float(p.detach().std()) == pytest.approx(want, rel=0.15), name
+
+
+def test_a_declared_residual_output_the_module_lacks_is_an_error():
+    from splitnet.integrators.layers import SplitLayer
+    from splitnet.nets.init import residual_outputs
+    from splitnet.spec.stages import Stage
+
+    class Wrong(K.FeedForwardKind):
+        residual_outputs = ("out.weight",)
+
+    kind = Wrong()
+    layer = SplitLayer([Stage("convection", 1.0)], fields={"convection": kind.build(_cfg())})
+    with pytest.raises(ValueError, match=r"declares the residual output 'out\.weight', which "
+                                         r"FeedForward does not have"):
+        residual_outputs([layer], [(K.LayerField("convection", kind, None, 1, True),)])
+
+
+def test_a_model_scales_the_declared_outputs_of_every_stack():
+    from splitnet.nets.seq2seq import SplitSeq2Seq
+
+    torch.manual_seed(0)
+    m = SplitSeq2Seq(11, 11, 64, 4, n_encoder_layers=1, n_decoder_layers=1, init="gpt2",
+                     pad_id=0, bos_id=1, eos_id=2, max_len=8)
+    small = {n for n, p in m.named_parameters() if p.dim() >= 2 and float(p.detach().std()) < 0.012}
+    assert small == {"encoder_layers.0.diffusion.proj.weight",
+                     "encoder_layers.0.convection.fc2.weight",
+                     "decoder_layers.0.diffusion.proj.weight",
+                     "decoder_layers.0.cross.proj.weight",
+                     "decoder_layers.0.convection.fc2.weight"}
+
+
+def test_each_field_a_kind_serves_gets_a_generated_option():
+    from splitnet.cli import build_parser
+    from splitnet.cli.cmd_train import config_from_args
+    from splitnet.configs.options import kind_option_fields
+    from splitnet.configs.seq2seq import Seq2SeqConfig
+
+    assert kind_option_fields(SplitConfig) == ("diffusion", "convection")
+    assert kind_option_fields(Seq2SeqConfig) == ("convection", "cross")
+    assert (SplitConfig().convection_field, Seq2SeqConfig().cross_field) == ("feedforward",
+                                                                              "cross")
+    s2s = Seq2SeqConfig()
+    assert s2s.stack("decoder").cross_field == "cross"
+    with pytest.raises(ValueError, match="field kind 'attention' serves diffusion, not cross"):
+        Seq2SeqConfig(cross_field="attention")
+    with pytest.raises(ValueError, match="unknown convection field kind 'feedfwd'; did you mean "
+                                         "feedforward"):
+        SplitConfig(convection_field="feedfwd")
+    p = build_parser("train")
+    cfg, _ = config_from_args(p.parse_args(["--task", "translate", "--cross-field", "cross",
+                                            "--convection-field", "feedforward"]))
+    assert (cfg.model.cross_field, cfg.model.convection_field) == ("cross", "feedforward")
+    with pytest.raises(ValueError, match="--cross-field: encoder–decoder option"):
+        config_from_args(p.parse_args(["--task", "lm", "--cross-field", "cross"]))
+    with pytest.raises(SystemExit):
+        p.parse_args(["--convection-field", "attention"])
+
+
+class SwiGLU(torch.nn.Module):
+    """A SwiGLU feed-forward (Shazeer 2020): ``W3 (silu(W1 LN x) * W2 LN x)``, no biases."""
+
+    uses_memory, mixes_tokens, supports_cache = False, False, False
+
+    def __init__(self, d_model: int, d_ff: int, norm_eps: float = 1e-5):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d_model, eps=norm_eps)
+        self.w1 = torch.nn.Linear(d_model, d_ff, bias=False)
+        self.w2 = torch.nn.Linear(d_model, d_ff, bias=False)
+        self.w3 = torch.nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, t, x):
+        h = self.norm(x)
+        return self.w3(F.silu(self.w1(h)) * self.w2(h))
+
+
+class SwiGLUKind(K.FieldKind):
+    name, serves, module = "swiglu", "convection", f"{__name__}:SwiGLU"
+    summary, mixes_tokens, residual_outputs = "SwiGLU", False, ("w3.weight",)
+
+    def default_width(self, config):
+        return config.d_ff
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "d_ff": self._width(config, width),
+                "norm_eps": config.norm_eps}
+
+    def params(self, config, width=None):
+        return 3 * config.d_model * self._width(config, width) + 2 * config.d_model
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        return 6.0 * config.d_model * self._width(config, width)
+
+
+def test_a_new_kind_is_a_module_and_one_registry_entry(monkeypatch):
+    """Nothing else: the configs and the command line offer it, networks build it, the GPT-2
+    rule scales its declared output, the cost counts it, export refuses it as a GPT-2."""
+    from splitnet.cli import build_parser
+    from splitnet.configs.seq2seq import Seq2SeqConfig
+    from splitnet.interop.convert import gpt2_mismatch
+    from splitnet.nets.cost import count_params
+    from splitnet.nets.seq2seq import SplitSeq2Seq
+
+    monkeypatch.setitem(K.KINDS, "swiglu", SwiGLUKind)
+    assert "swiglu" in SplitConfig.__dataclass_fields__["convection_field"].metadata["choices"]
+    args = build_parser("train").parse_args(["--convection-field", "swiglu"])
+    assert args.convection_field == "swiglu"
+    torch.manual_seed(0)
+    m = SplitTransformer(11, 64, 4, 2, convection_field="swiglu", max_len=8)
+    ffn = m.layers[1].convection
+    assert isinstance(ffn, SwiGLU) and ffn.w1.out_features == 256
+    assert float(ffn.w3.weight.detach().std()) == pytest.approx(0.01, rel=0.1)   # 0.02/sqrt(4)
+    assert float(ffn.w1.weight.detach().std()) == pytest.approx(0.02, rel=0.1)
+    assert count_params(m.config) == (m.n_params(), m.n_params(embeddings=False))
+    assert m(torch.tensor([[1, 2, 3]])).shape == (1, 3, 11)
+    why = gpt2_mismatch(m)
+    assert "convection field kind 'swiglu' has no GPT-2 counterpart (GPT-2 maps attention, " \
+           "feedforward)" in why
+    s2s = SplitSeq2Seq(11, 11, 16, 4, convection_field="swiglu", pad_id=0, bos_id=1, eos_id=2,
+                       max_len=8)
+    assert all(isinstance(lay.convection, SwiGLU)
+               for lay in [*s2s.encoder_layers, *s2s.decoder_layers])
+    assert Seq2SeqConfig.from_dict(s2s.config.to_dict()).convection_field == "swiglu"

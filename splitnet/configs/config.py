@@ -22,7 +22,6 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..names import unknown_name
 from ..spec.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from .options import (
@@ -37,6 +36,7 @@ from .options import (
     WEIGHTS,
     check_network,
     int_list,
+    kind_options,
     option,
 )
 from .options import check_choice as _choice
@@ -74,6 +74,7 @@ TRANSLATE_ONLY = ("pairs", "src_lang", "tgt_lang", "bpe")
 
 
 @dataclass(frozen=True)
+@kind_options(DIFFUSION, CONVECTION)     # convection_field; diffusion_field is declared below
 class SplitConfig:
     """Everything that defines a SplitTransformer; see its docstring for the meaning."""
 
@@ -101,7 +102,7 @@ class SplitConfig:
     diffusion_field: str = option("attention", "the diffusion field's kind (splitnet.kinds): "
                                   "attention = self-attention; conv = a GLU convolution over "
                                   "conv_kernel positions (ConvS2S)",
-                                  choices=_kinds.serving(DIFFUSION))
+                                  choices=_kinds.Serving(DIFFUSION))
     conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
                               "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
@@ -131,13 +132,6 @@ class SplitConfig:
         check_network(self)
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
-        if self.diffusion_field not in _kinds.serving(DIFFUSION):   # a registry that grows
-            other = _kinds.KINDS.get(self.diffusion_field)
-            raise ValueError(
-                f"field kind {self.diffusion_field!r} serves {other.serves}, not diffusion"
-                if other is not None else
-                unknown_name("diffusion field kind", self.diffusion_field,
-                             _kinds.serving(DIFFUSION), listed_by="splitnet train --help"))
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
         _choice("positions", self.positions, POSITIONS)
         set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))

@@ -33,10 +33,18 @@ well under a second) and the command line's ``--help`` read it without torch. A 
 :func:`layer_fields` what one layer is made of; :mod:`splitnet.nets.models` builds it and
 :mod:`splitnet.nets.cost` counts it, from the same answer.
 
-**Adding a kind**: an ``nn.Module`` with ``forward(t, x)`` in ``splitnet/fields/``, a
-:class:`FieldKind` subclass here, and its line in :data:`KINDS`. A config option
-``<field>_field`` (as ``SplitConfig.diffusion_field``) picks the kind of that field; without one
-a field gets the first kind registered for it.
+Each kind also declares its ``residual_outputs`` (the matrices whose output a residual
+sub-layer adds: GPT-2's initialisation scales exactly these, :mod:`splitnet.nets.init`) and
+``gpt2``, how its module maps onto a GPT-2 block (``None``: it does not, and
+:func:`splitnet.interop.convert.gpt2_mismatch` names it).
+
+**Adding a kind** (a SwiGLU feed-forward, say): an ``nn.Module`` with ``forward(t, x)`` in
+``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
+nothing else. Each config has the option ``<field>_field`` for the fields its network has
+(:func:`splitnet.configs.options.kind_options`: ``SplitConfig.diffusion_field`` /
+``convection_field``, ``Seq2SeqConfig.convection_field`` / ``cross_field``), whose choices are
+:class:`Serving`, a live view of this registry, on the command line too; its default is the
+first kind registered for the field.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..names import unknown_name
 from ..spec.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
 
 
@@ -57,12 +66,18 @@ class FieldKind:
     name: str = ""
     serves: str = ""
     module: str = ""
+    summary: str = ""          # one line for the <field>_field option's help
     mixes_tokens: bool = True
     uses_memory: bool = False
     # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
     # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
     # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
     residual_outputs: tuple[str, ...] = ()
+    # How the module maps onto a GPT-2 block (transformers' GPT2Block): (module attribute,
+    # block attribute path) pairs whose parameters are equal, e.g. ("qkv", "attn.c_attn"); None
+    # when the kind has no GPT-2 counterpart (export then writes a splitnet directory, and
+    # format="gpt2" is refused naming the kind). splitnet.interop.convert reads it.
+    gpt2: tuple[tuple[str, str], ...] | None = None
 
     def cacheable(self, config) -> bool:
         """Whether a key/value cache makes generation with this field exact."""
@@ -102,8 +117,10 @@ class AttentionKind(FieldKind):
     """Multi-head self-attention (:class:`splitnet.fields.Attention`), causal as the config."""
 
     name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
+    summary = "self-attention"
     mixes_tokens = True
     residual_outputs = ("proj.weight",)
+    gpt2 = (("norm", "ln_1"), ("qkv", "attn.c_attn"), ("proj", "attn.c_proj"))
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
@@ -140,6 +157,7 @@ class ConvKind(FieldKind):
     ConvS2S): local interaction, causal as the config, no key/value cache."""
 
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
+    summary = "a GLU convolution over conv_kernel positions (ConvS2S)"
     mixes_tokens = True
     residual_outputs = ("proj.weight",)
 
@@ -169,8 +187,10 @@ class FeedForwardKind(FieldKind):
     ``config.d_ff`` unless a network scales it (the Macaron matching)."""
 
     name, serves, module = "feedforward", CONVECTION, "splitnet.fields.feedforward:FeedForward"
+    summary = "the position-wise feed-forward network, width d_ff"
     mixes_tokens = False
     residual_outputs = ("fc2.weight",)
+    gpt2 = (("norm", "ln_2"), ("fc1", "mlp.c_fc"), ("fc2", "mlp.c_proj"))
 
     def default_width(self, config):
         return config.d_ff
@@ -193,6 +213,7 @@ class CrossKind(FieldKind):
     memory's ``m`` tokens to keys and values, shared by the ``n`` tokens of the sequence."""
 
     name, serves, module = "cross", CROSS, "splitnet.fields.cross:CrossAttention"
+    summary = "attention to the encoder's output"
     mixes_tokens, uses_memory = False, True
     residual_outputs = ("proj.weight",)
 
@@ -260,6 +281,49 @@ KINDS: dict[str, type[FieldKind]] = {
 def serving(field: str) -> tuple[str, ...]:
     """The kinds registered for ``field``, its default first."""
     return tuple(name for name, cls in KINDS.items() if cls.serves == field)
+
+
+class Serving(Sequence):
+    """The kinds serving ``field`` as a live view of :data:`KINDS`: the choices of a config's
+    ``<field>_field`` option, so a kind registered later (a test, a plug-in) is a choice of the
+    config and of the command line without touching either."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __getitem__(self, i):
+        return serving(self.field)[i]
+
+    def __len__(self) -> int:
+        return len(serving(self.field))
+
+    def __repr__(self) -> str:
+        return f"Serving({self.field!r}: {', '.join(self)})"
+
+
+def option_name(field: str) -> str:
+    """The config option that picks the kind of ``field``: ``<field>_field``."""
+    return f"{field}_field"
+
+
+def option_help(field: str) -> str:
+    """Help text of ``<field>_field``: each kind serving the field with its summary."""
+    return (f"the {field} field's kind (splitnet.configs.kinds): " +
+            "; ".join(f"{n} = {KINDS[n].summary or KINDS[n].__doc__.split('.')[0]}"
+                      for n in serving(field)))
+
+
+def check_option(config, field: str) -> None:
+    """``ValueError`` unless ``config.<field>_field`` names a kind serving ``field`` (checked
+    against the registry now, which may have grown since the config class was made)."""
+    name = getattr(config, option_name(field))
+    if name in serving(field):
+        return
+    other = KINDS.get(name) if isinstance(name, str) else None
+    raise ValueError(f"field kind {name!r} serves {other.serves}, not {field}"
+                     if other is not None else
+                     unknown_name(f"{field} field kind", name, serving(field),
+                                  listed_by="splitnet train --help"))
 
 
 def get_kind(name: str) -> FieldKind:
@@ -347,5 +411,5 @@ def layer_fields(config, scheme, layer: int, fields: Sequence[str] = FIELDS,
 
 
 __all__ = ["KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind", "FieldKind",
-           "GatedKind", "LayerField", "check_fields", "get_kind", "kind_of", "layer_fields",
-           "serving"]
+           "GatedKind", "LayerField", "Serving", "check_fields", "check_option", "get_kind",
+           "kind_of", "layer_fields", "option_help", "option_name", "serving"]

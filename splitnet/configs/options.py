@@ -8,11 +8,13 @@ into a one-line error naming the option (:func:`check_int`, :func:`check_real`,
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
+from . import kinds as _kinds
 
 WEIGHTS = ("shared", "per-stage")
 # Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
@@ -154,10 +156,38 @@ def config_from_dict(cls, d):
     return cls(**legacy, **d)
 
 
+def kind_options(*fields: str):
+    """Class decorator, applied before ``@dataclass``: the option ``<field>_field`` for each of
+    ``fields`` that some kind serves (:mod:`splitnet.configs.kinds`) and that the class does
+    not declare itself -- choices the kinds serving the field (a live view of the registry),
+    default the first one registered. So a kind added to ``KINDS`` is a choice of every config
+    and of the command line, and a field a kind starts to serve gets its option."""
+    def add(cls):
+        ann = dict(inspect.get_annotations(cls))   # the class's own, in order
+        for f in fields:
+            name = _kinds.option_name(f)
+            if name in ann or not _kinds.serving(f):
+                continue
+            ann[name] = "str"
+            setattr(cls, name, option(_kinds.serving(f)[0], _kinds.option_help(f),
+                                      choices=_kinds.Serving(f)))
+        cls.__annotations__ = ann                  # what @dataclass reads next
+        return cls
+    return add
+
+
+def kind_option_fields(cfg) -> tuple[str, ...]:
+    """The fields whose kind ``cfg`` (a config or its class) picks by an option (those whose
+    choices are the registry's live view, :class:`~splitnet.configs.kinds.Serving`)."""
+    return tuple(f.metadata["choices"].field for f in dataclasses.fields(cfg)
+                 if isinstance(f.metadata.get("choices"), _kinds.Serving))
+
+
 def check_network(cfg) -> None:
     """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
     ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
-    ``init``, ``norm_eps`` -- checked and normalised in place on the frozen dataclass ``cfg``."""
+    ``init``, ``norm_eps``, the field kinds (``<field>_field``) -- checked and normalised in
+    place on the frozen dataclass ``cfg``."""
     set_ = object.__setattr__
     if cfg.d_model % cfg.n_heads:
         raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
@@ -170,10 +200,12 @@ def check_network(cfg) -> None:
     check_choice("method", cfg.method, METHODS)
     check_choice("activation", cfg.activation, ACTIVATIONS)
     check_choice("init", cfg.init, INITS)
+    for field in kind_option_fields(cfg):
+        _kinds.check_option(cfg, field)
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
-           "SESSION", "WEIGHTS",
-           "check_choice", "check_int", "check_network", "check_real", "config_from_dict",
-           "int_list", "option", "positive_ints", "scheme_spec"]
+           "SESSION", "WEIGHTS", "check_choice", "check_int", "check_network", "check_real",
+           "config_from_dict", "int_list", "kind_option_fields", "kind_options", "option",
+           "positive_ints", "scheme_spec"]

@@ -28,7 +28,16 @@ from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
 from ..spec.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
-from .options import ACTIVATIONS, INIT_HELP, INITS, WEIGHTS, check_network, option
+from .options import (
+    ACTIVATIONS,
+    INIT_HELP,
+    INITS,
+    WEIGHTS,
+    check_network,
+    kind_option_fields,
+    kind_options,
+    option,
+)
 from .options import check_int as _int
 from .options import config_from_dict as _from_dict
 from .options import scheme_spec as _scheme_spec
@@ -38,6 +47,7 @@ DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
 
 
 @dataclass(frozen=True)
+@kind_options(CONVECTION, CROSS)
 class Stack:
     """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
     :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
@@ -81,6 +91,9 @@ def stack_scheme(spec, fields: tuple[str, ...]):
 
 
 @dataclass(frozen=True)
+# convection_field, cross_field; diffusion stays attention (an encoder field must mask the
+# source padding, which the conv kind does not)
+@kind_options(CONVECTION, CROSS)
 class Seq2SeqConfig:
     """Everything that defines a :class:`~splitnet.nets.seq2seq.SplitSeq2Seq`; see its docstring."""
 
@@ -168,7 +181,12 @@ class Seq2SeqConfig:
                      causal=not enc, d_model=self.d_model, n_heads=self.n_heads,
                      d_ff=self.d_ff, dropout=self.dropout, norm_eps=self.norm_eps,
                      activation=self.activation, weights=self.weights,
-                     step_size=self.step_size, method=self.method)
+                     step_size=self.step_size, method=self.method, **self.field_kinds())
+
+    def field_kinds(self) -> dict[str, str]:
+        """The kind options, ``{"<field>_field": kind}`` (:func:`~splitnet.configs.options.
+        kind_options`), which every :class:`Stack` takes over."""
+        return {f"{f}_field": getattr(self, f"{f}_field") for f in kind_option_fields(self)}
 
     # -- plain data ------------------------------------------------------------------------
     def to_dict(self) -> dict:

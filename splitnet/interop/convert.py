@@ -37,12 +37,14 @@ See ``docs/interop.md`` for the mapping and what is exact.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..configs.config import require
+from ..configs.kinds import KINDS, GatedKind, layer_fields
 from ..nets.models import SplitTransformer
 from ..spec.stages import CONVECTION, DIFFUSION, Stage
 
@@ -161,13 +163,15 @@ def _from_gpt2(src) -> SplitTransformer:
 
 
 def _gpt2_pairs(model: SplitTransformer, gpt) -> list[tuple]:
-    """(splitnet module, GPT-2 module) pairs that hold the same parameters."""
+    """(splitnet module, GPT-2 module) pairs that hold the same parameters: the embeddings and
+    final norm, then per layer what each field's kind declares (:attr:`FieldKind.gpt2
+    <splitnet.configs.kinds.FieldKind.gpt2>`)."""
     pairs = [(model.tok_emb, gpt.wte), (model.pos_emb, gpt.wpe), (model.norm, gpt.ln_f)]
-    for layer, block in zip(model.layers, gpt.h):
-        att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
-        pairs += [(att.norm, block.ln_1), (att.qkv, block.attn.c_attn),
-                  (att.proj, block.attn.c_proj), (ffn.norm, block.ln_2),
-                  (ffn.fc1, block.mlp.c_fc), (ffn.fc2, block.mlp.c_proj)]
+    for k, (layer, block) in enumerate(zip(model.layers, gpt.h)):
+        for lf in layer_fields(model.config, model.scheme, k):
+            module = layer.field_modules(lf.field)[0]
+            pairs += [(getattr(module, ours), operator.attrgetter(theirs)(block))
+                      for ours, theirs in lf.kind.gpt2]
     return pairs
 
 
@@ -243,10 +247,11 @@ def _from_neox(src) -> SplitTransformer:
 def gpt2_mismatch(model: SplitTransformer) -> str | None:
     """Why ``model`` is not exactly a GPT-2 (then :func:`to_hf` writes a splitnet directory), or
     None when it is: Lie–Trotter stages (diffusion 1, convection 1) with Euler sub-steps at
-    h = 1, causal self-attention, no gates, an activation transformers has."""
+    h = 1, every field of a kind that declares its GPT-2 map (causal self-attention and the
+    feed-forward; no gates), an activation transformers has, GPT-2's embedding."""
     _check_model(model)
     c = model.config
-    reasons = []
+    reasons = _kind_mismatch(model)
     if tuple(model.scheme.stages) != LIE_TROTTER:
         reasons.append(f"scheme {model.scheme.name!r} is not Lie–Trotter (diffusion 1, "
                        f"convection 1)")
@@ -254,12 +259,11 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"step size {c.step_size:g} (GPT-2: 1)")
     if c.method != "euler":
         reasons.append(f"sub-flow method {c.method!r} (GPT-2: euler, the residual sub-layer)")
-    if c.gate is not None:
-        reasons.append("SDU gates")
     if not c.causal:
         reasons.append("bidirectional attention")
-    if c.diffusion_field != "attention":
-        reasons.append(f"diffusion field {c.diffusion_field!r} (GPT-2: self-attention)")
+    if c.init != "gpt2":
+        reasons.append(f"init {c.init!r} scales the token embedding by sqrt(d_model) (GPT-2: "
+                       f"init 'gpt2', unscaled)")
     if c.activation not in ACT_TO_HF:
         reasons.append(f"activation {c.activation!r}")
     if c.positions != "learned" or c.rotary_pct > 0:
@@ -269,6 +273,22 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
     return "; ".join(reasons) or None
+
+
+def _kind_mismatch(model: SplitTransformer) -> list[str]:
+    """The fields whose kind has no GPT-2 map (a gated field, a convolution, any kind
+    registered without ``gpt2``), each named once: refused before any weight is copied."""
+    mapped = [n for n, cls in KINDS.items() if cls.gpt2 is not None]
+    out = {}
+    for k in range(model.config.n_layers):
+        for lf in layer_fields(model.config, model.scheme, k):
+            if isinstance(lf.kind, GatedKind):
+                out[lf.field, "gate"] = f"SDU gates on the {lf.field} field"
+            elif lf.kind.gpt2 is None:
+                out[lf.field, lf.kind.name] = (
+                    f"{lf.field} field kind {lf.kind.name!r} has no GPT-2 counterpart (GPT-2 "
+                    f"maps {', '.join(mapped)})")
+    return list(out.values())
 
 
 def _check_model(model) -> None:

@@ -18,15 +18,21 @@ default::
                                     q/k/v and k/v projections as one matrix each, as
                                     nn.MultiheadAttention's in_proj_weight; conv kernels with
                                     fan = channels x width)
-    E ~ N(0, d^-1/2)                token and position embeddings, an untied head
+    E ~ N(0, d^-1/2)                token embeddings, an untied head
+    P ~ N(0, 1)                     learned positions
     b = 0, LayerNorm gamma = 1, beta = 0
 
   and the network multiplies the *token* embedding by ``sqrt(d)`` in forward
-  (:func:`embed_scale`): tokens enter the residual stream with unit-size entries while a tied
-  head, ``E^T``, gives logits of unit size at the start (with N(0, 1) embeddings and a tied
-  head the first logits have std ``sqrt(d)``). Positions are not scaled (fairseq's learned
-  positions). This scale changes the function computed, so a config written before ``init``
-  existed loads as ``"gpt2"`` (:data:`splitnet.configs.options.LEGACY`).
+  (:func:`embed_scale`, fairseq's ``embed_scale``): tokens enter the residual stream with
+  unit-size entries while a tied head, ``E^T``, gives logits of unit size at the start (with
+  N(0, 1) embeddings and a tied head the first logits have std ``sqrt(d)``). Positions are
+  drawn at the scaled tokens' size, as sinusoidal positions are, not fairseq's learned
+  N(0, d^-1/2): on a copy task (d_model 64, 3 + 3 layers, 250 AdamW steps at 1e-3, batch 32)
+  positions 8x smaller than the tokens leave the decoder unable to align, 3.56 bits per
+  target token, against 0.14 with N(0, 1) positions (torch.nn.Transformer with N(0, 1)
+  embeddings and an untied head: 0.09; the gpt2 rule: 4.57, a unigram model). The scale
+  changes the function computed, so a config written before ``init`` existed loads as
+  ``"gpt2"`` (:data:`splitnet.configs.options.LEGACY`).
 """
 
 from __future__ import annotations
@@ -78,13 +84,17 @@ def init_gpt2(model: nn.Module, n_residual: int, residual: Iterable[nn.Parameter
             nn.init.zeros_(p)
 
 
-def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module]) -> None:
-    """The Transformer's rule (module docstring): ``embeddings`` (token and position tables,
-    an untied head: modules with a ``weight``) N(0, d^-1/2), every other matrix
+def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module],
+                positions: Iterable[nn.Module] = ()) -> None:
+    """The Transformer's rule (module docstring): ``embeddings`` (token tables, an untied head:
+    modules with a ``weight``) N(0, d^-1/2), ``positions`` N(0, 1), every other matrix
     xavier-uniform, biases zero, LayerNorms ones / zeros."""
     emb = {id(m.weight) for m in embeddings if m is not None}
+    pos = {id(m.weight) for m in positions if m is not None}
     for name, p in model.named_parameters():
-        if id(p) in emb:
+        if id(p) in pos:
+            nn.init.normal_(p, 0.0, 1.0)
+        elif id(p) in emb:
             nn.init.normal_(p, 0.0, p.shape[-1] ** -0.5)      # (rows, d): std d^-1/2
         elif p.dim() >= 2:
             nn.init.xavier_uniform_(p)
@@ -98,15 +108,15 @@ def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module]) -> None:
 
 
 def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterable,
-               embeddings: Iterable[nn.Module]) -> None:
+               embeddings: Iterable[nn.Module], positions: Iterable[nn.Module]) -> None:
     """Initialise ``model`` by ``rule`` (``"gpt2"`` or ``"xavier"``): ``residual`` are the
     declared residual-output matrices (:func:`residual_outputs`), ``n_residual`` the residual
-    sub-layers they are scaled by, ``embeddings`` the token / position tables and an untied
-    head."""
+    sub-layers they are scaled by, ``embeddings`` the token tables and an untied head,
+    ``positions`` the position tables."""
     if rule == "gpt2":
         init_gpt2(model, n_residual, residual)
     elif rule == "xavier":
-        init_xavier(model, embeddings)
+        init_xavier(model, embeddings, positions)
     else:
         raise ValueError(f"init must be 'gpt2' or 'xavier', got {rule!r}")
 

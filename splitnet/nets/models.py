@@ -104,7 +104,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         plans = [layer_fields(c, self.scheme, k) for k in range(c.n_layers)]
         initialise(self, c.init, n_residual=c.n_layers * len(self.scheme.stages),
                    residual=residual_outputs(self.layers, plans),
-                   embeddings=(self.tok_emb, self.pos_emb, self.head))
+                   embeddings=(self.tok_emb, self.head), positions=(self.pos_emb,))
 
     # -- use ---------------------------------------------------------------------------------
     def coefficients(self) -> tuple:

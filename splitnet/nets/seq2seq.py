@@ -121,8 +121,8 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
             layers, [s.layer_fields(k) for k in range(s.n_layers)])]
         initialise(self, self.config.init,
                    n_residual=sum(s.n_layers * len(s.scheme.stages) for s, _ in stacks),
-                   residual=residual, embeddings=(self.src_emb, self.tgt_emb, self.src_pos,
-                                                  self.tgt_pos, self.head))
+                   residual=residual, embeddings=(self.src_emb, self.tgt_emb, self.head),
+                   positions=(self.src_pos, self.tgt_pos))
 
     # -- use ---------------------------------------------------------------------------------
     def n_params(self, embeddings: bool = True) -> int:
