@@ -96,3 +96,28 @@ def _order_defaults():
     cmd_order.configure(p)
     return p.parse_args([])
 
+
+
+def test_a_checkpoint_config_from_before_the_rule_rebuilds_its_own_network():
+    """A Seq2SeqConfig dict without ``init`` (written by 0.2) nested a registry name over the
+    fields as listed (encoder strang = d/2 c d/2): it loads as those stages, weights and
+    function equal to the network it was trained as, and says so in the scheme's name."""
+    import torch
+
+    Cfg = sn.models.Seq2SeqConfig
+    kw = {"d_model": 8, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1,
+              "weights": "per-stage", "init": "gpt2"}
+    old = Cfg(encoder_scheme="d:0.5,c:1,d:0.5", decoder_scheme="d:0.5,x:0.5,c:1,x:0.5,d:0.5", **kw)
+    d = Cfg(encoder_scheme="strang", decoder_scheme="strang", **kw).to_dict()
+    del d["init"]
+    loaded = Cfg.from_dict(d)
+    assert loaded.init == "gpt2" and "0.2 nesting" in loaded.stack("encoder").scheme.name
+    torch.manual_seed(0)
+    a = sn.models.SplitSeq2Seq.from_config(old).double().eval()
+    b = sn.models.SplitSeq2Seq.from_config(loaded).double().eval()
+    b.load_state_dict(a.state_dict())                 # same names and shapes
+    src, tgt = torch.randint(0, 256, (2, 5)), torch.randint(0, 256, (2, 4))
+    torch.testing.assert_close(a(src, tgt), b(src, tgt), rtol=0, atol=0)
+    assert Cfg.from_dict(loaded.to_dict()) == loaded   # and it round-trips
+    new = Cfg.from_dict({**d, "init": "gpt2"})         # today's dict: today's rule
+    assert new.stack("encoder").scheme.stages == sn.schemes.get("strang").stages

@@ -161,8 +161,10 @@ class SplitConfig:
 
     # -- derived ---------------------------------------------------------------------------
     def resolved_scheme(self):
-        """The :class:`~splitnet.integrators.schemes.SplittingScheme` this config names."""
-        return _schemes.resolve(self.scheme)
+        """The :class:`~splitnet.integrators.schemes.SplittingScheme` this config names, over a
+        language model's fields by the rule every network follows
+        (:func:`splitnet.schemes.network_scheme`)."""
+        return _schemes.network_scheme(self.scheme, (DIFFUSION, CONVECTION))
 
     @property
     def gated_layers(self) -> tuple[int, ...]:
@@ -221,8 +223,9 @@ class TrainConfig:
                           "target in tokens; longer ones are cut)")
     # translation (--task translate: splitnet.translate.translation)
     pairs: str | None = option(None, "translate: sentence pairs, a TSV file 'source<TAB>target', "
-                               "a folder of gettext catalogues (.po/.mo) or 'bible' (the SWORD "
-                               "modules); default: this machine's gettext catalogues",
+                               "a folder of gettext catalogues (.po/.mo), 'bible' (the SWORD "
+                               "modules) or 'copy' / 'reverse' (synthetic alignment tasks over "
+                               "400 words); default: this machine's gettext catalogues",
                                metavar="PATH")
     src_lang: str | None = option(None, "translate: source language (default en)", metavar="L")
     tgt_lang: str | None = option(None, "translate: target language (default de for the "

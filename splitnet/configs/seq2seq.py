@@ -82,12 +82,20 @@ class Stack:
         return _kinds.layer_fields(self, self.scheme, k, self.fields, network=network)
 
 
-def stack_scheme(spec, fields: tuple[str, ...]):
-    """The scheme ``spec`` names, over ``fields``: a registry name is instantiated over them (in
-    that order), a pattern, stage string or scheme object is taken as it is."""
+def _legacy_arrangement(spec, fields: tuple[str, ...]):
+    """A registry name as splitnet 0.2 built it in a stack: over ``fields`` in their listed
+    order (self-attention outermost), as explicit stages; anything else unchanged."""
     if isinstance(spec, str) and _schemes._registry_key(spec) is not None:
-        return _schemes.get(spec, fields=fields)
-    return _schemes.resolve(spec)
+        return {**_schemes.get(spec, fields=fields).to_dict(), "name": f"{spec} (0.2 nesting)"}
+    return spec
+
+
+def stack_scheme(spec, fields: tuple[str, ...]):
+    """The scheme ``spec`` names over a stack's ``fields``, by the rule every network follows
+    (:func:`splitnet.schemes.network_scheme`: ``strang`` is ``c/2 d c/2`` in an encoder as in a
+    language model, ``c/2 d/2 x d/2 c/2`` in a decoder); a pattern, stage string or scheme
+    object is taken as it is."""
+    return _schemes.network_scheme(spec, fields)
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,15 @@ class Seq2SeqConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> Seq2SeqConfig:
-        """The config :meth:`to_dict` wrote (unknown keys are an error naming them)."""
+        """The config :meth:`to_dict` wrote (unknown keys are an error naming them). A dict
+        written before 0.3 (it has no ``init``) built a registry name over its stack's fields
+        in the order listed (an encoder's ``strang`` was ``d/2 c d/2``); it gets those stages
+        spelled out, so an old checkpoint rebuilds the network it was trained as."""
+        if isinstance(d, dict) and "init" not in d:
+            d = {**d, **{f"{side}_scheme": _legacy_arrangement(d[f"{side}_scheme"], fields)
+                         for side, fields in (("encoder", ENCODER_FIELDS),
+                                              ("decoder", DECODER_FIELDS))
+                         if f"{side}_scheme" in d}}
         return _from_dict(cls, d)
 
     def replace(self, **changes) -> Seq2SeqConfig:
