@@ -234,6 +234,8 @@ CASES = [
      ValueError, r"token ids must lie in \[0, 256\), got \[3, 300\]"),
     ("empty token sequence", lambda: _model()(torch.zeros(1, 0, dtype=torch.long)),
      ValueError, r"idx is an empty sequence"),
+    ("empty batch of tokens", lambda: _model()(torch.zeros(0, 3, dtype=torch.long)),
+     ValueError, r"idx is an empty batch: give at least one sequence"),
     ("token ids as a numpy array", lambda: _model()(np.array([[1, 2]])),
      TypeError, r"idx must be a torch.Tensor of int64 token ids, got ndarray"),
     ("token ids as floats", lambda: _model()(torch.tensor([[1.0, 2.0]])),

@@ -28,6 +28,7 @@ from ..integrators.layers import SplitLayer
 from .init import embed_scale, initialise, residual_outputs
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
+from .tokens import check_ids
 
 
 class SplitTransformer(ConfigBuilt, nn.Module):
@@ -123,28 +124,9 @@ class SplitTransformer(ConfigBuilt, nn.Module):
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token + position embedding of ``idx`` (B, T) int64 at positions ``start..start+T-1``."""
-        if not isinstance(idx, torch.Tensor):
-            raise TypeError(f"idx must be a torch.Tensor of int64 token ids, got "
-                            f"{type(idx).__name__}")
-        if idx.dtype != torch.long:
-            raise TypeError(f"idx must be a tensor of dtype torch.int64 (token ids), got "
-                            f"{idx.dtype}")
-        if idx.dim() != 2:
-            raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}")
-        T = idx.shape[1]
-        if T == 0:
-            raise ValueError("idx is an empty sequence: give at least one token")
         c = self.config
-        if start + T > c.max_len:
-            raise ValueError(f"sequence length {start + T} exceeds the model's max_len "
-                             f"{c.max_len}")
-        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
-            # (on CUDA this check would cost a host sync per forward; an id out of range is a
-            # device-side assert there)
-            lo, hi = int(idx.min()), int(idx.max())
-            if lo < 0 or hi >= c.vocab_size:
-                raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got "
-                                 f"[{lo}, {hi}]")
+        check_ids(idx, c.vocab_size, c.max_len, "idx", start)
+        T = idx.shape[1]
         x = self.tok_emb(idx)
         if self.embed_scale != 1.0:
             x = x * self.embed_scale

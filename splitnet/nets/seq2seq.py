@@ -26,6 +26,7 @@ from ..configs.seq2seq import Seq2SeqConfig, Stack
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..integrators.layers import SplitLayer
 from .init import embed_scale, initialise, residual_outputs
+from .tokens import check_ids
 
 
 def _stack_layer(stack: Stack, k: int) -> SplitLayer:
@@ -37,27 +38,6 @@ def _stack_layer(stack: Stack, k: int) -> SplitLayer:
             [f.kind.build(stack, f.width) for _ in range(f.calls)]
     return SplitLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
                       fields=fields)
-
-
-def check_ids(idx, vocab: int, max_len: int, what: str, start: int = 0) -> None:
-    """``idx`` must be a (B, T) int64 tensor of ids in ``[0, vocab)`` with ``start + T <=
-    max_len`` (the id range is checked on the CPU only: on CUDA it would cost a sync)."""
-    if not isinstance(idx, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor of int64 token ids, got "
-                        f"{type(idx).__name__}")
-    if idx.dtype != torch.long:
-        raise TypeError(f"{what} must be a tensor of dtype torch.int64 (token ids), got "
-                        f"{idx.dtype}")
-    if idx.dim() != 2 or idx.shape[1] == 0 or idx.shape[0] == 0:
-        raise ValueError(f"{what} must have shape (batch, seq) with batch, seq >= 1, got "
-                         f"{tuple(idx.shape)}")
-    if start + idx.shape[1] > max_len:
-        raise ValueError(f"{what} length {start + idx.shape[1]} exceeds the model's max_len "
-                         f"{max_len}")
-    if idx.device.type == "cpu" and not torch.compiler.is_compiling():
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"{what} ids must lie in [0, {vocab}), got [{lo}, {hi}]")
 
 
 class SplitSeq2Seq(ConfigBuilt, nn.Module):
@@ -224,4 +204,4 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
                         src_key_padding_mask=src_key_padding_mask, use_cache=use_cache)
 
 
-__all__ = ["SplitSeq2Seq", "check_ids"]
+__all__ = ["SplitSeq2Seq"]
