@@ -443,5 +443,4 @@ def test_refine_command_defaults_are_the_studys():
     from splitnet.analyses import refine
     from splitnet.cli import cmd_refine
 
-    assert cmd_refine.DEFAULT_METHODS == refine.DEFAULT_METHODS
     assert tuple(cmd_refine.DEFAULT_SCHEMES.split(",")) == refine.DEFAULT_SCHEMES

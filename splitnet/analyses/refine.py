@@ -51,15 +51,14 @@ from torch import nn
 
 from ..integrators.layers import SplitLayer, WeightedSum
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
-from ..integrators.subflows import METHODS, SubflowMethod, get_method
+from ..integrators.subflows import METHODS, STUDY_METHODS, SubflowMethod, get_method
 from ..names import unknown_name
 from ..spec.stages import Stage
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
 DEFAULT_SCHEMES = ("lie-trotter", "strang", "yoshida4")
 DEFAULT_SUBSTEPS = (1, 2, 4, 8)
-# one method per order the study reads (1, 2, 4, exact); any registered one on request
-DEFAULT_METHODS = ("euler", "midpoint", "rk4", "exact")
+DEFAULT_METHODS = STUDY_METHODS
 
 
 @dataclass(frozen=True)

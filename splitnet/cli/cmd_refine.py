@@ -14,6 +14,7 @@ import math
 import sys
 
 from ..configs.config import METHODS
+from ..integrators.subflows import STUDY_METHODS
 from ..names import unknown_name
 from ._args import (
     SCHEME_LIST_HELP,
@@ -32,7 +33,6 @@ from ._args import (
 RANK = 80   # place in `splitnet --help`
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.analyses.refine.DEFAULT_SCHEMES
-DEFAULT_METHODS = ("euler", "midpoint", "rk4", "exact")   # = splitnet.analyses.refine's
 OWN = "own"
 MAX_SUBSTEPS = 4096      # substeps of a scheme per layer (each one more pass over the fields)
 
@@ -71,9 +71,9 @@ def configure(p) -> None:
                         f"default for per-stage models) (default {DEFAULT_SCHEMES})")
     p.add_argument("--substeps", type=substeps_list, default=[1, 2, 4, 8],
                    metavar="K,K,...", help="steps of the scheme per layer (default 1,2,4,8)")
-    p.add_argument("--methods", type=csv, default=list(DEFAULT_METHODS),
+    p.add_argument("--methods", type=csv, default=list(STUDY_METHODS),
                    help=f"sub-flow methods, of {', '.join(METHODS)} (default "
-                        f"{','.join(DEFAULT_METHODS)})")
+                        f"{','.join(STUDY_METHODS)})")
     p.add_argument("--exact-substeps", type=substeps_list, default=None, metavar="K,K,...",
                    help="substeps for the exact method, which costs ~30-150 field evaluations "
                         "per sub-flow (default: --substeps)")

@@ -361,6 +361,9 @@ class Exact(SubflowMethod):
 METHODS: dict[str, type[SubflowMethod]] = {
     **{name: _explicit_class(tab) for name, tab in TABLEAUX.items()}, "exact": Exact,
 }
+# What a study runs when not told (splitnet refine, the refinement study): one method of each
+# order the docs' tables read, 1, 2 and 4, and the exact flow; any registered one on request.
+STUDY_METHODS = ("euler", "midpoint", "rk4", "exact")
 # The classes other modules name (``layers`` tests ``isinstance(method, Euler)``).
 Euler, Midpoint, RK4 = METHODS["euler"], METHODS["midpoint"], METHODS["rk4"]
 
@@ -388,7 +391,8 @@ def method_table() -> str:
     return "\n".join([rule, lines[0], rule, *lines[1:], rule])
 
 
-__all__ = ["FLOAT_TOLERANCE", "MAX_TREE_ORDER", "METHODS", "RK4", "TABLEAUX", "ButcherTableau",
+__all__ = ["FLOAT_TOLERANCE", "MAX_TREE_ORDER", "METHODS", "RK4", "STUDY_METHODS", "TABLEAUX",
+           "ButcherTableau",
            "Euler", "Exact", "ExplicitRungeKutta", "Field", "Midpoint", "SubflowMethod", "Tree",
            "condition_text", "default_tolerances", "density", "failed_conditions", "get_method",
            "method_table", "trees"]
