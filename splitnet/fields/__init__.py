@@ -24,12 +24,15 @@ other tokens), ``supports_cache`` (a key/value cache makes generation exact), ``
 
 from __future__ import annotations
 
-from .attention import Attention
-from .conv import GLUConv
-from .cross import CrossAttention
-from .feedforward import FeedForward, activation_function, gelu_tanh
-from .gates import SDU, Gated
-from .rotary import Rotary
+import importlib
+import pkgutil
 
-__all__ = ["SDU", "Attention", "CrossAttention", "FeedForward", "GLUConv", "Gated", "Rotary",
-           "activation_function", "gelu_tanh"]
+# Every module's __all__ is served from here (sn.fields.Attention, ...), found on disk: a new
+# kind's module needs no line in this file.
+__all__ = []
+for _info in pkgutil.iter_modules(__path__):
+    if not _info.name.startswith("_"):
+        _module = importlib.import_module(f"{__name__}.{_info.name}")
+        globals().update({_n: getattr(_module, _n) for _n in _module.__all__})
+        __all__ += _module.__all__
+__all__.sort()

@@ -1,21 +1,17 @@
 """Every figure the library draws, one style, one atomic saver; a module per figure family:
 
-* :mod:`~splitnet.plots.style` — colours, line styles and markers (:func:`series_style`),
-  :func:`save_figure` (atomic), :func:`check_format` (before any work),
-  :func:`readable_log_ticks`,
-* :mod:`~splitnet.plots.convergence` — convergence and work–precision plots
-  (:func:`plot_convergence`, :func:`plot_work_precision`), the network against its ODE
-  (:func:`plot_gaps`),
-* :mod:`~splitnet.plots.training` — training curves (:func:`plot_metrics`,
-  :func:`plot_seed_curves`),
-* :mod:`~splitnet.plots.trajectories` — tokens as particles (:func:`plot_trajectories`,
-  :func:`plot_scheme_comparison`, :func:`plot_clustering`, :func:`animate`),
-* :mod:`~splitnet.plots.zoo` — the zoo's work–precision (:func:`plot_zoo_efficiency`),
-* :mod:`~splitnet.plots.refinement` — a trained network re-integrated
-  (:func:`plot_refinement`, :func:`plot_refinement_summary`).
+* :mod:`~splitnet.plots.style` — colours, line styles and markers, the atomic saver, the
+  output-format check, readable log ticks,
+* :mod:`~splitnet.plots.convergence` — convergence and work–precision, the network against its
+  ODE,
+* :mod:`~splitnet.plots.training` — training curves and what training learns,
+* :mod:`~splitnet.plots.trajectories` — tokens as particles,
+* :mod:`~splitnet.plots.zoo` — the zoo's work–precision,
+* :mod:`~splitnet.plots.refinement` — a trained network re-integrated.
 
-Every public function is served from here (``from splitnet.plots import plot_gaps``).
-matplotlib is imported inside the functions: importing this package costs nothing.
+Every public function of every family is served from here (``from splitnet.plots import
+plot_gaps``; ``sorted(splitnet.plots.__all__)`` lists them). matplotlib is imported inside the
+functions: importing this package costs nothing.
 """
 
 from __future__ import annotations
