@@ -61,6 +61,7 @@ from splitnet.translate.translation import train_batch
 
 LN2 = math.log(2.0)
 TASKS = ("copy", "reverse", "lm")
+REF_INITS = ("tutorial", "torch")
 
 # ---------------------------------------------------------------------------------------------
 # data
@@ -105,12 +106,17 @@ def split_pairs(pairs, n_valid: int):
 
 class RefSeq2Seq(nn.Module):
     """``torch.nn.Transformer(norm_first=True)`` with learned positions, one token embedding for
-    source and target (scaled by ``emb_scale``) and a head tied to it: ``forward(src, tgt_in,
-    mask)`` -> logits. Initialised as PyTorch's translation tutorial does: xavier-uniform on
-    every matrix (nn.Transformer's own rule, extended to the embeddings), emb_scale sqrt(d)."""
+    source and target (times ``emb_scale``) and a head: ``forward(src, tgt_in, mask)`` ->
+    logits. ``init="tutorial"`` (PyTorch's translation tutorial): xavier-uniform on every
+    matrix, head tied to the embedding, emb_scale sqrt(d). ``init="torch"``: each module's own
+    default (embeddings and positions N(0, 1), nn.Transformer's xavier, an untied nn.Linear
+    head), emb_scale 1: the loop the issue saw learn copy in 250 steps."""
 
-    def __init__(self, vocab: int, d: int, n_heads: int, layers: int, max_len: int):
+    def __init__(self, vocab: int, d: int, n_heads: int, layers: int, max_len: int,
+                 init: str = "tutorial"):
         super().__init__()
+        if init not in REF_INITS:
+            raise ValueError(f"reference init must be one of {', '.join(REF_INITS)}, got {init!r}")
         self.emb = nn.Embedding(vocab, d)
         self.src_pos, self.tgt_pos = nn.Embedding(max_len, d), nn.Embedding(max_len, d)
         with warnings.catch_warnings():      # "enable_nested_tensor ... norm_first": expected
@@ -118,11 +124,13 @@ class RefSeq2Seq(nn.Module):
             self.tt = nn.Transformer(d, n_heads, layers, layers, 4 * d, dropout=0.0,
                                      activation="gelu", norm_first=True, batch_first=True)
         self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.emb.weight
-        self.emb_scale = math.sqrt(d)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+        self.emb_scale = 1.0
+        if init == "tutorial":
+            self.head.weight = self.emb.weight
+            self.emb_scale = math.sqrt(d)
+            for p in self.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
 
     def forward(self, src, tgt_in, mask=None):
         ps, pt = torch.arange(src.shape[1]), torch.arange(tgt_in.shape[1])
@@ -303,8 +311,9 @@ def _translation_data(a, task: str):
     return SimpleNamespace(train=train), valid
 
 
-def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None):
-    """(ours, reference, batch_at(step), cfg) of one task, each side from its own init."""
+def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None, ref_init=None):
+    """(ours, reference, batch_at(step), cfg) of one task, each side from its own init (the
+    translation reference's: ``ref_init``, default ``a.ref_init``)."""
     if task == "lm":
         cfg = lm_config(a, seed, steps, warmup)
         ours = OursRun(cfg, dtype)
@@ -316,8 +325,8 @@ def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None):
     data = corpus
     ours = OursRun(cfg, dtype)
     torch.manual_seed(seed)
-    ref = RefRun(RefSeq2Seq(cfg.model.tgt_vocab, a.d_model, a.n_heads, a.layers,
-                            a.max_len).to(dtype), cfg, seq2seq_loss, cfg.model.pad_id)
+    ref = RefRun(RefSeq2Seq(cfg.model.tgt_vocab, a.d_model, a.n_heads, a.layers, a.max_len,
+                            ref_init or a.ref_init).to(dtype), cfg, seq2seq_loss, cfg.model.pad_id)
     return ours, ref, lambda s: train_batch(data, cfg, s)[0], cfg
 
 
@@ -341,7 +350,8 @@ def mapped_curves(a, task: str, steps: int = 20, dtype=torch.float64, corpus=Non
     ``ref_loss_dtype``: the reference's translation loss computed in that dtype."""
     if task == "translate":
         corpus = corpus or _translation_data(a, "copy")[0]
-    ours, ref, batch_at, _ = _runs(a, task, 0, steps, dtype, max(1, steps // 4), corpus)
+    ours, ref, batch_at, _ = _runs(a, task, 0, steps, dtype, max(1, steps // 4), corpus,
+                                   ref_init="tutorial")     # the mapping needs a tied head
     if ref_loss_dtype is not None:
         ref.loss_fn = lambda m, b, eps, pad: seq2seq_loss(m, b, eps, pad, ref_loss_dtype)
     (map_gpt if task == "lm" else map_seq2seq)(ours.model, ref.model)
@@ -417,7 +427,7 @@ def own_init(a, task: str, seed: int, corpus=None) -> dict:
         valid = lambda m: seq2seq_valid_bits(m, enc, a.max_len, enc.pad_id)  # noqa: E731
         threshold = a.threshold
     ours, ref, batch_at, cfg = _runs(a, task, seed, a.max_steps, torch.float32, None, data)
-    out = {"task": task, "seed": seed, "threshold": threshold,
+    out = {"task": task, "seed": seed, "threshold": threshold, "ref_init": a.ref_init,
            "init": getattr(cfg.model, "init", "gpt2 (no init option)")}
     for side, run in (("ours", ours), ("ref", ref)):
         out[side] = race(run, batch_at, valid, threshold, a.max_steps, a.eval_every)
@@ -448,11 +458,13 @@ def _steps(r: dict) -> str:
 
 
 def table_b(rows) -> str:
-    lines = ["| task | seed | ours init | threshold (bits) | ours steps | reference steps | "
-             "ratio | ours / ref s |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| task | seed | ours init | reference | threshold (bits) | ours steps | "
+             "reference steps | ratio | ours / ref s |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        lines.append(f"| {r['task']} | {r['seed']} | {r['init']} | {r['threshold']:g} | "
+        ref = "nanoGPT" if r["task"] == "lm" else f"nn.Transformer, {r.get('ref_init')}"
+        lines.append(f"| {r['task']} | {r['seed']} | {r['init']} | {ref} | {r['threshold']:g} | "
                      f"{_steps(r['ours'])} | {_steps(r['ref'])} | {ratio} | "
                      f"{r['ours']['s']:.0f} / {r['ref']['s']:.0f} |")
     return "\n".join(lines)
@@ -512,6 +524,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mapped-steps", type=int, default=20)
     p.add_argument("--init", default=None, help="Seq2SeqConfig init (default: its default)")
     p.add_argument("--lm-init", default=None, help="SplitConfig init (default: its default)")
+    p.add_argument("--ref-init", choices=REF_INITS, default="tutorial",
+                   help="part b: the nn.Transformer reference's initialisation")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=None, help="write the tables as markdown to this file")
     p.add_argument("--json", default=None, help="write every row (curves included) as JSON")
