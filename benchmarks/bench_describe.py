@@ -29,7 +29,7 @@ def _in_process(extra: list[str], runs: int) -> float:
     from splitnet import cost
     from splitnet.cli import build_parser
     from splitnet.cli._args import given_options
-    from splitnet.cli.cmd_describe import SIZE
+    from splitnet.cli.commands.cmd_describe import SIZE
     from splitnet.configs.config import SplitConfig
 
     args = build_parser("describe").parse_args(extra)

@@ -24,7 +24,7 @@ import torch
 
 import splitnet.analyses.trajectories as tr
 from splitnet import plots
-from splitnet.cli.cmd_trajectories import DEFAULT_TEXT
+from splitnet.cli.commands.cmd_trajectories import DEFAULT_TEXT
 from splitnet.nets.models import SplitTransformer
 from splitnet.runs.checkpoint import load_model
 

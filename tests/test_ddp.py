@@ -11,7 +11,7 @@ import torch
 from splitnet import checkpoint as ck
 from splitnet import train as T
 from splitnet.cli import build_parser
-from splitnet.cli.cmd_train import config_from_args
+from splitnet.cli.commands.cmd_train import config_from_args
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
                                 reason="torch.distributed not built")

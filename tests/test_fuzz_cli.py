@@ -45,7 +45,7 @@ NUMBERS = ["0", "-0.0", "-1", "1e-320", "1e30", "1e308", "-1e308", str(2**63), s
 PATHS = ["{out}/missing/nothing", "{out}/dir", "/dev/null", "{out}/empty", ""]
 
 PARSERS = {name: build_parser(name) for name in COMMANDS}
-MODULES = {name: importlib.import_module(f"splitnet.cli.cmd_{name}") for name in COMMANDS}
+MODULES = {name: importlib.import_module(f"splitnet.cli.commands.cmd_{name}") for name in COMMANDS}
 
 
 def _parses(parse, text: str) -> bool:

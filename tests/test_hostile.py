@@ -421,7 +421,7 @@ def test_describe_and_refine_take_a_stage_string(capsys, tmp_path):
                  "--d-model", "16", "--n-heads", "2", "--n-layers", "1"]) == 0
     assert "f/2 s f/2" in capsys.readouterr().out
     from splitnet.cli import build_parser
-    from splitnet.cli.cmd_refine import _grid
+    from splitnet.cli.commands.cmd_refine import _grid
 
     grid = _grid(build_parser("refine").parse_args(
         ["--checkpoint", str(tmp_path), "--schemes", "c:0.5,d:1,c:0.5", "--substeps", "1",

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from splitnet.cli import build_parser
-from splitnet.cli.cmd_train import config_from_args
+from splitnet.cli.commands.cmd_train import config_from_args
 from splitnet.configs.config import SplitConfig
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.models import SplitTransformer

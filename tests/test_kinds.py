@@ -253,7 +253,7 @@ def test_a_model_scales_the_declared_outputs_of_every_stack():
 
 def test_each_field_a_kind_serves_gets_a_generated_option():
     from splitnet.cli import build_parser
-    from splitnet.cli.cmd_train import config_from_args
+    from splitnet.cli.commands.cmd_train import config_from_args
     from splitnet.configs.options import kind_option_fields
     from splitnet.configs.seq2seq import Seq2SeqConfig
 

@@ -324,7 +324,7 @@ def test_train_config_validates_the_options():
 
 def test_train_flags(corpus, tmp_path):
     from splitnet.cli import build_parser
-    from splitnet.cli.cmd_train import config_from_args
+    from splitnet.cli.commands.cmd_train import config_from_args
 
     args = build_parser("train").parse_args(["--refine-prob", "0.25", "--refine-substeps",
                                              "2,8"])
@@ -441,6 +441,6 @@ def test_refine_command_defaults_are_the_studys():
     """The command line keeps the defaults of splitnet.analyses.refine without importing it
     (torch) at --help time: the two must not drift."""
     from splitnet.analyses import refine
-    from splitnet.cli import cmd_refine
+    from splitnet.cli.commands import cmd_refine
 
     assert tuple(cmd_refine.DEFAULT_SCHEMES.split(",")) == refine.DEFAULT_SCHEMES

@@ -93,9 +93,10 @@ def test_the_copy_detector_leaves_prose_and_selections_alone():
 
 def test_every_command_is_one_module_with_its_own_help():
     for name, help_ in cli.COMMANDS.items():
-        mod = importlib.import_module(f"splitnet.cli.cmd_{name}")
+        mod = importlib.import_module(f"splitnet.cli.commands.cmd_{name}")
         assert help_ == mod.HELP and callable(mod.configure) and callable(mod.run), name
-    on_disk = {m.name[4:] for m in pkgutil.iter_modules(cli.__path__) if m.name.startswith("cmd_")}
+    on_disk = {m.name[4:] for m in pkgutil.iter_modules(cli.commands.__path__)
+               if m.name.startswith("cmd_")}
     assert on_disk == set(cli.COMMANDS)
 
 

@@ -200,7 +200,7 @@ def _commands_reading_checkpoints() -> list[str]:
 
     out = []
     for name in COMMANDS:
-        mod = importlib.import_module(f"splitnet.cli.cmd_{name}")
+        mod = importlib.import_module(f"splitnet.cli.commands.cmd_{name}")
         src = Path(mod.__file__).read_text()
         if "load_model" in src or "train" == name:
             out.append(name)

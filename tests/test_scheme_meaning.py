@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import splitnet as sn
-from splitnet.cli import cmd_order
+from splitnet.cli.commands import cmd_order
 from splitnet.spec.stages import CONVECTION, CROSS, DIFFUSION
 
 LM = (DIFFUSION, CONVECTION)

@@ -15,7 +15,7 @@ import torch
 from splitnet import checkpoint as ck
 from splitnet import train as T
 from splitnet.cli import build_parser
-from splitnet.cli.cmd_train import config_from_args
+from splitnet.cli.commands.cmd_train import config_from_args
 
 TINY = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32",
         "--batch-size", "8", "--warmup", "3", "--eval-windows", "16", "--threads", "1",

@@ -1,9 +1,10 @@
 """The command line: ``splitnet COMMAND ...`` (also ``python -m splitnet``).
 
-One module per command (``cmd_<name>.py``), each with ``HELP`` (one line), ``RANK`` (its place in
-``splitnet --help``), ``configure(parser)`` and ``run(args) -> int``, and ``VERDICT`` (one line)
-when it can exit 1; the commands are found by their file names, so adding one is adding its file
-(tests/test_fuzz_cli.py fuzzes every option of it, read from its parser). Options that several
+One module per command (``commands/cmd_<name>.py``), each with ``HELP`` (one line), ``RANK``
+(its place in ``splitnet --help``), ``configure(parser)`` and ``run(args) -> int``, and
+``VERDICT`` (one line) when it can exit 1; the commands are found by their file names, so
+adding one is adding its file (tests/test_fuzz_cli.py fuzzes every option of it, read from its
+parser). Options that several
 commands take (``--checkpoint``/``--hf``/``--trust-checkpoint``, ``--device``, ``--threads``, a
 figure's ``--out``) are declared once in :mod:`._args`. Parsers use only the standard library and
 :mod:`splitnet.config`, so ``--help`` starts without importing torch; the work imports what it
@@ -24,14 +25,15 @@ import pkgutil
 import sys
 
 from ..names import unknown_name
+from . import commands
 from ._args import OneLineParser, set_stdout_guard
 
 
 def _commands() -> dict[str, str]:
-    """name -> one-line help of every ``cmd_<name>.py`` here, in ``RANK`` order. Importing them
-    costs ~0.1 s and no torch (their parsers use the standard library and the configs)."""
-    mods = [importlib.import_module(f"{__name__}.{m.name}")
-            for m in pkgutil.iter_modules(__path__) if m.name.startswith("cmd_")]
+    """name -> one-line help of every ``commands/cmd_<name>.py``, in ``RANK`` order. Importing
+    them costs ~0.1 s and no torch (their parsers use the standard library and the configs)."""
+    mods = [importlib.import_module(f"{commands.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(commands.__path__) if m.name.startswith("cmd_")]
     mods.sort(key=lambda m: (getattr(m, "RANK", 1000), m.__name__))
     return {m.__name__.rpartition(".cmd_")[2]: m.HELP for m in mods}
 
@@ -53,7 +55,7 @@ def _version() -> str:
 def build_parser(command: str | None = None) -> OneLineParser:
     """The top-level parser, or ``command``'s own parser."""
     if command is not None:
-        mod = importlib.import_module(f"splitnet.cli.cmd_{command}")
+        mod = importlib.import_module(f"{commands.__name__}.cmd_{command}")
         p = OneLineParser(prog=f"splitnet {command}", description=mod.HELP)
         mod.configure(p)
         return p
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
     set_stdout_guard()
     try:
         args = build_parser(command).parse_args(argv[1:])
-        mod = importlib.import_module(f"splitnet.cli.cmd_{command}")
+        mod = importlib.import_module(f"{commands.__name__}.cmd_{command}")
         return int(mod.run(args) or 0)
     except KeyboardInterrupt:
         print(f"\nsplitnet {command}: interrupted", file=sys.stderr)

@@ -3,7 +3,7 @@ form from its field kinds (:mod:`splitnet.kinds`) and its sub-flow method. Nothi
 torch is not imported: ``splitnet describe --scheme all`` (every registry scheme, both weights
 modes) takes well under a second (``benchmarks/bench_describe.py``).
 
-``splitnet describe --scheme strang`` (command line, :mod:`splitnet.cli.cmd_describe`) or
+``splitnet describe --scheme strang`` (command line, :mod:`splitnet.cli.commands.cmd_describe`) or
 :func:`describe` (API).
 
 * **Parameters**: token and position embeddings ``V d + max_len d`` (no position table with

@@ -1,7 +1,7 @@
 """Training a byte-level language model from any splitting scheme: ``train(TrainConfig)``.
 
-The command line is ``splitnet train`` (:mod:`splitnet.cli.cmd_train`); several processes run
-``torchrun ... -m splitnet train ...``. The loop, top to bottom::
+The command line is ``splitnet train`` (:mod:`splitnet.cli.commands.cmd_train`); several
+processes run ``torchrun ... -m splitnet train ...``. The loop, top to bottom::
 
     run = _setup(cfg, checkpoint)              # model, optimiser, schedule, RNG, data, files
     while run.step < cfg.steps:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import sys
 
-from ..configs.config import METHODS
-from ..integrators.subflows import STUDY_METHODS
-from ..names import unknown_name
-from ._args import (
+from ...configs.config import METHODS
+from ...integrators.subflows import STUDY_METHODS
+from ...names import unknown_name
+from .._args import (
     SCHEME_LIST_HELP,
     add_device_option,
     add_model_source,
@@ -94,7 +94,7 @@ def configure(p) -> None:
 def _grid(args) -> list:
     """The schemes, substeps and methods checked before any work (ValueError naming the
     problem)."""
-    from ..analyses.refine import study_grid
+    from ...analyses.refine import study_grid
 
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
@@ -105,8 +105,8 @@ def _grid(args) -> list:
 
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
-    from ..analyses.refine import checkpoint_source
-    from ..runs.checkpoint import load
+    from ...analyses.refine import checkpoint_source
+    from ...runs.checkpoint import load
 
     if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
         return _from_translation(args, device)
@@ -125,10 +125,10 @@ def _from_checkpoint(args, device):
 def _from_translation(args, device):
     """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
     on the first --windows validation pairs of its own corpus."""
-    from ..configs.config import TrainConfig
-    from ..runs.checkpoint import load, model_from_state
-    from ..translate.batches import EncodedPairs
-    from ..translate.translation import load_data, validation_loss
+    from ...configs.config import TrainConfig
+    from ...runs.checkpoint import load, model_from_state
+    from ...translate.batches import EncodedPairs
+    from ...translate.translation import load_data, validation_loss
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     cfg = TrainConfig.from_dict({**state["train_config"], "out": str(args.checkpoint)})
@@ -148,7 +148,7 @@ def _from_translation(args, device):
 
 def _from_hf(args, device):
     """The imported model and its loss (nats per token) on the first windows of the text."""
-    from ..analyses.refine import hf_source
+    from ...analyses.refine import hf_source
 
     model, evaluate, info = hf_source(args.hf, text=args.text, windows=args.windows or 16,
                                       device=device)
@@ -160,9 +160,9 @@ def _from_hf(args, device):
 def run(args) -> int:
     import json
 
-    from .. import plots
-    from .._io import check_outputs
-    from ..analyses.refine import refinement_study, scheme_label, stacks
+    from ... import plots
+    from ..._io import check_outputs
+    from ...analyses.refine import refinement_study, scheme_label, stacks
 
     _grid(args)                                     # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)])
@@ -187,7 +187,7 @@ def run(args) -> int:
                            scale=scale, progress=args.progress)
     print(res.table())
     if args.json:                  # the numbers first: a figure that fails must not lose them
-        from .._io import atomic_write_text
+        from ..._io import atomic_write_text
 
         atomic_write_text(args.json, json.dumps(_finite(res.to_dict()), indent=1))
         print(f"json: {args.json}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from ..configs.config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
-from ..configs.seq2seq import Seq2SeqConfig
-from ._args import add_config_options, given_options
+from ...configs.config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
+from ...configs.seq2seq import Seq2SeqConfig
+from .._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
 VERDICT = "training cannot go on: the loss is not finite (TrainingError)"
@@ -59,7 +59,7 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
 
 
 def run(args) -> int:
-    from ..training import train as T
+    from ...training import train as T
 
     cfg, explicit = config_from_args(args)
     if args.dry_run:
@@ -76,7 +76,7 @@ def run(args) -> int:
 def _dry_run(cfg: TrainConfig, explicit) -> int:
     import json
 
-    from ..training import train as T
+    from ...training import train as T
 
     cfg, corpus = T.plan(cfg, explicit)
     print(json.dumps(cfg.to_dict(), indent=1, default=str))

@@ -6,7 +6,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from ._args import add_model_source, add_threads_option, nonempty, set_threads
+from .._args import add_model_source, add_threads_option, nonempty, set_threads
 
 RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
@@ -40,7 +40,7 @@ def _check_out(args):
     writable (tried for real)."""
     from pathlib import Path
 
-    from .._io import require_writable_dir
+    from ..._io import require_writable_dir
 
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
@@ -77,8 +77,8 @@ def _write(model, out, fmt: str):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .. import interop
-    from .._io import atomic_directory, write_failure
+    from ... import interop
+    from ..._io import atomic_directory, write_failure
 
     try:
         with atomic_directory(out) as tmp:
@@ -97,8 +97,8 @@ def _write(model, out, fmt: str):
 
 
 def run(args) -> int:
-    from ..configs.config import require
-    from ..runs.checkpoint import load_model
+    from ...configs.config import require
+    from ...runs.checkpoint import load_model
 
     out = _check_out(args)
     set_threads(args.threads)
@@ -106,7 +106,7 @@ def run(args) -> int:
     require("transformers", "safetensors", extra="hf", feature="splitnet export")
     from transformers.utils import logging as hf_logging
 
-    from .. import interop
+    from ... import interop
 
     hf_logging.disable_progress_bar()      # our own two lines say what happened
 

@@ -3,7 +3,7 @@ the order of a stage list (inline or from a file)."""
 
 from __future__ import annotations
 
-from ._args import nonempty, positive_int
+from .._args import nonempty, positive_int
 
 RANK = 20   # place in `splitnet --help`
 VERDICT = "--check: the stage list's verdict is not ok (mismatch, undetermined, inconsistent)"
@@ -33,7 +33,7 @@ MAX_FILE = 1 << 20     # bytes of a --check FILE
 def _is_spec(text: str) -> bool:
     """A stage list, a registered name or an s/f pattern: told from the text alone, never
     looked up on disk (a long pattern is not a file name)."""
-    from ..integrators.schemes import available
+    from ...integrators.schemes import available
 
     t = text.strip()
     return (":" in t or t in available("all")
@@ -76,8 +76,8 @@ def _check_coefficients(stages) -> None:
 
 
 def _check(args) -> int:
-    from ..integrators.schemes import check_order
-    from ..spec.stages import parse
+    from ...integrators.schemes import check_order
+    from ...spec.stages import parse
 
     spec, is_list = _spec(args.check)
     if is_list:
@@ -95,7 +95,7 @@ def _check(args) -> int:
 
 
 def _row(s) -> str:
-    from ..spec.stages import merge
+    from ...spec.stages import merge
 
     diag = s.diagram()
     if len(diag) > 52:
@@ -110,7 +110,7 @@ def run(args) -> int:
         return _check(args)
     import warnings
 
-    from ..integrators.schemes import available, get
+    from ...integrators.schemes import available, get
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # restricted ones: listed as such below

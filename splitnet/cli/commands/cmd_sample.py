@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from ._args import (
+from .._args import (
     add_device_option,
     add_model_source,
     add_threads_option,
@@ -100,8 +100,8 @@ def run(args) -> int:
 
     import torch
 
-    from ..nets.generation import cache_unsupported, stream
-    from ..runs.checkpoint import load_model
+    from ...nets.generation import cache_unsupported, stream
+    from ...runs.checkpoint import load_model
 
     device = torch_device(args.device)
     set_threads(args.threads)

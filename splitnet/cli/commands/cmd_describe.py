@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from ..configs.config import WEIGHTS, SplitConfig
-from ._args import (
+from ...configs.config import WEIGHTS, SplitConfig
+from .._args import (
     SCHEME_LIST_HELP,
     add_config_options,
     add_model_source,
@@ -46,7 +46,7 @@ def configure(p) -> None:
 def _degrees(order: int) -> int:
     """Degrees of the order conditions shown: the declared order (at least 2, at most 6; 2 for
     the exact flow)."""
-    from ..spec.stages import EXACT_ORDER
+    from ...spec.stages import EXACT_ORDER
 
     return 2 if order >= EXACT_ORDER else max(2, min(order, 6))
 
@@ -54,8 +54,8 @@ def _degrees(order: int) -> int:
 def _rescaled_verdict(stages, declared: int) -> str:
     """The order of ``stages`` with each field divided by its own sum (a consistent method for
     the rescaled fields ``s_f F_f``)."""
-    from ..integrators.schemes import check_order
-    from ..spec.stages import per_field_normalized
+    from ...integrators.schemes import check_order
+    from ...spec.stages import per_field_normalized
 
     norm = per_field_normalized(stages)
     if norm is None:
@@ -70,9 +70,9 @@ def coefficient_lines(model) -> list[str]:
     condition by degree (``log(step)`` on Lyndon words, :func:`splitnet.order.algebra.lie_defects`)
     and :func:`splitnet.check_order`'s verdict, as they are and with each field rescaled to
     sum 1 (the method the coefficients are for the fields ``s_f F_f``)."""
-    from ..integrators.schemes import check_order
-    from ..order.algebra import lie_defects
-    from ..spec.stages import EXACT_ORDER, coefficient_sums, format_stages
+    from ...integrators.schemes import check_order
+    from ...order.algebra import lie_defects
+    from ...spec.stages import EXACT_ORDER, coefficient_sums, format_stages
 
     declared = model.scheme.order
     p = _degrees(declared)
@@ -92,8 +92,8 @@ def coefficient_lines(model) -> list[str]:
 
 
 def _describe_checkpoint(args) -> int:
-    from ..nets import cost
-    from ..runs import checkpoint as ck
+    from ...nets import cost
+    from ...runs import checkpoint as ck
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
@@ -110,8 +110,8 @@ def _describe_checkpoint(args) -> int:
 def run(args) -> int:
     import json
 
-    from ..integrators.schemes import available
-    from ..nets import cost
+    from ...integrators.schemes import available
+    from ...nets import cost
 
     if args.checkpoint is not None:
         return _describe_checkpoint(args)

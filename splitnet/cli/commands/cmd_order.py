@@ -6,8 +6,8 @@ import math
 import sys
 import time
 
-from ..integrators.subflows import METHODS
-from ._args import (
+from ...integrators.subflows import METHODS
+from .._args import (
     SCHEME_LIST_HELP,
     add_png_option,
     add_threads_option,
@@ -67,13 +67,13 @@ def configure(p) -> None:
 
 def _validate(args):
     """Everything that can be wrong, before any work (nothing is written on bad input)."""
-    from .._io import check_output_file
-    from ..integrators.flows import n_steps_for
-    from ..integrators.schemes import available, get, network_scheme, resolve
-    from ..integrators.subflows import get_method
-    from ..integrators.validate import check_step_size
-    from ..plots import check_format
-    from ..runs.runenv import require_memory
+    from ..._io import check_output_file
+    from ...integrators.flows import n_steps_for
+    from ...integrators.schemes import available, get, network_scheme, resolve
+    from ...integrators.subflows import get_method
+    from ...integrators.validate import check_step_size
+    from ...plots import check_format
+    from ...runs.runenv import require_memory
 
     if args.d_model % 2:
         raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
@@ -126,7 +126,7 @@ def _system(args):
     """(fields, x0, description) of the random particle system of ``--fields``."""
     import torch
 
-    from ..analyses.problems import decoder_system, particle_system
+    from ...analyses.problems import decoder_system, particle_system
 
     if args.fields == 2:
         F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
@@ -147,8 +147,8 @@ def _label(scheme) -> str:
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    from .. import plots
-    from ..analyses import convergence as analysis
+    from ... import plots
+    from ...analyses import convergence as analysis
 
     schemes, hs = _validate(args)
     set_threads(args.threads)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..configs.config import LIMITS, WEIGHTS
-from ._args import (
+from ...configs.config import LIMITS, WEIGHTS
+from .._args import (
     SCHEME_LIST_HELP,
     add_model_source,
     add_png_option,
@@ -87,9 +87,9 @@ def _outputs(args) -> list[tuple[str, str]]:
 
 def _model(args):
     """The model to draw, every input checked first (nothing written on bad input)."""
-    from ..analyses import trajectories as tr
-    from ..configs.config import SplitConfig
-    from ..integrators.schemes import resolve
+    from ...analyses import trajectories as tr
+    from ...configs.config import SplitConfig
+    from ...integrators.schemes import resolve
 
     scheme = resolve(args.scheme) if args.scheme else None
     compare = [resolve(s) for s in args.compare or []]
@@ -99,7 +99,7 @@ def _model(args):
     if args.checkpoint or args.hf:
         tokenizer = None
         if args.hf:
-            from ..interop.convert import load_hf_for_analysis
+            from ...interop.convert import load_hf_for_analysis
 
             imported = load_hf_for_analysis(args.hf)
             model, tokenizer = imported.model, imported.tokenizer
@@ -130,8 +130,8 @@ def _model(args):
 
 def _checkpoint_model(args):
     """A checkpoint's model and, for a translation model, its tokenizer (else None: bytes)."""
-    from ..runs.checkpoint import load, model_from_state
-    from ..translate.batches import tokenizer_from_dict
+    from ...runs.checkpoint import load, model_from_state
+    from ...translate.batches import tokenizer_from_dict
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     model = model_from_state(state, args.checkpoint)
@@ -157,8 +157,8 @@ def _translation_input(model, tok, args):
 def _check_outputs(args) -> None:
     """Every output a new name or a regular file in a writable folder, no two the same, each
     in a format that can be written: before any work."""
-    from .. import plots
-    from .._io import check_outputs
+    from ... import plots
+    from ..._io import check_outputs
 
     outs = _outputs(args)
     check_outputs(outs)
@@ -181,7 +181,7 @@ def memory_estimate(cfg, n_tokens: int, points_per_layer: int, ode: bool) -> flo
 
 
 def _require_memory(args, cfg) -> None:
-    from ..runs.runenv import require_memory
+    from ...runs.runenv import require_memory
 
     n = len(args.text.encode("utf-8", "surrogateescape"))
     require_memory(memory_estimate(cfg, n, args.points_per_layer, not args.no_ode),
@@ -208,7 +208,7 @@ def _print_table(traj, cl, origin, model, text) -> None:
 
 
 def _compare(args, model, compare, idx, collect) -> dict:
-    from ..analyses import trajectories as tr
+    from ...analyses import trajectories as tr
 
     trajs = {}
     for s in compare:
@@ -225,8 +225,8 @@ def _compare(args, model, compare, idx, collect) -> dict:
 def run(args) -> int:
     import torch
 
-    from .. import plots
-    from ..analyses import trajectories as tr
+    from ... import plots
+    from ...analyses import trajectories as tr
 
     set_threads(args.threads)
     model, origin, compare, tokenizer = _model(args)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._args import (
+from .._args import (
     add_device_option,
     add_model_source,
     add_threads_option,
@@ -77,8 +77,8 @@ def _open_checks(args) -> None:
 
 
 def _load(args, device):
-    from ..runs.checkpoint import load, model_from_state
-    from ..translate.batches import tokenizer_from_dict
+    from ...runs.checkpoint import load, model_from_state
+    from ...translate.batches import tokenizer_from_dict
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     if state.get("model_kind", "lm") != "seq2seq" or state.get("tokenizer") is None:
@@ -90,7 +90,7 @@ def _load(args, device):
 
 
 def run(args) -> int:
-    from ..translate.translation import translate_lines
+    from ...translate.translation import translate_lines
 
     _open_checks(args)
     refs = list(_text_lines(args.reference, "--reference")) if args.reference else None
@@ -131,7 +131,7 @@ def run(args) -> int:
 
 
 def _scores(hyps: list[str], refs: list[str]) -> None:
-    from ..translate.scores import bleu_chrf
+    from ...translate.scores import bleu_chrf
 
     if len(hyps) != len(refs):
         raise ValueError(f"--reference has {len(refs)} lines but the input had {len(hyps)}: "
