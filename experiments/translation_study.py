@@ -1,140 +1,303 @@
-"""Regenerate docs/translation.md: does the seed's Macaron decoder translate better, at equal
-parameters, than the Transformer's, and does a symmetric three-field splitting?
+"""The translation study redone (issue 34, item 4) on models that read their source
+(``init="xavier"``, the default of translation models), in two parts:
 
-    python3 experiments/translation_study.py             # ~35 min on 2 CPU cores (2 jobs)
-    python3 experiments/translation_study.py --report    # the tables again from the cache
+    python3 experiments/translation_study.py --search     # (i) tune the Transformer baseline
+    python3 experiments/translation_study.py --study      # (ii) arrangements x seeds
+    python3 experiments/translation_study.py --report     # tables + figure into the doc
 
-Arrangements (encoder / decoder; every one has the Transformer's parameter count up to the
-extra feed-forward's LayerNorm and bias):
+**(i) Search.** The Transformer (``lie-trotter`` / ``lie-trotter``) under each configuration of
+``SEARCH`` (tokenisation, width, learning rate) gets the same *wall-time* budget on one thread:
+a calibration session of ``CALIB_STEPS`` steps (``--stop-at``; the inverse-square-root schedule
+``lr(s) = lr min(s / warmup, sqrt(warmup / s))`` does not depend on the horizon, so stopping and
+raising ``--steps`` changes nothing already trained) measures the seconds per step ``t_step``
+(the mean after the first ``CALIB_SKIP``) and one validation pass ``t_val``; the run then goes
+to ``N = (BUDGET_S - N_EVALS t_val) / t_step`` steps (rounded to a multiple of ``N_EVALS``),
+so training plus its ``N_EVALS`` validations take about ``BUDGET_S``. The final BLEU / chrF
+(beam search on the test pairs) is timed apart, outside the budget.
 
-* **Transformer**: ``lie-trotter`` / ``lie-trotter`` (self, cross, FFN): torch.nn.Transformer.
-* **Macaron** (the seed, Lu et al. 2019): ``c:0.5,d:1,c:0.5`` / ``c:0.5,d:1,x:1,c:0.5`` with
-  per-stage weights: two half-width feed-forwards per layer. A first-order splitting of the
-  decoder's three fields (docs/theory.md, "three fields").
-* **Strang**: ``strang`` / ``strang`` over (self, cross, FFN) with shared weights:
-  ``s/2 x/2 f x/2 s/2``, symmetric, second order.
+**(ii) Study.** At the best search configuration and its ``N`` steps: the arrangements of
+``ARRANGEMENTS`` x 3 seeds, the same batches for every arrangement of a seed, so differences are
+paired (paired t over seeds). FLOPs per token are the closed forms of the field kinds
+(:mod:`splitnet.configs.kinds`, as :mod:`splitnet.nets.cost` counts them) summed over the
+encoder and decoder stacks (:func:`seq2seq_cost`). The compute-matched control has exactly the
+Strang arrangement's field evaluations per token, field by field, and its parameters, but is a
+first-order (non-symmetric) splitting: what Strang gains over it is the order, not the work.
 
-Each is trained by ``splitnet.training.train`` (``--task translate``: the same batches for every
-arrangement of a seed, AdamW, label smoothing 0.1, the inverse-square-root schedule of Vaswani
-et al.) on the machine's gettext catalogues (en -> de, split by catalogue family), byte tokens;
-then validation loss (nats per target byte, no smoothing) and BLEU / chrF (sacrebleu) of beam
-search (beam 4, length penalty 0.6) on the first test sentences, as the trainer reports them.
-Checkpoints go to runs/translation/ (a killed run resumes); results are cached per
-(arrangement, seed) in experiments/cache/translation/.
+Every run is cached as one JSON record (its config, steps, wall times, validation curve,
+BLEU / chrF) under ``experiments/cache/translation/v2/{search,study}/``; a cached run is never
+trained again, a killed one resumes from its checkpoint in ``runs/translation_v2/`` (with the
+step count its calibration chose, kept in ``calibration.json``). The old, withdrawn study's
+records stay in ``experiments/cache/translation/*.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import multiprocessing as mp
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "translation.md"
-CACHE = ROOT / "experiments" / "cache" / "translation"
-RUNS = ROOT / "runs" / "translation"       # checkpoints (not committed)
+FIGURE = ROOT / "docs" / "figures" / "translation_curves.png"
+CACHE = ROOT / "experiments" / "cache" / "translation" / "v2"
+RUNS = ROOT / "runs" / "translation_v2"          # checkpoints (not committed)
+BUDGET_S = 25 * 60          # training steps + validations of one run, one thread
+CALIB_STEPS = 60
+CALIB_SKIP = 5             # first steps left out of the mean (allocation, caches)
+N_EVALS = 12                # validation points on each learning curve
+BASE = {"d_model": 128, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2,
+        "bpe": 0, "lr": 1.5e-3, "warmup": 200, "batch_size": 32}
+SEARCH = {   # key -> changes to BASE (the Transformer baseline)
+    "bytes-d128-lr1.5e-3": {},
+    "bpe4000-d128-lr1.5e-3": {"bpe": 4000},
+    "bytes-d256-lr1e-3": {"d_model": 256, "lr": 1e-3},
+}
 ARRANGEMENTS = {   # label -> (encoder scheme, decoder scheme, weights)
     "Transformer": ("lie-trotter", "lie-trotter", "per-stage"),
     "Macaron": ("c:0.5,d:1,c:0.5", "c:0.5,d:1,x:1,c:0.5", "per-stage"),
     "Strang": ("strang", "strang", "shared"),
+    # Strang's evaluations per field (encoder c 2 d 1, decoder c 2 d 2 x 1) and parameters,
+    # in a non-symmetric, first-order order: the compute-matched control
+    "Control": ("d:1,c:0.5,c:0.5", "d:0.5,c:0.5,d:0.5,x:1,c:0.5", "shared"),
 }
-SIZE = {"d_model": 128, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2,
-        "max_len": 128}
-RUN = {"steps": 1200, "batch_size": 32, "lr": 1.5e-3, "warmup": 200, "label_smoothing": 0.1,
-       "beam": 4, "length_penalty": 0.6, "test_sentences": 400}
-GPU_COMMAND = ("splitnet train --task translate --device cuda --d-model 512 --n-heads 8 "
-               "--n-encoder-layers 6 --n-decoder-layers 6 --decoder-scheme "
-               "c:0.5,d:1,x:1,c:0.5 --encoder-scheme c:0.5,d:1,c:0.5 --weights per-stage "
-               "--dropout 0.1 --schedule inverse-sqrt --warmup 4000 --lr 7e-4 "
-               "--batch-size 256 --steps 100000 --beam 5 --length-penalty 1.0 --out runs/mac")
+FIXED = {"context": 128, "label_smoothing": 0.1, "beam": 4, "length_penalty": 0.6,
+         "bleu_sentences": 400, "schedule": "inverse-sqrt", "beta2": 0.98,
+         "weight_decay": 0.01}
+COST_LEN = 48               # tokens per side at which FLOPs per token are quoted
 
 
-def train_one(label: str, seed: int, corpus_name: str) -> dict:
-    """Train one arrangement with one seed through ``splitnet.train`` (its batches, schedule,
-    checkpoints and final BLEU); return the record."""
-
-    from splitnet import checkpoint as ck
+def _train_config(p: dict, arrangement: str, seed: int, out: Path, **session):
     from splitnet.configs.config import TrainConfig
     from splitnet.configs.seq2seq import Seq2SeqConfig
+
+    enc, dec, weights = ARRANGEMENTS[arrangement]
+    model = Seq2SeqConfig(encoder_scheme=enc, decoder_scheme=dec, weights=weights,
+                          d_model=p["d_model"], n_heads=p["n_heads"],
+                          n_encoder_layers=p["n_encoder_layers"],
+                          n_decoder_layers=p["n_decoder_layers"])
+    return TrainConfig(task="translate", model=model, bpe=p["bpe"], lr=p["lr"],
+                       warmup=p["warmup"], batch_size=p["batch_size"], seed=seed, threads=1,
+                       progress=False, plot=False, out=str(out), **FIXED, **session)
+
+
+def _metrics(out: Path) -> list[dict]:
+    from splitnet.runs import checkpoint as ck
+
+    return [json.loads(x) for x in (out / ck.METRICS).read_text().splitlines() if x.strip()]
+
+
+def calibrate(p: dict, arrangement: str, seed: int, out: Path) -> dict:
+    """Steps for a ``BUDGET_S`` run (module docstring), measured by a ``CALIB_STEPS``-step
+    session of the run itself; kept in ``out/calibration.json`` so a resumed run keeps it."""
     from splitnet.training.train import train
-    from splitnet.translate.translation import translate_lines
 
-    enc_s, dec_s, weights = ARRANGEMENTS[label]
-    out = RUNS / corpus_name / label.lower() / f"seed{seed}"
-    model = Seq2SeqConfig(encoder_scheme=enc_s, decoder_scheme=dec_s, weights=weights,
-                          **{k: v for k, v in SIZE.items() if k != "max_len"})
-    cfg = TrainConfig(task="translate", model=model, pairs=None if corpus_name == "gettext"
-                      else corpus_name, context=SIZE["max_len"], steps=RUN["steps"],
-                      batch_size=RUN["batch_size"], lr=RUN["lr"], warmup=RUN["warmup"],
-                      schedule="inverse-sqrt", beta2=0.98, weight_decay=0.01, seed=seed,
-                      label_smoothing=RUN["label_smoothing"], beam=RUN["beam"],
-                      length_penalty=RUN["length_penalty"],
-                      bleu_sentences=RUN["test_sentences"], eval_every=RUN["steps"] // 3,
-                      ckpt_every=RUN["steps"] // 3, threads=1, progress=False, plot=False,
-                      out=str(out), resume=(out / ck.CKPT).exists())
+    path = out / "calibration.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    cfg = _train_config(p, arrangement, seed, out, steps=10 ** 6, stop_at=CALIB_STEPS,
+                        eval_every=CALIB_STEPS, ckpt_every=CALIB_STEPS, overwrite=True)
+    t0 = time.perf_counter()
     summary = train(cfg)
+    wall = time.perf_counter() - t0
+    steps = [r["step_s"] for r in _metrics(out) if "step_s" in r]
+    # the mean, not the median: batches differ in padded length, and the budget is a sum
+    t_step = sum(steps[CALIB_SKIP:]) / len(steps[CALIB_SKIP:])
+    t_val = max(0.0, wall - summary["startup_s"] - sum(steps))
+    n = (BUDGET_S - N_EVALS * t_val) / t_step
+    n = max(N_EVALS, int(n // N_EVALS) * N_EVALS)
+    cal = {"t_step": t_step, "t_val": t_val, "startup_s": summary["startup_s"],
+           "calib_wall_s": wall, "calib_steps": CALIB_STEPS, "steps": n,
+           "tok_per_s": summary["tok_per_s"]}
+    path.write_text(json.dumps(cal, indent=1))
+    return cal
+
+
+def run_one(p: dict, arrangement: str, seed: int, out: Path, steps: int | None) -> dict:
+    """Train one run to ``steps`` (None: calibrated to ``BUDGET_S``), resuming a checkpoint;
+    return its record (config, times, validation and loss curves, BLEU / chrF)."""
+    from splitnet.runs import checkpoint as ck
+    from splitnet.training.train import train
+
+    cal = calibrate(p, arrangement, seed, out) if steps is None else None
+    n = cal["steps"] if cal else steps
+    resume = (out / ck.CKPT).exists()
+    cfg = _train_config(p, arrangement, seed, out, steps=n, eval_every=n // N_EVALS,
+                        ckpt_every=n // N_EVALS, resume=resume, overwrite=not resume)
+    t0 = time.perf_counter()
+    summary = train(cfg)
+    wall = time.perf_counter() - t0
+    recs = _metrics(out)
     state = ck.load(out)
-    from splitnet.translate.batches import tokenizer_from_dict
-    from splitnet.translate.pairs import load_pairs
-
-    tok = tokenizer_from_dict(state["tokenizer"])
-    m = ck.model_from_state(state, out).eval()
-    corpus = load_pairs(cfg.pairs)
-    test = sorted(corpus.split("test")[:RUN["test_sentences"]],
-                  key=lambda p: len(p[0]))[::40][:4]            # short to longer, readable
-    hyps = translate_lines(m, tok, [s for s, _ in test], RUN["beam"], RUN["length_penalty"])
-    last = [json.loads(x) for x in (out / ck.METRICS).read_text().splitlines()]
-    val = [r["val_loss"] for r in last if "val_loss" in r][-1]
-    return {"label": label, "seed": seed, "corpus": corpus.describe(),
-            "params": summary["n_params"], "tokens_per_s": summary["tok_per_s"],
-            "val_loss": val, "val_bpb": val / math.log(2), "bleu": summary["bleu"],
-            "chrf": summary["chrf"], "examples": [[s, h, t] for (s, t), h in zip(test, hyps)]}
+    model = ck.model_from_state(state, out)
+    return {"params": p, "arrangement": arrangement, "seed": seed, "steps": n,
+            "config": cfg.to_dict(), "calibration": cal, "session_wall_s": wall,
+            "train_s": sum(r.get("step_s", 0.0) for r in recs),
+            "n_params": summary["n_params"], "tok_per_s": summary["tok_per_s"],
+            "cost": seq2seq_cost(model.config),
+            "val": [[r["step"], r["val_loss"]] for r in recs if "val_loss" in r],
+            "loss": [[r["step"], r["loss"]] for r in recs if "loss" in r][:: max(1, n // 200)],
+            "bleu": summary.get("bleu"), "chrf": summary.get("chrf"),
+            "host": _host()}
 
 
-def _cached(label: str, seed: int, corpus: str) -> Path:
-    return CACHE / f"{corpus}_{label.lower()}_seed{seed}.json"
+def _host() -> str:
+    try:
+        cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        cpu = "?"
+    return f"{cpu}-core CPU, one thread"
 
 
-def _job(args) -> str:
-    label, seed, corpus = args
-    path = _cached(label, seed, corpus)
-    if not path.exists():
-        rec = train_one(label, seed, corpus)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec, indent=1))
-        tmp.replace(path)                       # atomic: a killed job leaves no half record
+def seq2seq_cost(model_cfg, length: int = COST_LEN) -> dict:
+    """Forward matmul FLOPs per target token (2 per multiply-add, attention dense, as
+    :mod:`splitnet.nets.cost`) of a SplitSeq2Seq with ``length``-token source and target:
+    ``sum_layers sum_fields calls x kind.flops`` over the encoder (per source token; one source
+    token per target token at equal lengths) and the decoder (cross-attention over ``length``
+    memory tokens), plus the head ``2 d V``; training = 3 x forward. Also the field
+    evaluations per token of each stack, field by field."""
+    out = {"flops_forward": 2.0 * model_cfg.d_model * model_cfg.tgt_vocab, "evals": {}}
+    for side in ("encoder", "decoder"):
+        st = model_cfg.stack(side)
+        for k in range(st.n_layers):
+            for f in st.layer_fields(k):
+                out["flops_forward"] += f.calls * f.kind.flops(st, f.width, length,
+                                                               memory_len=length)
+                key = f"{side}.{f.field}"
+                out["evals"][key] = out["evals"].get(key, 0) + f.calls
+    out["flops_train"] = 3.0 * out["flops_forward"]
+    out["n_evals"] = sum(out["evals"].values())
+    return out
+
+
+def _cached(part: str, key: str) -> Path:
+    return CACHE / part / f"{key}.json"
+
+
+def _run_cached(part: str, key: str, p: dict, arrangement: str, seed: int,
+                steps: int | None) -> dict:
+    """The cached record, or train the run and cache it (atomically: no half record)."""
+    path = _cached(part, key)
+    if path.exists():
+        return json.loads(path.read_text())
+    rec = run_one(p, arrangement, seed, RUNS / part / key, steps)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(path)
+    return rec
+
+
+def search(keys: list[str]) -> list[dict]:
+    """Part (i): the baseline under each SEARCH configuration, one after another."""
+    out = []
+    for key in keys:
+        if key not in SEARCH:
+            raise ValueError(f"unknown search configuration {key!r}; one of {', '.join(SEARCH)}")
+        rec = _run_cached("search", key, {**BASE, **SEARCH[key]}, "Transformer", 0, None)
+        print(f"search {key}: {rec['steps']} steps, {rec['train_s'] / 60:.1f} min, "
+              f"BLEU {rec['bleu']}", file=sys.stderr, flush=True)
+        out.append(rec)
+    return out
+
+
+def best_search() -> tuple[str, dict] | None:
+    """The cached search run with the highest BLEU (its key and record), or None."""
+    recs = {k: json.loads(_cached("search", k).read_text()) for k in SEARCH
+            if _cached("search", k).exists()}
+    if not recs:
+        return None
+    key = max(recs, key=lambda k: recs[k]["bleu"] or 0.0)
+    return key, recs[key]
+
+
+def _study_job(args) -> str:
+    label, seed, key, steps = args
+    _run_cached("study", f"{label.lower()}_seed{seed}", {**BASE, **SEARCH[key]}, label, seed,
+                steps)
     return f"{label} seed {seed}"
 
 
-def _stats(recs: list[dict], key: str, digits: int = 2) -> str:
+def study(seeds: list[int], jobs: int) -> None:
+    """Part (ii): every arrangement x seed at the best search configuration and its steps
+    (the same step count for all, so curves and pairs align)."""
+    best = best_search()
+    if best is None:
+        raise ValueError("no search run is cached: run --search first")
+    key, rec = best
+    todo = [(lab, s, key, rec["steps"]) for s in seeds for lab in ARRANGEMENTS]
+    print(f"study at {key}, {rec['steps']} steps: {len(todo)} runs", file=sys.stderr)
+    if jobs <= 1:
+        for job in todo:
+            print(f"done: {_study_job(job)}", file=sys.stderr, flush=True)
+        return
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        for done in pool.imap_unordered(_study_job, todo):
+            print(f"done: {done}", file=sys.stderr, flush=True)
+
+
+def _val_last(rec: dict) -> float:
+    return rec["val"][-1][1] if rec["val"] else math.nan
+
+
+def search_table() -> str:
+    rows = ["| configuration | tokens | d_model | lr | steps | s/step | train min | run min "
+            "| validation loss (nats/token) | BLEU | chrF |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in SEARCH:
+        if not _cached("search", key).exists():
+            rows.append(f"| {key} | not run yet | | | | | | | | | |")
+            continue
+        r = json.loads(_cached("search", key).read_text())
+        p = r["params"]
+        tok = f"BPE {p['bpe']}" if p["bpe"] else "bytes"
+        rows.append(f"| {key} | {tok} | {p['d_model']} | {p['lr']:g} | {r['steps']} | "
+                    f"{r['calibration']['t_step']:.3f} | {r['train_s'] / 60:.1f} | "
+                    f"{(r['session_wall_s'] + r['calibration']['calib_wall_s']) / 60:.1f} | "
+                    f"{_val_last(r):.3f} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
+    return "\n".join(rows)
+
+
+def _study_records(seeds: list[int]) -> dict[str, list[dict]]:
+    return {lab: [json.loads(_cached("study", f"{lab.lower()}_seed{s}").read_text())
+                  for s in seeds if _cached("study", f"{lab.lower()}_seed{s}").exists()]
+            for lab in ARRANGEMENTS}
+
+
+def _mean_sd(values, digits: int) -> str:
     import numpy as np
 
-    v = np.array([r[key] for r in recs], dtype=float)
+    v = np.asarray(values, dtype=float)
     return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else \
         f"{v.mean():.{digits}f}"
 
 
-def tables(corpus: str, seeds: list[int]) -> dict[str, str]:
-    """The study's markdown tables from the cache (missing runs are listed, not invented)."""
+def study_tables(seeds: list[int]) -> tuple[str, str]:
+    """The arrangements' table (parameters, field evaluations and FLOPs per token, validation
+    loss, BLEU, chrF over seeds) and the paired differences against the Transformer with the
+    paired t statistic; missing runs are listed as missing, not invented."""
     import numpy as np
     from scipy import stats
 
-    recs = {lab: [json.loads(_cached(lab, s, corpus).read_text()) for s in seeds
-                  if _cached(lab, s, corpus).exists()] for lab in ARRANGEMENTS}
-    rows = ["| arrangement | encoder / decoder (weights) | parameters | seeds | validation "
-            "loss (nats/byte) | BLEU | chrF | train tokens/s |", "|---|---|---:|---:|---:|---:|"
-            "---:|---:|"]
+    recs = _study_records(seeds)
+    rows = ["| arrangement | encoder / decoder (weights) | parameters | field evals / token | "
+            "train MFLOPs / token | seeds | validation loss (last) | BLEU | chrF |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for lab, rs in recs.items():
-        if not rs:
-            continue
         e, d, w = ARRANGEMENTS[lab]
-        rows.append(f"| {lab} | `{e}` / `{d}` ({w}) | {rs[0]['params']:,} | {len(rs)} | "
-                    f"{_stats(rs, 'val_loss', 3)} | {_stats(rs, 'bleu')} | "
-                    f"{_stats(rs, 'chrf')} | {_stats(rs, 'tokens_per_s', 0)} |")
+        if not rs:
+            rows.append(f"| {lab} | `{e}` / `{d}` ({w}) | not run yet | | | 0 | | | |")
+            continue
+        c = rs[0]["cost"]
+        rows.append(f"| {lab} | `{e}` / `{d}` ({w}) | {rs[0]['n_params']:,} | {c['n_evals']} | "
+                    f"{c['flops_train'] / 1e6:.2f} | {len(rs)} | "
+                    f"{_mean_sd([_val_last(r) for r in rs], 3)} | "
+                    f"{_mean_sd([r['bleu'] for r in rs], 2)} | "
+                    f"{_mean_sd([r['chrf'] for r in rs], 2)} |")
     base = {r["seed"]: r for r in recs["Transformer"]}
     paired = ["| against the Transformer | Δ validation loss | t | Δ BLEU | t | Δ chrF | t |",
               "|---|---:|---:|---:|---:|---:|---:|"]
@@ -143,50 +306,76 @@ def tables(corpus: str, seeds: list[int]) -> dict[str, str]:
         if len(both) < 2:
             continue
         cells = []
-        for key in ("val_loss", "bleu", "chrf"):
-            a = np.array([r[key] for r, _ in both])
-            b = np.array([t[key] for _, t in both])
-            t = stats.ttest_rel(a, b).statistic
-            cells += [f"{(a - b).mean():+.3f}" if key == "val_loss" else f"{(a - b).mean():+.2f}",
-                      f"{t:+.2f}"]
+        for get in (_val_last, lambda r: r["bleu"], lambda r: r["chrf"]):
+            a = np.array([get(r) for r, _ in both])
+            b = np.array([get(t) for _, t in both])
+            cells += [f"{(a - b).mean():+.3f}", f"{stats.ttest_rel(a, b).statistic:+.2f}"]
         paired.append(f"| {lab} (n = {len(both)} seeds) | " + " | ".join(cells) + " |")
-    ex = recs["Transformer"][0]["examples"] if recs["Transformer"] else []
-    examples = "\n".join(f"- source: `{s}`  \n  output: `{h}`  \n  reference: `{r}`"
-                         for s, h, r in ex)
-    setup = (f"Corpus: {recs['Transformer'][0]['corpus'] if recs['Transformer'] else corpus}. "
-             f"Model: d_model {SIZE['d_model']}, {SIZE['n_heads']} heads, "
-             f"{SIZE['n_encoder_layers']} + {SIZE['n_decoder_layers']} layers, byte tokens; "
-             f"{RUN['steps']} steps of {RUN['batch_size']} pairs, AdamW (0.9, 0.98), peak lr "
-             f"{RUN['lr']:g} after {RUN['warmup']} warmup steps then 1/sqrt(step), weight decay "
-             f"0.01 on matrices, label "
-             f"smoothing {RUN['label_smoothing']}, clip 1.0; BLEU and chrF of beam "
-             f"{RUN['beam']} (length penalty {RUN['length_penalty']}) on the first "
-             f"{RUN['test_sentences']} test pairs; one thread per run, two runs at a time on a "
-             f"2-core CPU (tokens/s are per run, with the other run beside it).")
-    return {"setup": setup, "results": "\n".join(rows), "paired": "\n".join(paired),
-            "examples": examples or "(none yet)", "gpu": f"```\n{GPU_COMMAND}\n```"}
+    return "\n".join(rows), "\n".join(paired)
+
+
+def figure(seeds: list[int]) -> list[Path]:
+    """Validation loss against steps (``FIGURE``) and against training FLOPs per token
+    (``FIGURE`` with ``_flops``), mean ± sd over seeds (``splitnet.plots.plot_seed_curves``,
+    one panel per file)."""
+    from splitnet.plots.training import plot_seed_curves
+
+    recs = {lab: rs for lab, rs in _study_records(seeds).items() if rs}
+    if not recs:
+        return []
+    by_step = {lab: [r["val"] for r in rs] for lab, rs in recs.items()}
+    by_flops = {lab: [[(s * r["cost"]["flops_train"], v) for s, v in r["val"]] for r in rs]
+                for lab, rs in recs.items()}
+    flops_path = FIGURE.with_name(FIGURE.stem + "_flops.png")
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    plot_seed_curves(by_step, FIGURE, "optimiser step", "validation loss (nats/token)",
+                     title="Translation en->de: validation loss against steps")
+    plot_seed_curves(by_flops, flops_path, "training FLOPs per target token so far",
+                     "validation loss (nats/token)",
+                     title="Translation en->de: validation loss against compute")
+    return [FIGURE, flops_path]
+
+
+def report(seeds: list[int]) -> None:
+    from splitnet.dev.docblocks import write_blocks
+
+    results, paired = study_tables(seeds)
+    best = best_search()
+    chosen = (f"Chosen: `{best[0]}`, {best[1]['steps']} steps of {best[1]['params']['batch_size']}"
+              f" pairs." if best else "No search run yet.")
+    paths = figure(seeds)
+    write_blocks(DOC, "translation_v2", {
+        "search": search_table() + "\n\n" + chosen, "results": results, "paired": paired,
+        "figure": "\n".join(f"![{p.stem}](figures/{p.name})" for p in paths) or "(no study run "
+                  "yet)"}, stamp=True)
+    print(f"wrote {DOC}")
 
 
 def main(argv=None) -> int:
+    import argparse
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--search", nargs="?", const=",".join(SEARCH), default=None,
+                   metavar="KEYS", help=f"run the baseline search (default all: "
+                   f"{', '.join(SEARCH)})")
+    p.add_argument("--study", action="store_true", help="run arrangements x seeds")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--corpus", default="gettext", help="gettext (default) or a --pairs source")
-    p.add_argument("--jobs", type=int, default=2, help="runs at a time (one thread each)")
-    p.add_argument("--report", action="store_true", help="only rewrite the doc from the cache")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (one thread each)")
+    p.add_argument("--report", action="store_true", help="rewrite the doc from the cache")
     a = p.parse_args(argv)
-    seeds = [int(s) for s in a.seeds.split(",")]
-    if not a.report:
-        todo = [(lab, s, a.corpus) for s in seeds for lab in ARRANGEMENTS]
-        from tqdm.auto import tqdm
-
-        with mp.get_context("spawn").Pool(max(1, a.jobs)) as pool:
-            for done in tqdm(pool.imap_unordered(_job, todo), total=len(todo),
-                             desc="translation study", file=sys.stderr):
-                tqdm.write(f"done: {done}", file=sys.stderr)
-    from splitnet.dev.docblocks import write_blocks
-
-    write_blocks(DOC, "translation_study", tables(a.corpus, seeds), stamp=True)
-    print(f"wrote {DOC}")
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds: comma-separated integers, got {a.seeds!r}")
+    try:
+        if a.search is not None:
+            search([k for k in a.search.split(",") if k])
+        if a.study:
+            study(seeds, a.jobs)
+        if a.report or not (a.search or a.study):
+            report(seeds)
+    except ValueError as e:
+        p.error(str(e))
     return 0
 
 

@@ -75,9 +75,11 @@ TARGETS = {t.name: t for t in [
     Target("unsplit", "docs/unsplit.md, docs/figures/unsplit_*.png",
            "~2-3 h on 2 busy cores (33 runs; resumes from runs/unsplit)",
            (("experiments/unsplit_study.py",),)),
-    Target("translation", "docs/translation.md (the tables between its markers)",
-           "~40 min on 2 busy cores (9 runs; cached in experiments/cache/translation)",
-           (("experiments/translation_study.py",),)),
+    Target("translation", "docs/translation.md (the tables between its markers), "
+           "docs/figures/translation_curves*.png",
+           "~7 h on one thread (3 search + 12 study runs of ~27 min; cached in "
+           "experiments/cache/translation/v2)",
+           (("experiments/translation_study.py", "--search", "--study", "--report"),)),
     Target("refine", "docs/refine.md, docs/figures/refine_*.png",
            "hours (trains 30 runs; resumes from runs/refine)",
            (("experiments/refine_study.py",),)),
