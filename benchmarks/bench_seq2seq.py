@@ -22,14 +22,11 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_seq2seq import _map_into_torch
-
+from splitnet.nets.reference import load_into_torch_transformer
 from splitnet.nets.seq2seq import SplitSeq2Seq
 
 
@@ -59,7 +56,7 @@ def _models(a):
         tt = torch.nn.Transformer(a.d_model, a.n_heads, a.layers, a.layers, 4 * a.d_model,
                                   dropout=0.0, activation="gelu", norm_first=True,
                                   batch_first=True)
-    _map_into_torch(ours, tt)
+    load_into_torch_transformer(tt, ours)
     return ours, TorchSeq2Seq(ours, tt)
 
 

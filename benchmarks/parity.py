@@ -3,7 +3,8 @@
 **(a) Mapped weights.** A Lie–Trotter ``SplitSeq2Seq`` and ``torch.nn.Transformer(norm_first=
 True)`` with learned positions, one token embedding and a head tied to it (the LM: a Lie–Trotter
 ``SplitTransformer`` and nanoGPT's GPT, :class:`splitnet.nets.reference.RefGPT`) start from the
-same weights (``tests/test_seq2seq.py``'s mapping; :func:`map_gpt`) and train ``--steps`` steps on
+same weights (:func:`splitnet.nets.reference.load_into_torch_transformer` and
+``load_into_gpt``) and train ``--steps`` steps on
 the same batches in float64. Ours runs the trainer's own pieces (``training.setup.build_model``
 and ``wrap_model``: ``Seq2SeqLoss`` / ``LMLoss``; ``build_optimizer``; ``lr_at``; the update of
 ``training.train._train_step``); the reference is a loop written here from the formulas::
@@ -47,12 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_seq2seq import _map_into_torch
-
 from splitnet.configs.config import SplitConfig, TrainConfig
 from splitnet.configs.seq2seq import Seq2SeqConfig
-from splitnet.nets.reference import RefGPT
+from splitnet.nets.reference import RefGPT, load_into_gpt, load_into_torch_transformer
 from splitnet.runs import data as D
 from splitnet.runs.runenv import RunEnv
 from splitnet.training.setup import build_model, build_optimizer, lr_at, wrap_model
@@ -163,7 +161,7 @@ def map_seq2seq(ours, ref: RefSeq2Seq) -> None:
     tied head): the sub-layers by the tests' mapping, embeddings, positions and scale here."""
     if not (ours.config.shared_embeddings and ours.config.tie_head):
         raise ValueError("map_seq2seq needs shared_embeddings and tie_head (the reference's)")
-    _map_into_torch(ours, ref.tt)
+    load_into_torch_transformer(ref.tt, ours)
     _copy(ref.emb.weight, ours.src_emb.weight)
     _copy(ref.src_pos.weight, ours.src_pos.weight)
     _copy(ref.tgt_pos.weight, ours.tgt_pos.weight)
@@ -172,17 +170,7 @@ def map_seq2seq(ours, ref: RefSeq2Seq) -> None:
 
 def map_gpt(ours, ref: RefGPT) -> None:
     """Give nanoGPT's ``ref`` the weights of a Lie–Trotter ``SplitTransformer`` ``ours``."""
-    _copy(ref.wte.weight, ours.tok_emb.weight)
-    _copy(ref.wpe.weight, ours.pos_emb.weight)
-    ref.ln_f.load_state_dict(ours.norm.state_dict())
-    for blk, lay in zip(ref.h, ours.layers, strict=True):
-        a, f = lay.diffusion, lay.convection
-        blk.ln_1.load_state_dict(a.norm.state_dict())
-        blk.attn.c_attn.load_state_dict(a.qkv.state_dict())
-        blk.attn.c_proj.load_state_dict(a.proj.state_dict())
-        blk.ln_2.load_state_dict(f.norm.state_dict())
-        blk.mlp.c_fc.load_state_dict(f.fc1.state_dict())
-        blk.mlp.c_proj.load_state_dict(f.fc2.state_dict())
+    load_into_gpt(ref, ours)
 
 
 # ---------------------------------------------------------------------------------------------

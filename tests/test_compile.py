@@ -17,7 +17,7 @@ import torch
 
 import splitnet as sn
 from splitnet.nets.models import SplitTransformer
-from splitnet.nets.reference import RefGPT
+from splitnet.nets.reference import RefGPT, load_into_gpt
 
 # The core seven, a non-symmetric zoo method and the longest one (105 stages a step): zoo
 # entries are data that take the same code path. Inductor compiles the longest in ~9 min per
@@ -127,17 +127,7 @@ def test_reference_gpt_equals_lie_trotter_with_copied_weights():
     torch.manual_seed(0)
     ours = SplitTransformer(17, 16, 2, 2, max_len=8).double()
     ref = RefGPT(17, 16, 2, 2, 8).double()
-    with torch.no_grad():
-        ref.wte.weight.copy_(ours.tok_emb.weight), ref.wpe.weight.copy_(ours.pos_emb.weight)
-        ref.ln_f.load_state_dict(ours.norm.state_dict())
-        for blk, lay in zip(ref.h, ours.layers):
-            a, f = lay.diffusion, lay.convection
-            blk.ln_1.load_state_dict(a.norm.state_dict())
-            blk.attn.c_attn.load_state_dict(a.qkv.state_dict())
-            blk.attn.c_proj.load_state_dict(a.proj.state_dict())
-            blk.ln_2.load_state_dict(f.norm.state_dict())
-            blk.mlp.c_fc.load_state_dict(f.fc1.state_dict())
-            blk.mlp.c_proj.load_state_dict(f.fc2.state_dict())
+    load_into_gpt(ref, ours)
     idx = _idx()
     assert sum(p.numel() for p in ref.parameters()) == ours.n_params()
     assert torch.allclose(ref(idx), ours(idx), atol=1e-12)

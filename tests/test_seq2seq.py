@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from splitnet.configs.seq2seq import Seq2SeqConfig
+from splitnet.nets.reference import load_into_torch_transformer
 from splitnet.nets.seq2seq import SplitSeq2Seq
 
 V, D, H = 11, 16, 2
@@ -28,57 +29,13 @@ def _ids(b, n, seed, lo=3):
     return torch.randint(lo, V, (b, n), generator=g)
 
 
-def _copy(dst, src):
-    with torch.no_grad():
-        dst.copy_(src)
-
-
-def _map_into_torch(m: SplitSeq2Seq, tt: torch.nn.Transformer) -> None:
-    """Copy the model's sub-layer weights into nn.Transformer's (same maths, other names)."""
-    for ours, theirs in zip(m.encoder_layers, tt.encoder.layers):
-        _map_self(ours.diffusion, theirs)
-        _map_ff(ours.convection, theirs, "norm2")
-    for ours, theirs in zip(m.decoder_layers, tt.decoder.layers):
-        _map_self(ours.diffusion, theirs)
-        x = ours.cross
-        _copy(theirs.norm2.weight, x.norm.weight)
-        _copy(theirs.norm2.bias, x.norm.bias)
-        _copy(theirs.multihead_attn.in_proj_weight,
-              torch.cat([x.q.weight, x.kv.weight]))
-        _copy(theirs.multihead_attn.in_proj_bias, torch.cat([x.q.bias, x.kv.bias]))
-        _copy(theirs.multihead_attn.out_proj.weight, x.proj.weight)
-        _copy(theirs.multihead_attn.out_proj.bias, x.proj.bias)
-        _map_ff(ours.convection, theirs, "norm3")
-    for ours, theirs in ((m.encoder_norm, tt.encoder.norm), (m.decoder_norm, tt.decoder.norm)):
-        _copy(theirs.weight, ours.weight)
-        _copy(theirs.bias, ours.bias)
-
-
-def _map_self(att, layer):
-    _copy(layer.norm1.weight, att.norm.weight)
-    _copy(layer.norm1.bias, att.norm.bias)
-    _copy(layer.self_attn.in_proj_weight, att.qkv.weight)
-    _copy(layer.self_attn.in_proj_bias, att.qkv.bias)
-    _copy(layer.self_attn.out_proj.weight, att.proj.weight)
-    _copy(layer.self_attn.out_proj.bias, att.proj.bias)
-
-
-def _map_ff(ff, layer, norm):
-    _copy(getattr(layer, norm).weight, ff.norm.weight)
-    _copy(getattr(layer, norm).bias, ff.norm.bias)
-    _copy(layer.linear1.weight, ff.fc1.weight)
-    _copy(layer.linear1.bias, ff.fc1.bias)
-    _copy(layer.linear2.weight, ff.fc2.weight)
-    _copy(layer.linear2.bias, ff.fc2.bias)
-
-
 def test_lie_trotter_is_torch_transformer_norm_first():
     m = _model(n_encoder_layers=3, n_decoder_layers=2)
     with warnings.catch_warnings():        # "enable_nested_tensor ... norm_first": expected
         warnings.simplefilter("ignore", UserWarning)
         tt = torch.nn.Transformer(D, H, 3, 2, 24, dropout=0.0, activation="gelu",
                                   norm_first=True, batch_first=True).double().eval()
-    _map_into_torch(m, tt)
+    load_into_torch_transformer(tt, m)
     src, tgt = _ids(3, 7, 1), _ids(3, 5, 2)
     src[1, 5:] = 0                                    # padded source
     pad = src.eq(0)

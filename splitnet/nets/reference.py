@@ -96,4 +96,61 @@ class RefGPT(nn.Module):
         return self.lm_head
 
 
-__all__ = ["RefAttention", "RefBlock", "RefGPT", "RefMLP"]
+# ---------------------------------------------------------------------------------------------
+# Weights of a Lie–Trotter splitnet network, given to the references it is proved equal to
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    with torch.no_grad():
+        dst.copy_(src)
+
+
+def load_into_gpt(ref: RefGPT, ours) -> None:
+    """Give ``ref`` the weights of a Lie–Trotter, shared-weight ``SplitTransformer`` ``ours``
+    (same maths, other names): then both compute the same logits."""
+    _copy(ref.wte.weight, ours.tok_emb.weight)
+    _copy(ref.wpe.weight, ours.pos_emb.weight)
+    ref.ln_f.load_state_dict(ours.norm.state_dict())
+    for blk, lay in zip(ref.h, ours.layers, strict=True):
+        a, f = lay.diffusion, lay.convection
+        blk.ln_1.load_state_dict(a.norm.state_dict())
+        blk.attn.c_attn.load_state_dict(a.qkv.state_dict())
+        blk.attn.c_proj.load_state_dict(a.proj.state_dict())
+        blk.ln_2.load_state_dict(f.norm.state_dict())
+        blk.mlp.c_fc.load_state_dict(f.fc1.state_dict())
+        blk.mlp.c_proj.load_state_dict(f.fc2.state_dict())
+
+
+def load_into_torch_transformer(tt: nn.Transformer, ours) -> None:
+    """Give ``torch.nn.Transformer(norm_first=True)`` ``tt`` the sub-layer weights of a
+    Lie–Trotter ``SplitSeq2Seq`` ``ours`` (embeddings and head stay outside ``tt``)."""
+    for mine, theirs in zip(ours.encoder_layers, tt.encoder.layers, strict=True):
+        _self_attention(mine.diffusion, theirs)
+        _feedforward(mine.convection, theirs, "norm2")
+    for mine, theirs in zip(ours.decoder_layers, tt.decoder.layers, strict=True):
+        _self_attention(mine.diffusion, theirs)
+        x = mine.cross
+        theirs.norm2.load_state_dict(x.norm.state_dict())
+        _copy(theirs.multihead_attn.in_proj_weight, torch.cat([x.q.weight, x.kv.weight]))
+        _copy(theirs.multihead_attn.in_proj_bias, torch.cat([x.q.bias, x.kv.bias]))
+        theirs.multihead_attn.out_proj.load_state_dict(x.proj.state_dict())
+        _feedforward(mine.convection, theirs, "norm3")
+    tt.encoder.norm.load_state_dict(ours.encoder_norm.state_dict())
+    tt.decoder.norm.load_state_dict(ours.decoder_norm.state_dict())
+
+
+def _self_attention(att, layer) -> None:
+    layer.norm1.load_state_dict(att.norm.state_dict())
+    _copy(layer.self_attn.in_proj_weight, att.qkv.weight)
+    _copy(layer.self_attn.in_proj_bias, att.qkv.bias)
+    layer.self_attn.out_proj.load_state_dict(att.proj.state_dict())
+
+
+def _feedforward(ff, layer, norm: str) -> None:
+    getattr(layer, norm).load_state_dict(ff.norm.state_dict())
+    layer.linear1.load_state_dict(ff.fc1.state_dict())
+    layer.linear2.load_state_dict(ff.fc2.state_dict())
+
+
+__all__ = ["RefAttention", "RefBlock", "RefGPT", "RefMLP", "load_into_gpt",
+           "load_into_torch_transformer"]

@@ -115,11 +115,17 @@ class Seq2SeqLoss(nn.Module):
 
     def forward(self, src, tgt_in, tgt_out, mask, share=None) -> torch.Tensor:
         logits = self.model(src, tgt_in, mask)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+        loss = F.cross_entropy(_at_least_float32(logits).reshape(-1, logits.shape[-1]),
                                tgt_out.reshape(-1), ignore_index=self.pad_id,
                                label_smoothing=self.label_smoothing,
                                reduction="mean" if share is None else "sum")
         return loss if share is None else loss / share[0].to(loss.dtype)
+
+
+def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+    """bf16/fp16 logits go up to float32 for the loss; float64 ones stay float64 (a float64
+    model is how the trainer is proved equal to a reference: benchmarks/parity.py)."""
+    return logits if logits.dtype == torch.float64 else logits.float()
 
 
 def validation_loss(model, data: PairData, device, batch_size: int = 64) -> float:
@@ -132,7 +138,7 @@ def validation_loss(model, data: PairData, device, batch_size: int = 64) -> floa
         for src, tin, tout, mask in eval_batches(data.valid, batch_size, data.max_len):
             src, tin, tout, mask = (t.to(device) for t in (src, tin, tout, mask))
             logits = model(src, tin, mask)
-            tot += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+            tot += F.cross_entropy(_at_least_float32(logits).reshape(-1, logits.shape[-1]),
                                    tout.reshape(-1), ignore_index=pad, reduction="sum").double()
             n += int(tout.ne(pad).sum())
     return float(tot / max(n, 1))
