@@ -245,17 +245,18 @@ def _val_last(rec: dict) -> float:
 
 
 def search_table() -> str:
-    rows = ["| configuration | tokens | d_model | lr | steps | s/step | train min | run min "
-            "| validation loss (nats/token) | BLEU | chrF |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| configuration | tokens | d_model | lr | parameters | steps | s/step (calibration) "
+            "| train min | run min | validation loss (nats/token) | BLEU | chrF |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key in SEARCH:
         if not _cached("search", key).exists():
-            rows.append(f"| {key} | not run yet | | | | | | | | | |")
+            rows.append(f"| {key} | not run yet | | | | | | | | | | |")
             continue
         r = json.loads(_cached("search", key).read_text())
         p = r["params"]
         tok = f"BPE {p['bpe']}" if p["bpe"] else "bytes"
-        rows.append(f"| {key} | {tok} | {p['d_model']} | {p['lr']:g} | {r['steps']} | "
+        rows.append(f"| {key} | {tok} | {p['d_model']} | {p['lr']:g} | {r['n_params']:,} | "
+                    f"{r['steps']} | "
                     f"{r['calibration']['t_step']:.3f} | {r['train_s'] / 60:.1f} | "
                     f"{(r['session_wall_s'] + r['calibration']['calib_wall_s']) / 60:.1f} | "
                     f"{_val_last(r):.3f} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
@@ -341,8 +342,10 @@ def report(seeds: list[int]) -> None:
 
     results, paired = study_tables(seeds)
     best = best_search()
-    chosen = (f"Chosen: `{best[0]}`, {best[1]['steps']} steps of {best[1]['params']['batch_size']}"
-              f" pairs." if best else "No search run yet.")
+    done = sum(_cached("search", k).exists() for k in SEARCH)
+    chosen = (f"{'Chosen' if done == len(SEARCH) else f'Best so far ({done} of {len(SEARCH)} run)'}"
+              f": `{best[0]}`, {best[1]['steps']} steps of {best[1]['params']['batch_size']} "
+              f"pairs." if best else "No search run yet.")
     paths = figure(seeds)
     write_blocks(DOC, "translation_v2", {
         "search": search_table() + "\n\n" + chosen, "results": results, "paired": paired,
