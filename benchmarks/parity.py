@@ -273,9 +273,13 @@ def init_options(cls, init: str | None) -> dict:
     return {"init": init}
 
 
-def translate_config(a, seed: int, steps: int, warmup: int | None = None) -> TrainConfig:
+def translate_config(a, seed: int, steps: int, warmup: int | None = None,
+                     tied: bool | None = None) -> TrainConfig:
+    """The translation run of part (a) (``tied=True``: the head tied, as the mapped reference
+    has it) or (b) (None: the config's own default)."""
     model = Seq2SeqConfig(d_model=a.d_model, n_heads=a.n_heads, n_encoder_layers=a.layers,
-                          n_decoder_layers=a.layers, **init_options(Seq2SeqConfig, a.init))
+                          n_decoder_layers=a.layers, **init_options(Seq2SeqConfig, a.init),
+                          **({} if tied is None else {"tie_head": tied}))
     return TrainConfig(task="translate", model=model, context=a.max_len, batch_size=a.batch,
                        steps=steps, lr=a.lr, warmup=a.warmup if warmup is None else warmup,
                        seed=seed, device="cpu", bleu_sentences=0, progress=False, plot=False)
@@ -299,7 +303,8 @@ def _translation_data(a, task: str):
     return SimpleNamespace(train=train), valid
 
 
-def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None, ref_init=None):
+def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None, ref_init=None,
+          tied=None):
     """(ours, reference, batch_at(step), cfg) of one task, each side from its own init (the
     translation reference's: ``ref_init``, default ``a.ref_init``)."""
     if task == "lm":
@@ -309,7 +314,7 @@ def _runs(a, task: str, seed: int, steps: int, dtype, warmup=None, corpus=None, 
         ref = RefRun(RefGPT(256, a.d_model, a.n_heads, a.lm_layers, a.lm_context).to(dtype),
                      cfg, lm_loss)
         return ours, ref, lambda s: D.train_batch(corpus, s, a.batch, a.lm_context, seed), cfg
-    cfg = translate_config(a, seed, steps, warmup)
+    cfg = translate_config(a, seed, steps, warmup, tied)
     data = corpus
     ours = OursRun(cfg, dtype)
     torch.manual_seed(seed)
@@ -339,7 +344,7 @@ def mapped_curves(a, task: str, steps: int = 20, dtype=torch.float64, corpus=Non
     if task == "translate":
         corpus = corpus or _translation_data(a, "copy")[0]
     ours, ref, batch_at, _ = _runs(a, task, 0, steps, dtype, max(1, steps // 4), corpus,
-                                   ref_init="tutorial")     # the mapping needs a tied head
+                                   ref_init="tutorial", tied=True)   # the mapping: a tied head
     if ref_loss_dtype is not None:
         ref.loss_fn = lambda m, b, eps, pad: seq2seq_loss(m, b, eps, pad, ref_loss_dtype)
     (map_gpt if task == "lm" else map_seq2seq)(ours.model, ref.model)

@@ -88,7 +88,7 @@ def test_seq2seq_trainer_step_equals_torch_transformer_loop():
 def test_seq2seq_parity_notices_label_smoothing_and_padding():
     a = _args()
     ours, ref, batch_at, cfg = P._runs(a, "translate", 0, 5, torch.float64, 2,
-                                       P._translation_data(a, "copy")[0])
+                                       P._translation_data(a, "copy")[0], tied=True)
     P.map_seq2seq(ours.model, ref.model)
     b = batch_at(0)
     assert bool(b[3].any()), "the batch must hold source padding"
@@ -104,7 +104,7 @@ def test_seq2seq_parity_notices_label_smoothing_and_padding():
 
 def test_map_seq2seq_reads_the_embedding_scale_and_refuses_untied_models():
     a = _args()
-    cfg = P.translate_config(a, 0, 5)
+    cfg = P.translate_config(a, 0, 5, tied=True)
     ours = P.OursRun(cfg).model
     scale = P.embedding_scale(ours)
     assert scale == pytest.approx(1.0) or scale == pytest.approx(math.sqrt(a.d_model))
