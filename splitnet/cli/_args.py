@@ -163,8 +163,9 @@ def _default_text(f: dataclasses.Field, defaults: dict) -> str:
 def add_config_options(group, cls, defaults: dict | None = None, skip=()) -> None:
     """One option per command-line field of dataclass ``cls`` (``--d-model`` for ``d_model``),
     with its help text from the field's metadata. Every default is None, so the parsed args tell
-    which options were given (for ``--resume``). Booleans: ``--x`` when the default is False,
-    ``--no-x`` when it is True."""
+    which options were given (for ``--resume``). Booleans: ``--x`` and ``--no-x`` (one option
+    serves configs whose defaults differ: a language model's head is tied, a translation
+    model's is not)."""
     defaults = defaults or {}
     for f in cli_fields(cls):
         if f.name in skip:
@@ -174,9 +175,7 @@ def add_config_options(group, cls, defaults: dict | None = None, skip=()) -> Non
             help_ += " [may change on --resume]"
         flag = "--" + f.name.replace("_", "-")
         if str(f.type) == "bool":
-            on = defaults.get(f.name, f.default)
-            flag = "--no-" + f.name.replace("_", "-") if on else flag
-            group.add_argument(flag, dest=f.name, action="store_const", const=not on,
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
                                default=None, help=help_)
             continue
         kw = {"dest": f.name, "default": None, "help": help_ + _default_text(f, defaults)}

@@ -116,8 +116,9 @@ class SplitConfig:
                                "rotary position embeddings (RoPE, GPT-NeoX's convention; "
                                "Pythia: 0.25); 0 = off")
     rotary_base: float = option(10000.0, "RoPE base (theta) of rotary_pct")
-    tie_head: bool = option(True, "output head tied to the token embedding (--no-tie-head: a "
-                            "matrix of its own, as GPT-NeoX)")
+    tie_head: bool = option(True, "output head tied to the token embedding (default for a "
+                            "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
+                            "GPT-NeoX; a translation model's head is its own unless --tie-head)")
     learn_coefficients: bool = option(False, "every stage coefficient of every layer a "
                                       "trainable parameter, initialised from the scheme "
                                       "(model.coefficients(); --order-penalty keeps them a "
