@@ -105,6 +105,12 @@ def _registry_key(name: str) -> str | None:
     return key if key in _REGISTRY else None
 
 
+def registry_name(name: str) -> str | None:
+    """The registered name ``name`` means (case-insensitive; an alias such as ``macaron``
+    gives ``strang``), or None when it names nothing in the registry."""
+    return _registry_key(name) if isinstance(name, str) else None
+
+
 def _instance(key: str, fields: Sequence[str] | None = None) -> SplittingScheme:
     """The registered scheme (over ``fields`` when given); a restricted one warns that its
     class order is not general."""
@@ -338,4 +344,5 @@ __all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", 
            "Strang",
            "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
            "available", "check_aliases", "check_order", "from_pattern", "get", "measured_order",
-           "network_scheme", "register", "resolve", "second_order_defect", "zoo_class"]
+           "network_scheme", "register", "registry_name", "resolve", "second_order_defect",
+           "zoo_class"]

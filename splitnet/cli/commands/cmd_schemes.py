@@ -33,10 +33,10 @@ MAX_FILE = 1 << 20     # bytes of a --check FILE
 def _is_spec(text: str) -> bool:
     """A stage list, a registered name or an s/f pattern: told from the text alone, never
     looked up on disk (a long pattern is not a file name)."""
-    from ...integrators.schemes import available
+    from ...integrators.schemes import registry_name
 
     t = text.strip()
-    return (":" in t or t in available("all")
+    return (":" in t or registry_name(t) is not None
             or (bool(t) and set(t.lower()) <= {"s", "f"}))
 
 
