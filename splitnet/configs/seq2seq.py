@@ -85,7 +85,7 @@ class Stack:
 def _legacy_arrangement(spec, fields: tuple[str, ...]):
     """A registry name as splitnet 0.2 built it in a stack: over ``fields`` in their listed
     order (self-attention outermost), as explicit stages; anything else unchanged."""
-    if isinstance(spec, str) and _schemes._registry_key(spec) is not None:
+    if _schemes.registry_name(spec) is not None:
         return {**_schemes.get(spec, fields=fields).to_dict(), "name": f"{spec} (0.2 nesting)"}
     return spec
 
