@@ -65,6 +65,9 @@ TASKS = ("lm", "translate")
 SCHEDULES = ("cosine", "inverse-sqrt")
 # options that only a translation run reads (a language model given one is an error)
 TRANSLATE_ONLY = ("pairs", "src_lang", "tgt_lang", "bpe")
+# --pairs values that name a source rather than a path (translate.pairs.NAMED_SOURCES, kept
+# equal by tests/test_hostile_files.py): every other value is stored resolved, as --text is
+PAIR_NAMES = ("gettext", "bible", "copy", "reverse")
 # ---------------------------------------------------------------------------------------------
 # checks
 
@@ -368,6 +371,11 @@ class TrainConfig:
             if not str(self.text).strip():
                 raise ValueError("text is empty: give a file, a directory, a glob or an archive")
             set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
+        if self.pairs is not None and str(self.pairs) not in PAIR_NAMES:
+            if not str(self.pairs).strip():
+                raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
+                                 f"one of {', '.join(PAIR_NAMES)}")
+            set_(self, "pairs", os.path.abspath(os.path.expanduser(str(self.pairs))))
         self._check_tensorboard()
         self._check_task()
         if self.task == "lm" and self.model.vocab_size != 256:

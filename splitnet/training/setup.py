@@ -70,7 +70,9 @@ def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = 
         if kind not in (FIXED, FREE):                      # session options: from `given`
             changes[name] = getattr(given, name)
         elif name in explicit and getattr(given, name) != getattr(old, name):
-            if kind == FREE:
+            # pairs: the same corpus may be spelled otherwise (relative, ./, from elsewhere);
+            # translation.load_data compares its fingerprint (--allow-data-change as ever)
+            if kind == FREE or name == "pairs":
                 changes[name] = getattr(given, name)
             elif not (name == "text" and _same_path(given.text, old.text)):
                 bad.append(f"{name}: checkpoint {getattr(old, name)!r}, given "

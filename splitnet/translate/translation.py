@@ -61,7 +61,7 @@ def load_data(cfg, state: dict | None, log) -> PairData:
         if not corpus.split(split):
             raise ValueError(f"the {split} split of {corpus.describe()} is empty: give more "
                              f"pairs")
-    if state is not None and state.get("corpus") != corpus.fingerprint():
+    if state is not None and not same_corpus(state.get("corpus"), corpus.fingerprint()):
         msg = "the sentence pairs changed since the checkpoint was written"
         if not cfg.allow_data_change:
             raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
@@ -77,6 +77,16 @@ def load_data(cfg, state: dict | None, log) -> PairData:
     else:
         tok = ByteTokenizer()
     return PairData(corpus, tok, cfg.context)
+
+
+def same_corpus(recorded, now: dict) -> bool:
+    """Whether two corpus fingerprints are the same pairs: equal but for ``source``, the path as
+    spelled (a relative ``--pairs``, ``./data/pairs.tsv``, the file seen from another folder
+    or moved); the languages, counts and sha256 of every pair decide."""
+    if not isinstance(recorded, dict):
+        return False
+    return {k: v for k, v in recorded.items() if k != "source"} == \
+        {k: v for k, v in now.items() if k != "source"}
 
 
 def model_config(cfg, tokenizer):
@@ -201,4 +211,4 @@ def estimate_memory(cfg, world: int = 1) -> float:
 
 
 __all__ = ["PairData", "Seq2SeqLoss", "estimate_memory", "load_data", "model_config",
-           "test_scores", "train_batch", "translate_lines", "validation_loss"]
+           "same_corpus", "test_scores", "train_batch", "translate_lines", "validation_loss"]
