@@ -10,6 +10,13 @@ a file. Pure standard library.
   any work: every output a new name or a regular file in a writable folder, no two the same.
 * :func:`atomic_directory`: a whole directory (an export) written beside its target and moved
   into place only when complete.
+
+Inputs follow one rule too (:func:`input_kind`, :func:`read_input`): a regular file, a folder
+where a command reads folders, and a stream (a FIFO, a pipe as ``/dev/stdin``, a character
+device such as ``/dev/null``) where a command reads its input once, front to back. Anything
+else (missing, a socket, a folder for a file, a stream read more than once) is one ValueError
+naming the option and the path; text is checked chunk by chunk, so an endless or binary input
+(``/dev/zero``, ``/dev/urandom``) is refused after its first chunk, never read to the end.
 """
 
 from __future__ import annotations
@@ -38,6 +45,97 @@ def file_kind(path) -> str | None:
     if stat.S_ISREG(mode):
         return None
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def input_kind(path, flag: str | None = None, *, folder: bool = False,
+               stream: bool = False) -> str:
+    """What a command may read at ``path``: ``"file"`` (a regular file, or a link to one),
+    ``"folder"`` (only with ``folder=True``) or ``"stream"`` (only with ``stream=True``: a FIFO
+    or a character device, which ``/dev/stdin``, ``/dev/null`` and ``/dev/zero`` are; read
+    once from the front). Anything else is a ValueError naming ``flag`` and ``path``: missing,
+    a folder where a file is read, a socket or block device, a stream where the input is read
+    more than once, or the system's reason (permission, a name too long)."""
+    where = f"{flag} {path}" if flag else str(path)
+    wanted = "a file or a folder" if folder else "a file"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file{' or folder' if folder else ''}") from None
+    except OSError as e:
+        raise ValueError(f"{where}: {e.strerror}") from None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        if folder:
+            return "folder"
+        raise ValueError(f"{where} is a directory; give a file")
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        if stream:
+            return "stream"
+        raise ValueError(f"{where} is {kind}, which can be read only once; give {wanted}")
+    raise ValueError(f"{where} is {kind}; give {wanted}")
+
+
+READ_CHUNK = 1 << 20      # bytes read at a time from an input (and checked, when text)
+
+
+def read_input(path, where: str | None = None, *, text: bool = False,
+               limit: int | None = None) -> bytes:
+    """The bytes of a file or stream ``path`` (see :func:`input_kind`), read once, front to
+    back, in chunks of :data:`READ_CHUNK`. ``text=True``: the bytes must be UTF-8 without a
+    NUL byte, checked chunk by chunk, so a binary or endless non-text input is refused after
+    its first chunk: ValueError ``"{where}:{line}: binary file ..."`` or ``"...: not UTF-8
+    ..."``. ``limit``: a ValueError once more than that many bytes arrive (an endless text
+    stream). An OSError while reading is a ValueError with the system's reason."""
+    import codecs
+
+    where = where or str(path)
+    dec = codecs.getincrementaldecoder("utf-8")()
+    chunks: list[bytes] = []
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            while b := f.read(READ_CHUNK):
+                chunks.append(b)
+                n += len(b)
+                if text:
+                    _check_text(chunks, dec, where)
+                if limit is not None and n > limit:
+                    raise ValueError(f"{where}: more than {limit:,} bytes (an endless stream?)")
+            if text:
+                _check_text(chunks, dec, where, final=True)
+    except OSError as e:
+        raise ValueError(f"{where}: {e.strerror or e}") from None
+    return b"".join(chunks)
+
+
+def _check_text(chunks: list[bytes], dec, where: str, final: bool = False) -> None:
+    """ValueError naming the line of the first NUL byte or invalid UTF-8 in ``chunks``: the
+    last chunk is new (``dec``, an incremental UTF-8 decoder, has seen the others); ``final``:
+    no chunk is new, the input ended (a character cut at the end is invalid)."""
+    new = b"" if final else chunks[-1]
+    nul = new.find(b"\0")                 # valid UTF-8: the decoder does not see it
+    try:
+        dec.decode(new, final=final)
+        bad = None
+    except UnicodeDecodeError:
+        bad = -1
+    if nul < 0 and bad is None:
+        return
+    data = b"".join(chunks)
+    if bad is not None:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = e.start
+    at = len(data) - len(new) + nul
+    if nul >= 0 and (bad is None or at <= bad):
+        line = data.count(b"\n", 0, at) + 1
+        raise ValueError(f"{where}:{line}: binary file (NUL byte), expected UTF-8 text")
+    line = data.count(b"\n", 0, bad) + 1
+    raise ValueError(f"{where}:{line}: not UTF-8 (byte 0x{data[bad]:02x}), expected UTF-8 "
+                     f"text")
 
 
 def require_replaceable(path, flag: str | None = None) -> Path:
@@ -260,7 +358,8 @@ def remove_stale_temporaries(folder, name: str) -> int:
     return n
 
 
-__all__ = ["WriteFailed", "atomic_directory", "atomic_write", "atomic_write_text",
-           "check_output_file", "check_outputs", "current_umask", "file_kind",
-           "nearest_existing", "probe_writable", "remove_stale_temporaries",
-           "require_replaceable", "require_writable_dir", "write_failure"]
+__all__ = ["READ_CHUNK", "WriteFailed", "atomic_directory", "atomic_write",
+           "atomic_write_text", "check_output_file", "check_outputs", "current_umask",
+           "file_kind", "input_kind", "nearest_existing", "probe_writable", "read_input",
+           "remove_stale_temporaries", "require_replaceable", "require_writable_dir",
+           "write_failure"]

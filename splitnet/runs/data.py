@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._io import input_kind
+
 VOCAB_SIZE = 256
 LN2 = math.log(2.0)
 _SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
@@ -311,10 +313,10 @@ def load_text(text, val_fraction: float = 0.05, exclude=()) -> Corpus:
     if not path.exists():
         raise ValueError(f"text not found: {path} (give a file, a directory, a glob pattern or "
                          f"an archive)")
-    if path.is_dir():
+    # the one rule for inputs (splitnet._io.input_kind): a FIFO or a device (/dev/zero) is
+    # refused in one line, as every command does; the corpus is read again on --resume
+    if input_kind(path, "text", folder=True) == "folder":
         return _directory(path, val_fraction, exclude)
-    if not path.is_file():
-        raise ValueError(f"text path is not a file or directory: {path}")
     if s.lower().endswith(ARCHIVES):
         return _archive(path, val_fraction)
     return load_file(path, val_fraction)

@@ -7,13 +7,20 @@ by the declared charset, fall back to latin-1 string by string, read both byte o
 system-dependent table, and raise one ``ValueError`` naming the file for a malformed one, so a
 corpus can skip that file and go on. Pure Python; checked against GNU ``msgunfmt`` on the
 catalogues of this machine (tests/test_pairs.py).
+
+A catalogue's language (:func:`catalogue_language`) is its header's ``Language:`` field (the
+header is the translation of the empty msgid: in a ``.mo`` file, a string of the string table,
+anywhere in the file), else its path (``<lang>/LC_MESSAGES/name.mo``), else a file name that is
+a language code (``de.po``, ``pt_BR.mo``; ``apt.mo`` and ``sed.mo`` are not).
 """
 
 from __future__ import annotations
 
 import codecs
+import locale
 import re
 import struct
+from pathlib import PurePath
 from typing import NamedTuple
 
 _MO_MAGIC = 0x950412DE
@@ -82,7 +89,14 @@ def _mo_sysdep(data: bytes, order: str, name: str) -> list[tuple[bytes, bytes]]:
 
 
 def read_mo(data: bytes, name: str = "<mo>") -> list[Message]:
-    """Entries of a compiled catalogue (either byte order), header left out.
+    """Entries of a compiled catalogue (either byte order), header left out (see
+    :func:`_read_mo`)."""
+    return _read_mo(data, name)[1]
+
+
+def _read_mo(data: bytes, name: str) -> tuple[str, list[Message]]:
+    """The header (the translation of the empty msgid, decoded) and the entries of a compiled
+    catalogue (either byte order).
 
     Strings are decoded with the header's charset (latin-1 for a string that is not valid in
     it); a plural entry keeps its singular msgid, the plural msgid and every msgstr form;
@@ -111,8 +125,8 @@ def read_mo(data: bytes, name: str = "<mo>") -> list[Message]:
             raw += _mo_sysdep(data, order, name)
     except struct.error:
         raise ValueError(f"{name}: truncated .mo file ({n} entries declared)") from None
-    header = next((t for o, t in raw if o == b""), b"").decode("latin-1")
-    dec = _decoder(_charset(header))
+    header = next((t for o, t in raw if o == b""), b"")
+    dec = _decoder(_charset(header.decode("latin-1")))
     out = []
     for orig, trans in raw:
         if orig == b"":
@@ -121,7 +135,7 @@ def read_mo(data: bytes, name: str = "<mo>") -> list[Message]:
         msgid, _, plural = orig.partition(b"\x00")
         out.append(Message(dec(msgid), tuple(dec(s) for s in trans.split(b"\x00")), dec(ctx),
                            dec(plural)))
-    return out
+    return dec(header), out
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
@@ -161,14 +175,22 @@ def read_po(data: bytes, name: str = "<po>") -> list[Message]:
     Handles msgctxt, msgid_plural, msgstr[n], continuation lines and C escapes; the text is
     decoded with the header's charset (latin-1 when it is not valid in it). A malformed line is
     a ``ValueError`` naming ``name`` and the line number."""
+    return _read_po(data, name)[1]
+
+
+def _read_po(data: bytes, name: str) -> tuple[str, list[Message]]:
+    """The header (the msgstr of the first empty msgid) and the entries of :func:`read_po`."""
     m = re.search(rb"charset=\s*([-\w.:]+)", data[:4096])
     text = _decoder(_charset(m.group(0).decode("latin-1") if m else ""))(data)
     out, fields, fuzzy, key = [], {}, False, None
+    header: list[str] = []
 
     def flush():
         msg = _po_entry(fields, fuzzy)
         if msg is not None and msg.msgid != "":
             out.append(msg)
+        elif msg is not None and not msg.context and not header:
+            header.append(msg.msgstr[0])
 
     for lineno, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -202,7 +224,111 @@ def read_po(data: bytes, name: str = "<po>") -> list[Message]:
             key = kw
             fields[kw] = value
     flush()
+    return (header[0] if header else ""), out
+
+
+# ---------------------------------------------------------------------------------------------
+# the catalogue as a whole: header and language
+
+
+class Catalogue(NamedTuple):
+    """A catalogue file read whole: its header fields (``Language``, ``Content-Type``, ...) and
+    its entries (header left out)."""
+
+    header: dict[str, str]
+    messages: list[Message]
+
+
+def header_fields(header: str) -> dict[str, str]:
+    """``Key: value`` lines of a catalogue header, as a dict (values stripped)."""
+    out = {}
+    for line in header.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out.setdefault(key.strip(), value.strip())
     return out
 
 
-__all__ = ["Message", "read_mo", "read_po"]
+def read_catalogue(data: bytes, name: str, suffix: str) -> Catalogue:
+    """A ``.mo`` (``suffix == ".mo"``) or ``.po`` catalogue's header fields and entries; a
+    malformed file is a ``ValueError`` naming ``name``."""
+    header, msgs = _read_mo(data, name) if suffix == ".mo" else _read_po(data, name)
+    return Catalogue(header_fields(header), msgs)
+
+
+_CODE = re.compile(r"([A-Za-z]{2,3})([_-][A-Za-z0-9]{2,8})*(@[A-Za-z0-9]+)?")
+
+
+def language_code(value: str | None) -> str | None:
+    """``value`` as a language code (``de``, ``pt_BR``, ``sr@latin``; ``-`` read as ``_``),
+    or None when it is not one (empty, a language's name such as ``German``)."""
+    value = (value or "").strip().replace("-", "_")
+    return value if _CODE.fullmatch(value) else None
+
+
+def base_language(code: str) -> str:
+    """The language of a code without region or variant: ``pt_BR`` -> ``pt``."""
+    return re.split(r"[_@]", code, maxsplit=1)[0].lower()
+
+
+def _known_language(stem: str) -> bool:
+    """Whether a file name's stem is a language the C library knows (``de``, ``pt_BR``):
+    ``apt``, ``sed`` or ``xz`` are programs, not languages."""
+    if not _CODE.fullmatch(stem.replace("-", "_")):
+        return False
+    base = base_language(stem)
+    return locale.locale_alias.get(base, "").lower().startswith(base)
+
+
+def catalogue_language(path, header: dict[str, str]) -> str | None:
+    """A catalogue's language: its header's ``Language:``, else the ``<lang>`` of a
+    ``<lang>/LC_MESSAGES/`` path, else a file name that is a language code; None when none
+    says."""
+    code = language_code(header.get("Language"))
+    if code:
+        return code
+    p = PurePath(path)
+    if p.parent.name == "LC_MESSAGES" and language_code(p.parent.parent.name):
+        return language_code(p.parent.parent.name)
+    return p.stem.replace("-", "_") if _known_language(p.stem) else None
+
+
+def _matches(tgt: str, code: str) -> bool:
+    """Whether a catalogue in ``code`` serves target ``tgt``: the same code, or ``tgt`` is its
+    language (``de`` takes ``de_DE`` and ``de_AT``; ``pt_BR`` does not take ``pt``)."""
+    return tgt.lower() in (code.lower(), base_language(code))
+
+
+def target_language(languages, tgt: str | None, where: str) -> str:
+    """The one target language of catalogues whose languages (:func:`catalogue_language`, None
+    where unknown) are ``languages``. Without ``tgt``: their one language (one code, or the
+    language of several variants such as ``es`` and ``es_ES``); several languages, or none
+    known, is a ValueError asking to name it. With ``tgt``: ``tgt``, unless catalogues name
+    languages and none of them is ``tgt`` (the files contradict it). ``where`` names the
+    catalogues in the messages."""
+    declared = sorted({c for c in languages if c})
+    bases = sorted({base_language(c) for c in declared})
+    found = ", ".join(declared)
+    if tgt is None:
+        if len(bases) > 1:
+            raise ValueError(f"{where} holds catalogues of several languages ({found}); name "
+                             f"the target language (--tgt-lang) to read only its catalogues")
+        if not bases:
+            raise ValueError(f"{where}: no catalogue says its language (no Language: header, "
+                             f"no <lang>/LC_MESSAGES/ path, no file named like de.po); name the "
+                             f"target language (--tgt-lang)")
+        return declared[0] if len(declared) == 1 else bases[0]
+    if declared and not any(_matches(tgt, c) for c in declared):
+        raise ValueError(f"no catalogues for {tgt!r} in {where}: its catalogues are in "
+                         f"{found}")
+    return tgt
+
+
+def serves(tgt: str, code: str | None) -> bool:
+    """Whether a catalogue of language ``code`` (None: unknown, the user named it) belongs to a
+    corpus with target ``tgt``."""
+    return code is None or _matches(tgt, code)
+
+
+__all__ = ["Catalogue", "Message", "base_language", "catalogue_language", "header_fields",
+           "language_code", "read_catalogue", "read_mo", "read_po", "serves", "target_language"]

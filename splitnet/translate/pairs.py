@@ -6,9 +6,14 @@ Sources (:func:`load_pairs`):
   (and ``.po``), msgid -> msgstr as (English, target) pairs; a source language other than
   English joins two languages' catalogues on (catalogue, msgctxt, msgid, msgid_plural). A
   folder laid out the same way (``<lang>/LC_MESSAGES/``) is read the same way.
-* a folder of a user's own ``.po`` / ``.mo`` files: msgid -> msgstr, the target language read
-  from the files (their ``Language:`` header, else a file name such as ``de.po``).
-* a TSV file, ``source<TAB>target`` per line (UTF-8).
+* a folder of a user's own ``.po`` / ``.mo`` files, or one such file: msgid -> msgstr, the
+  target language read from the files (their ``Language:`` header, else a ``<lang>/LC_MESSAGES``
+  path, else a file name such as ``de.po``: :func:`splitnet.translate.catalogs.catalogue_language`).
+  A folder of several languages needs the target named, and a named target that the files
+  contradict is refused.
+* a TSV file, ``source<TAB>target`` per line (UTF-8), read with :func:`splitnet._io.read_input`:
+  binary or endless input is refused at its first chunk; a FIFO or a device is refused (the
+  pairs are read again on ``--resume``, by ``refine`` and by every process of a run).
 * ``"bible"``: the World English Bible (en) / Reina-Valera 1909 (es) SWORD modules of Debian's
   ``sword-text-web`` / ``sword-text-sparv``, read with ``pysword`` (extra ``bible``), verse by
   verse.
@@ -34,15 +39,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
+import os
 import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._io import input_kind, read_input
 from ..configs.config import require
 from . import synthetic
-from .catalogs import Message, read_mo, read_po
+from .catalogs import (
+    Catalogue,
+    Message,
+    catalogue_language,
+    read_catalogue,
+    serves,
+    target_language,
+)
 from .synthetic import TASKS as SYNTHETIC
 
 LOCALE_ROOT = Path("/usr/share/locale")
@@ -65,21 +79,27 @@ def _new_info(unit: str, description: str) -> dict:
             "dropped": Counter()}
 
 
-def _read_catalogues(files, root: Path, info: dict) -> dict[str, list[Message]]:
-    """group -> messages of ``(group, path)`` files; an unreadable file is recorded and skipped
-    (one broken catalogue must not cost the corpus), fuzzy entries are counted and dropped."""
-    out: dict[str, list[Message]] = {}
-    for group, path in files:
+def _read_catalogues(files, root: Path, info: dict) -> dict[Path, Catalogue]:
+    """The catalogues of ``files`` (under ``root``) that can be read; an unreadable one is
+    recorded with its reason and skipped (one broken catalogue must not cost the corpus)."""
+    out: dict[Path, Catalogue] = {}
+    for path in files:
         rel = path.relative_to(root).as_posix()
         try:
-            data = path.read_bytes()
-            msgs = read_mo(data, rel) if path.suffix == ".mo" else read_po(data, rel)
-        except (OSError, ValueError) as e:
+            out[path] = read_catalogue(read_input(path, rel), rel, path.suffix)
+        except ValueError as e:
             info["unreadable"][rel] = str(e)
-            continue
+    return out
+
+
+def _grouped(cats: dict[Path, Catalogue], group, info: dict) -> dict[str, list[Message]]:
+    """group -> messages of the catalogues ``cats`` (``group(path)``); fuzzy entries are
+    counted and dropped."""
+    out: dict[str, list[Message]] = {}
+    for path, cat in cats.items():
         info["files"] += 1
-        info["dropped"]["fuzzy"] += sum(m.fuzzy for m in msgs)
-        out.setdefault(group, []).extend(m for m in msgs if not m.fuzzy)
+        info["dropped"]["fuzzy"] += sum(m.fuzzy for m in cat.messages)
+        out.setdefault(group(path), []).extend(m for m in cat.messages if not m.fuzzy)
     return out
 
 
@@ -110,7 +130,8 @@ def _locale_side(root: Path, lang: str, info: dict) -> dict[str, list[Message]]:
         listed = ", ".join(have[:12]) + (", ..." if len(have) > 12 else "")
         raise ValueError(f"no gettext catalogues for {lang!r} under {root}; installed "
                          f"languages: {listed or 'none'}")
-    return _read_catalogues([(catalogue_family(p.stem), p) for p in files], root, info)
+    return _grouped(_read_catalogues(files, root, info), lambda p: catalogue_family(p.stem),
+                    info)
 
 
 def _gettext_items(root: Path, src: str, tgt: str, info: dict) -> list[tuple[str, str, str]]:
@@ -139,57 +160,28 @@ def _gettext_items(root: Path, src: str, tgt: str, info: dict) -> list[tuple[str
     return items
 
 
-_LANG_HEADER = re.compile(rb'(?:^|\n|")Language:[ \t]*([A-Za-z]{2,3}[\w@-]*)')
-
-
-def _file_language(path: Path, data: bytes) -> str | None:
-    """A catalogue's language: its ``Language:`` header, else a file name such as ``de.po``."""
-    m = _LANG_HEADER.search(data[:8192])
-    if m:
-        return m.group(1).decode("ascii").replace("-", "_")
-    return path.stem if _LANG.fullmatch(path.stem) else None
-
-
-def _folder_items(root: Path, tgt: str | None, info: dict) -> tuple[list, str]:
-    """msgid -> msgstr of the ``.po``/``.mo`` files below ``root``, grouped by relative path
-    without suffix. With ``tgt`` named: the files in it, and those that declare no language
-    (the user named it); without: every file, which must then be of one language."""
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".mo", ".po") and p.is_file()
-                   and not any(s.startswith(".") for s in p.relative_to(root).parts))
-    if not files:
-        raise ValueError(f"no .po or .mo files under {root}")
-    langs = {p: _file_language(p, p.read_bytes()) for p in files}
-    declared = sorted({x for x in langs.values() if x})
-    if tgt is None:
-        if len(declared) > 1:
-            raise ValueError(f"{root} holds catalogues of several languages "
-                             f"({', '.join(declared)}); name the target language")
-        keep, tgt = files, (declared[0] if declared else "und")
-    else:
-        keep = [p for p in files if langs[p] is None or tgt in (langs[p], langs[p].split("_")[0])]
-        if not keep:
-            raise ValueError(f"no catalogues for {tgt!r} under {root}; its languages: "
-                             f"{', '.join(declared)}")
-    cats = _read_catalogues([(p.relative_to(root).with_suffix("").as_posix(), p)
-                             for p in keep], root, info)
-    return [(g, m.msgid, m.msgstr[0]) for g in sorted(cats) for m in cats[g]], tgt
+def _folder_items(root: Path, files: list[Path], tgt: str | None, info: dict,
+                  where: str | None = None) -> tuple[list, str]:
+    """msgid -> msgstr of the catalogues ``files`` under ``root``, grouped by relative path
+    without suffix, and the target language (:func:`~.catalogs.target_language`): with ``tgt``
+    named, the files in it and those that declare no language (the user named it); without,
+    every file, which must then be of one language. ``where`` names them (default ``root``)."""
+    cats = _read_catalogues(files, root, info)
+    langs = {p: catalogue_language(p.absolute(), c.header) for p, c in cats.items()}
+    if cats:
+        tgt = target_language(langs.values(), tgt, where or str(root))
+    keep = {p: c for p, c in cats.items() if serves(tgt, langs[p])}
+    groups = _grouped(keep, lambda p: p.relative_to(root).with_suffix("").as_posix(), info)
+    return [(g, m.msgid, m.msgstr[0]) for g in sorted(groups) for m in groups[g]], tgt or "und"
 
 
 def _tsv_items(path: Path, info: dict) -> list[tuple[str, str, str]]:
     """``source<TAB>target`` lines; any bad line refuses the file, naming the line (a silently
     shortened corpus is worse than an error). Blank lines are skipped; a BOM is allowed."""
-    data = path.read_bytes()
+    data = read_input(path, str(path), text=True)     # NUL or not UTF-8: at its first chunk
     if not data.strip():
         raise ValueError(f"{path}: empty file (expected source<TAB>target lines)")
-    if b"\0" in data:
-        line = data.count(b"\n", 0, data.index(b"\0")) + 1
-        raise ValueError(f"{path}:{line}: binary file (NUL byte), expected UTF-8 text")
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}), expected "
-                         f"UTF-8 text") from None
+    text = data.decode("utf-8").removeprefix("\ufeff")
     items = []
     for i, line in enumerate(text.split("\n"), 1):
         line = line.rstrip("\r")
@@ -408,6 +400,26 @@ def _assign(items, val_fraction: float, test_fraction: float, unit: str):
     return [groups[g] for g, _, _ in items], groups, unit
 
 
+def _nothing_left(info: dict, entries: int, dropped: Counter) -> ValueError:
+    """Why a source gave no pair at all: its files could not be read (the first reason
+    quoted), they hold no entry, or every entry was dropped (the counts by reason)."""
+    bad, files = info["unreadable"], info["files"]
+    why = []
+    if bad:
+        n = len(bad) + files
+        first = bad[sorted(bad)[0]]
+        why.append(f"{len(bad)} of {n} file{'s' if n > 1 else ''} unreadable ("
+                   f"{'first: ' if len(bad) > 1 else ''}{first})")
+    words = {**_DROP_WORDS, "empty": "untranslated or empty",
+             "unmatched": "without a match in the other language"}
+    reasons = ", ".join(f"{n:,} {words.get(r, r)}" for r, n in dropped.items() if n)
+    if reasons:
+        why.append(f"all {entries:,} entries dropped: {reasons}")
+    elif files:
+        why.append(f"no entries in {files} file{'s' if files > 1 else ''}")
+    return ValueError(f"{info['description']}: no sentence pairs: {'; '.join(why)}")
+
+
 def _build(items, info: dict, src: str, tgt: str, opts: dict, t0: float) -> PairCorpus:
     """Clean, split by group, deduplicate by source text once over all splits (test, valid,
     train, each in item order: the first target of a source is kept, every later occurrence
@@ -415,6 +427,8 @@ def _build(items, info: dict, src: str, tgt: str, opts: dict, t0: float) -> Pair
     dropped = Counter(info["dropped"])
     entries = len(items)
     items = _clean_items(items, opts["max_bytes"], opts["drop_identical"], dropped)
+    if not items:
+        raise _nothing_left(info, entries, dropped)
     where, groups, unit = _assign(items, opts["val_fraction"], opts["test_fraction"],
                                   info["unit"])
     out = {s: [] for s in SPLITS}
@@ -501,28 +515,46 @@ def load_pairs(source=None, src_lang: str | None = None, tgt_lang: str | None = 
         return _build(items, info, src, tgt, opts, t0)
     else:
         root = Path(source)
-        if not root.exists():
+        if not os.path.exists(root):
             raise ValueError(f"unknown pair source {str(source)!r}: give one of "
                              f"{', '.join(NAMED_SOURCES)}, a folder of .po/.mo files or a TSV "
                              f"file")
-    if root.is_file():
-        src, tgt = src_lang or "src", tgt_lang or "tgt"
+    try:
+        items, info, src, tgt = _path_items(root, source is None, src_lang, tgt_lang)
+    except OSError as e:            # a folder that cannot be listed, say
+        raise ValueError(f"{e.filename or root}: {e.strerror or e}") from None
+    return _build(items, info, src, tgt, opts, t0)
+
+
+def _path_items(root: Path, machine: bool, src_lang, tgt_lang):
+    """``(items, info, src, tgt)`` of a pair source on disk: a TSV file, one catalogue, a
+    locale tree (``machine``: this machine's), or a folder of catalogues. A FIFO or device is
+    refused: the pairs are read again on --resume, by refine and by every process of a run."""
+    kind = input_kind(root, "pair source", folder=True)
+    if kind == "file" and root.suffix not in (".po", ".mo"):
         info = _new_info("line", f"TSV {root}")
-        items = _tsv_items(root, info)
-    elif source is None or any(_catalogue_files(d / "LC_MESSAGES") for d in root.iterdir()):
+        return _tsv_items(root, info), info, src_lang or "src", tgt_lang or "tgt"
+    if kind == "folder" and (machine or any(_catalogue_files(d / "LC_MESSAGES")
+                                            for d in root.iterdir())):
         src, tgt = src_lang or "en", tgt_lang or ("de" if src_lang in (None, "en") else "en")
         if src == tgt:
             raise ValueError(f"source and target language are both {src!r}")
         info = _new_info("family", f"gettext catalogues under {root}")
-        items = _gettext_items(root, src, tgt, info)
-    else:
-        if src_lang not in (None, "en"):
-            raise ValueError(f"{root}: a folder of catalogues pairs msgid (en) with its "
-                             f"translations; joining {src_lang} needs a <lang>/LC_MESSAGES tree")
-        info = _new_info("family", f"catalogues under {root}")
-        items, tgt = _folder_items(root, tgt_lang, info)
-        src = "en"
-    return _build(items, info, src, tgt, opts, t0)
+        return _gettext_items(root, src, tgt, info), info, src, tgt
+    if src_lang not in (None, "en"):
+        raise ValueError(f"{root}: a catalogue pairs msgid (en) with its translations; "
+                         f"joining {src_lang} needs a <lang>/LC_MESSAGES tree")
+    if kind == "file":
+        info = _new_info("family", f"catalogue {root}")
+        items, tgt = _folder_items(root.parent, [root], tgt_lang, info, str(root))
+        return items, info, "en", tgt
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".mo", ".po") and p.is_file()
+                   and not any(s.startswith(".") for s in p.relative_to(root).parts))
+    if not files:
+        raise ValueError(f"no .po or .mo files under {root}")
+    info = _new_info("family", f"catalogues under {root}")
+    items, tgt = _folder_items(root, files, tgt_lang, info)
+    return items, info, "en", tgt
 
 
 __all__ = [
