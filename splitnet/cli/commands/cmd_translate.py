@@ -52,8 +52,11 @@ def configure(p) -> None:
 def _text_lines(path: str | None, what: str):
     """The lines of ``path`` (or stdin), without their line ends; a file that is not UTF-8
     text (a NUL byte, invalid UTF-8, a line over a MiB) is a ValueError naming it."""
-    stream = open(path, "rb") if path else sys.stdin.buffer
     name = path or "stdin"
+    try:
+        stream = open(path, "rb") if path else sys.stdin.buffer
+    except OSError as e:           # permission, say: the system's reason, not its errno
+        raise ValueError(f"{what} {name}: {e.strerror or e}") from None
     try:
         for n, raw in enumerate(iter(lambda: stream.readline(MAX_LINE + 1), b""), 1):
             if len(raw) > MAX_LINE or b"\0" in raw:
@@ -68,12 +71,15 @@ def _text_lines(path: str | None, what: str):
             stream.close()
 
 
-def _open_checks(args) -> None:
-    from pathlib import Path
+def _open_checks(args) -> dict[str, str]:
+    """``{flag: kind}`` of --input and --reference by the one rule for inputs
+    (:func:`splitnet._io.input_kind`): a file, or a stream read once (a pipe, ``/dev/stdin``,
+    ``/dev/null``); a folder, a socket or a missing name is one line naming the option."""
+    from ..._io import input_kind
 
-    for flag, path in (("--input", args.input), ("--reference", args.reference)):
-        if path is not None and not Path(path).is_file():
-            raise ValueError(f"{flag} {path}: no such file")
+    return {flag: input_kind(path, flag, stream=True)
+            for flag, path in (("--input", args.input), ("--reference", args.reference))
+            if path is not None}
 
 
 def _load(args, device):
@@ -92,9 +98,11 @@ def _load(args, device):
 def run(args) -> int:
     from ...translate.translation import translate_lines
 
-    _open_checks(args)
+    kinds = _open_checks(args)
     refs = list(_text_lines(args.reference, "--reference")) if args.reference else None
-    if args.input is not None:      # read once first: a bad file or count writes nothing
+    # a file is read once first (a bad file or line count writes nothing); a stream, like
+    # stdin, can be read only once: translated as it arrives, its count checked at the end
+    if kinds.get("--input") == "file":
         n = sum(1 for _ in _text_lines(args.input, "--input"))
         if refs is not None and n != len(refs):
             raise ValueError(f"--reference has {len(refs)} lines but --input has {n}: one "
