@@ -346,3 +346,16 @@ def test_an_equal_corpus_elsewhere_is_the_same_corpus():
     assert not same_corpus(fp, {**fp, "sha256": "cd"})
     assert not same_corpus(fp, {**fp, "tgt_lang": "de"})
     assert not same_corpus(None, fp)
+
+
+def test_an_older_checkpoints_relative_pairs_read_from_elsewhere_says_so(tmp_path, monkeypatch):
+    from splitnet.configs.config import TrainConfig
+    from splitnet.translate.translation import load_data
+
+    monkeypatch.chdir(tmp_path)
+    cfg = TrainConfig.from_dict({**TrainConfig(task="translate").to_dict(),
+                                 "pairs": "data/pairs.tsv", "out": str(tmp_path / "run")})
+    assert cfg.pairs == str(tmp_path / "data" / "pairs.tsv")
+    with pytest.raises(ValueError, match=r"^the checkpoint's pairs 'data/pairs.tsv' is relative "
+                                         r"to the folder it was trained in"):
+        load_data(cfg, {"train_config": {"pairs": "data/pairs.tsv"}}, print)

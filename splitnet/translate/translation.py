@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..configs.config import PAIR_NAMES
 from .batches import (
     ByteTokenizer,
     encode_pairs,
@@ -56,6 +57,7 @@ def load_data(cfg, state: dict | None, log) -> PairData:
     """The pairs of ``cfg`` (``pairs``, ``src_lang``, ``tgt_lang``), checked against the
     checkpoint ``state`` when resuming, and the tokenizer (the checkpoint's, else bytes or a BPE
     trained on the training split)."""
+    _check_legacy_path(cfg, state)
     corpus = load_pairs(cfg.pairs, cfg.src_lang, cfg.tgt_lang)
     for split in ("train", "valid"):
         if not corpus.split(split):
@@ -77,6 +79,22 @@ def load_data(cfg, state: dict | None, log) -> PairData:
     else:
         tok = ByteTokenizer()
     return PairData(corpus, tok, cfg.context)
+
+
+def _check_legacy_path(cfg, state: dict | None) -> None:
+    """A checkpoint written before ``--pairs`` was stored resolved holds it relative to the
+    folder it was trained in; read from another folder, the path names nothing (or another
+    file, which the fingerprint then refuses): say so instead of "unknown pair source"."""
+    import os
+
+    stored = ((state or {}).get("train_config") or {}).get("pairs")
+    if not isinstance(stored, str) or os.path.isabs(stored) or cfg.pairs is None:
+        return
+    if not os.path.isabs(cfg.pairs) or os.path.exists(cfg.pairs) or stored in PAIR_NAMES:
+        return
+    raise ValueError(f"the checkpoint's pairs {stored!r} is relative to the folder it was "
+                     f"trained in (an older checkpoint), not found from {os.getcwd()}: run from "
+                     f"that folder, or resume with --pairs naming the file")
 
 
 def same_corpus(recorded, now: dict) -> bool:
