@@ -141,10 +141,11 @@ def test_bad_pairs_one_line_exit_2_nothing_written(tmp_path, capsys, content, wh
 
 @pytest.mark.parametrize("argv,msg", [
     (["--task", "translate", "--scheme", "strang"], "language-model option"),
-    (["--decoder-scheme", "strang", "--n-layers", "2"], "language-model option"),
-    (["--task", "lm", "--pairs", "x.tsv"], "belong to --task translate"),
+    (["--decoder-scheme", "strang", "--n-layers", "2"], "--decoder-scheme: encoder–decoder "
+                                                         "option (read by --task translate"),
+    (["--task", "lm", "--pairs", "x.tsv"], "--pairs: encoder–decoder option"),
     (["--task", "translate", "--bpe", "7"], "bpe must be"),
-    (["--task", "translate", "--text", "x.txt"], "does not take text")])
+    (["--task", "translate", "--text", "x.txt"], "--text: language-model option")])
 def test_conflicting_options_are_one_line(tmp_path, capsys, argv, msg):
     capsys.readouterr()
     assert main(["train", "--out", str(tmp_path / "o"), *argv]) == 2

@@ -7,15 +7,36 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import sys
 
-from ..configs.config import DEVICES, FIXED, FREE, MAX_SEED, TrainConfig, cli_fields
+from ..configs.config import (
+    DEVICES,
+    FIXED,
+    FREE,
+    MAX_BEAM,
+    MAX_SEED,
+    TrainConfig,
+    cli_fields,
+)
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 
 
+# What argparse takes for a negative number rather than an option: its own pattern knows only
+# -1 and -0.5, so "--length-penalty -1e308" read -1e308 as an unknown option. Scientific
+# notation, and -inf / -nan (refused by the value's type with its own message), are values.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
+                             re.IGNORECASE)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (no usage dump) and exit status 2."""
+    """An ArgumentParser whose errors are one line (no usage dump) and exit status 2, and
+    whose negative numbers (``-1e308``, ``-inf``) are values (:data:`NEGATIVE_NUMBER`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -43,6 +64,11 @@ def _bounded_int(text: str, lo: int, hi: int, what: str, says_hi: bool = False) 
 
 def positive_int(text: str) -> int:
     return _bounded_int(text, 1, MAX_COUNT, "expected a positive integer")
+
+
+def beam_width(text: str) -> int:
+    """A beam width: an integer in [1, :data:`~splitnet.configs.config.MAX_BEAM`]."""
+    return _bounded_int(text, 1, MAX_BEAM, "expected a beam width, a positive integer")
 
 
 def nonnegative_int(text: str) -> int:
@@ -335,9 +361,9 @@ def torch_device(name: str):
     return torch.device(name)
 
 
-__all__ = ["MAX_COUNT", "SCHEME_LIST_HELP", "OneLineParser", "add_config_options",
-           "add_device_option", "add_model_source", "add_png_option", "add_threads_option",
-           "check_writable", "csv", "csv_floats", "csv_positive_ints", "finite_float",
-           "fixed_options", "float_in", "given_options", "nonempty", "nonnegative_int",
-           "positive_int", "scheme_list", "seed", "set_stdout_guard", "set_threads",
-           "torch_device"]
+__all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
+           "add_config_options", "add_device_option", "add_model_source", "add_png_option",
+           "add_threads_option", "beam_width", "check_writable", "csv", "csv_floats",
+           "csv_positive_ints", "finite_float", "fixed_options", "float_in", "given_options",
+           "nonempty", "nonnegative_int", "positive_int", "scheme_list", "seed",
+           "set_stdout_guard", "set_threads", "torch_device"]

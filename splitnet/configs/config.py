@@ -63,8 +63,19 @@ ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
 TASKS = ("lm", "translate")
 SCHEDULES = ("cosine", "inverse-sqrt")
-# options that only a translation run reads (a language model given one is an error)
-TRANSLATE_ONLY = ("pairs", "src_lang", "tgt_lang", "bpe")
+# The one check of options per task. The run options that only one task reads: given to a run
+# of the other task they are refused (check_task_options), never recorded and ignored. A
+# translation run's pairs are split by a fixed rule (splitnet.translate.pairs: 10% of the groups
+# valid, 10% test), so its test scores compare across runs and stored checkpoints keep their
+# split: --val-fraction is the language model's alone. The model options of one network only
+# (--scheme, --n-encoder-layers, ...) follow from the fields of the two model configs.
+TASK_OPTIONS = {"lm": ("text", "val_fraction"),
+                "translate": ("pairs", "src_lang", "tgt_lang", "bpe", "label_smoothing", "beam",
+                              "length_penalty", "bleu_sentences")}
+TRANSLATE_ONLY = TASK_OPTIONS["translate"]
+# the widest beam: each source holds beam rows, each with its key/value caches (decoding
+# memory grows linearly; splitnet.nets.decoding estimates it before a search)
+MAX_BEAM = 1024
 # --pairs values that name a source rather than a path (translate.pairs.NAMED_SOURCES, kept
 # equal by tests/test_hostile_files.py): every other value is stored resolved, as --text is
 PAIR_NAMES = ("gettext", "bible", "copy", "reverse")
@@ -395,23 +406,23 @@ class TrainConfig:
         set_(self, "label_smoothing", _real("label_smoothing", self.label_smoothing, 0.0, 1.0,
                                             hi_open=True))
         set_(self, "length_penalty", _real("length_penalty", self.length_penalty, -10.0, 10.0))
+        if self.beam > MAX_BEAM:
+            raise ValueError(f"beam must be <= {MAX_BEAM:,} (each source decodes beam rows at "
+                             f"once), got {self.beam:,}")
+        check_task_options(self.task, [f.name for f in dataclasses.fields(self)
+                                       if f.name != "model" and getattr(self, f.name) !=
+                                       _field_default(f)])
         if self.task == "lm":
-            given = [n for n in TRANSLATE_ONLY if getattr(self, n) not in (None, 0)]
-            if given:
-                raise ValueError(f"{', '.join(given)} belong to --task translate (this run is a "
-                                 f"language model)")
             return
         if self.bpe and not 260 <= self.bpe <= 2**20:
             raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
                              f"got {self.bpe}")
-        clash = [n for n, v in (("text", self.text is not None),
-                                ("refine_prob", self.refine_prob > 0),
+        clash = [n for n, v in (("refine_prob", self.refine_prob > 0),
                                 ("loss chunked", self.loss == "chunked"),
                                 ("compile", self.compile)) if v]
         if clash:
-            raise ValueError(f"--task translate does not take {', '.join(clash)} (--text is the "
-                             f"language-model corpus, --pairs the translation one; the others "
-                             f"are language-model features)")
+            raise ValueError(f"--task translate does not take {', '.join(clash)} (language-"
+                             f"model features)")
 
     def _check_learned(self) -> None:
         if isinstance(self.model, Seq2SeqConfig):
@@ -455,6 +466,56 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+def _field_default(f: dataclasses.Field):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _flags(names) -> str:
+    return ", ".join("--" + n.replace("_", "-") for n in names)
+
+
+def foreign_options(task: str, names) -> list[str]:
+    """The options among ``names`` that a run of ``task`` does not read: the run options of the
+    other task (:data:`TASK_OPTIONS`) and the options of the other task's model only
+    (``model.x`` or ``x``: a field of one model config and not of the other). In the order
+    given."""
+    _choice("task", task, TASKS)
+    other = "translate" if task == "lm" else "lm"
+    lm_model = {f.name for f in cli_fields(SplitConfig)}
+    s2s_model = {f.name for f in cli_fields(Seq2SeqConfig)}
+    wrong_model = s2s_model - lm_model if task == "lm" else lm_model - s2s_model
+    out = []
+    for n in names:
+        bare = n[6:] if n.startswith("model.") else n
+        if (bare in TASK_OPTIONS[other] and bare == n) or bare in wrong_model:
+            out.append(bare)
+    return out
+
+
+def check_task_options(task: str, names, resumed: bool = False) -> None:
+    """The one check of options per task: a ValueError naming every option of ``names`` that a
+    run of ``task`` would not read (:func:`foreign_options`), one line, instead of recording
+    and ignoring them. ``resumed``: the task is the checkpoint's (said in the message)."""
+    wrong = foreign_options(task, names)
+    if not wrong:
+        return
+    s, it = ("", "it") if len(wrong) == 1 else ("s", "them")
+    if task == "lm":
+        how = "resumed from its checkpoint" if resumed else "--task lm, the default"
+        fix = f"drop {it}" if resumed else f"add --task translate, or drop {it}"
+        raise ValueError(f"{_flags(wrong)}: encoder–decoder option{s} (read by --task translate "
+                         f"only), but this run is a language model ({how}): {fix}")
+    hint = ""
+    if "val_fraction" in wrong:
+        hint = ("; a translation run splits its pairs by a fixed rule, 10% of the groups valid "
+                "and 10% test, so its test scores compare across runs")
+    elif "text" in wrong:
+        hint = "; its corpus is --pairs"
+    raise ValueError(f"{_flags(wrong)}: language-model option{s} (read by --task lm only), but "
+                     f"this run is --task translate"
+                     f"{' (resumed from its checkpoint)' if resumed else ''}{hint}")
+
+
 class MissingDependency(ImportError, ValueError):
     """An optional dependency is not installed: an ImportError for Python callers, and a
     ValueError so the command line prints it as one line (exit status 2)."""
@@ -476,8 +537,9 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
-           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_SEED",
-           "METHODS", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "SESSION",
-           "TASKS", "TRANSLATE_ONLY", "WEIGHTS",
-           "MissingDependency", "SplitConfig", "TrainConfig", "cli_fields", "config_from_call",
-           "config_signature", "int_list", "option", "require"]
+           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_BEAM",
+           "MAX_SEED", "METHODS", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS",
+           "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY", "WEIGHTS",
+           "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options", "cli_fields",
+           "config_from_call", "config_signature", "foreign_options", "int_list", "option",
+           "require"]

@@ -90,11 +90,12 @@ class SplittingScheme(ABC):
         ``fields[0]`` for the field of its first stage; other counts are refused (its order
         conditions are those of two fields)."""
         if len(fields) != 2 or len(self.fields) != 2:
+            n = len(self.fields)
             raise ValueError(
-                f"scheme {self.name!r} is a two-field splitting (its order conditions are those "
-                f"of two fields), so it has no {len(fields)}-field form; over {len(fields)} "
-                f"fields use lie-trotter, strang or a composition method (yoshida4, suzuki4, "
-                f"yoshida6, ...)")
+                f"scheme {self.name!r} is a {'two' if n == 2 else n}-field splitting (its order "
+                f"conditions are those of {'two' if n == 2 else n} fields), so it has no "
+                f"{len(fields)}-field form; over {len(fields)} fields use lie-trotter, strang "
+                f"or a composition method (yoshida4, suzuki4, yoshida6, ...)")
         relabel = dict(zip(self.fields, fields))
         return [(_st.SUM.join(relabel[f] for f in st.components), st.coeff)
                 for st in self.stages]

@@ -32,6 +32,10 @@ from collections.abc import Callable
 
 import torch
 
+from ..configs.config import MAX_BEAM
+from ..integrators.subflows import get_method
+from ..runs.runenv import require_memory
+from ..spec.stages import CROSS, DIFFUSION
 from .generation import GenerationCache, KVCache, cache_unsupported
 
 
@@ -47,15 +51,40 @@ class _DecoderView:
 
 def _check(model, src, max_new_tokens, beam, length_penalty) -> None:
     c = model.config
+    if not isinstance(src, torch.Tensor):
+        raise TypeError(f"src must be a tensor of token ids (batch, seq), got "
+                        f"{type(src).__name__}")
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (batch, seq), got {tuple(src.shape)}"
+                         f"{'; one sentence is src[None]' if src.dim() == 1 else ''}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) \
             or not 1 <= max_new_tokens <= c.max_len:
         raise ValueError(f"max_new_tokens must be an int in [1, max_len={c.max_len}], got "
                          f"{max_new_tokens!r}")
-    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
-        raise ValueError(f"beam must be an int >= 1, got {beam!r}")
+    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) \
+            or not 1 <= beam <= MAX_BEAM:
+        raise ValueError(f"beam must be an int in [1, {MAX_BEAM:,}], got {beam!r}")
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
             or not -10.0 <= length_penalty <= 10.0:
         raise ValueError(f"length_penalty must be a number in [-10, 10], got {length_penalty!r}")
+
+
+def decode_memory(config, sources: int, src_len: int, max_new_tokens: int, beam: int) -> float:
+    """Bytes a decode of ``sources`` sources of ``src_len`` tokens holds at once (float32), an
+    estimate to refuse a search before it starts. ``R = sources x beam`` rows, each with a key
+    and a value cache of ``max_new_tokens x d_model`` per evaluation of the decoder's
+    self-attention (stages x the method's evaluations, every layer), the memory repeated per row
+    with its keys and values per cross-attention module (``src_len x d_model`` each), and per
+    vocabulary entry 24 bytes (the step's logits, their log-probabilities, the float64
+    candidate scores)."""
+    stack = config.stack("decoder")
+    plan = stack.layer_fields(0)            # a stack's layers are alike (no gates)
+    evals = get_method(config.method).evals or 1
+    attn = stack.n_layers * evals * sum(f.calls for f in plan if f.field == DIFFUSION)
+    cross = stack.n_layers * sum(f.n_modules for f in plan if f.field == CROSS)
+    per_row = 4.0 * config.d_model * (2 * attn * max_new_tokens + src_len * (1 + 2 * cross)) \
+        + 24.0 * config.tgt_vocab + 8.0 * max_new_tokens
+    return sources * beam * per_row
 
 
 def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int) -> Callable:
@@ -201,6 +230,10 @@ def generate(model, src: torch.Tensor, max_new_tokens: int, beam: int = 1,
     automatic (no cache for ``method="exact"``, whose evaluations vary), ``True`` required,
     ``False`` never."""
     _check(model, src, max_new_tokens, beam, length_penalty)
+    device = next(model.parameters()).device
+    require_memory(decode_memory(model.config, src.shape[0], src.shape[1], max_new_tokens, beam),
+                   f"decoding {src.shape[0]} source(s) with beam {beam}",
+                   "lower the beam or the sources decoded at once", device)
     reason = cache_unsupported(_DecoderView(model))
     if use_cache and reason:
         raise ValueError(f"decoding cannot use a key/value cache: {reason}")
@@ -218,4 +251,4 @@ def generate(model, src: torch.Tensor, max_new_tokens: int, beam: int = 1,
         model.train(was_training)
 
 
-__all__ = ["beam_search", "generate", "greedy", "reorder_cache", "step_function"]
+__all__ = ["beam_search", "decode_memory", "generate", "greedy", "reorder_cache", "step_function"]

@@ -134,6 +134,10 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     def source_mask(self, src: torch.Tensor, src_key_padding_mask=None):
         """The padding mask (B, S) bool, True = padding: the one given, else the positions
         holding ``pad_id``; ``None`` when nothing is padded (the faster unmasked attention)."""
+        if not isinstance(src, torch.Tensor) or src.dim() != 2:
+            shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
+            raise ValueError(f"src must be a tensor of token ids of shape (batch, seq), got "
+                             f"{shape}; one sentence is src[None]")
         if src_key_padding_mask is None:
             mask = src.eq(self.config.pad_id)
         else:

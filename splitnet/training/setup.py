@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .._io import require_writable_dir
-from ..configs.config import FIXED, FREE, TrainConfig
+from ..configs.config import FIXED, FREE, TrainConfig, check_task_options, require
 from ..nets.cost import count_params, forward_flops
 from ..runs import checkpoint as ck
 from ..runs import data as D
@@ -31,6 +31,8 @@ from ..runs.runenv import RunEnv, available_memory, run_env
 __all__ = ["build_model", "build_optimizer", "compile_scope", "describe_model",
            "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
            "step_batch", "wrap_model"]
+
+TEST_BATCH = 32     # sources decoded together for the test scores (translate_lines' default)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,6 +64,8 @@ def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = 
     options of ``given`` that differ from their defaults."""
     explicit = _explicit_fields(given) if explicit is None else set(explicit)
     old = TrainConfig.from_dict({**stored, "out": given.out})
+    # the task is the checkpoint's: an option of the other task is refused, as on a new run
+    check_task_options(old.task, sorted(explicit - {"task"}), resumed=True)
     changes, bad = {}, []
     for f in dataclasses.fields(TrainConfig):
         name, kind = f.name, f.metadata.get("resume", FIXED)
@@ -366,6 +370,9 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
     """The checked configuration, the checkpoint state to resume from (or None) and the
     corpus, for :func:`splitnet.training.train.train` in the environment ``env``."""
     cfg, state = _prepare(cfg, explicit, env)
+    if cfg.task == "translate" and cfg.bleu_sentences:    # scored after the last step
+        require("sacrebleu", extra="translate", feature="the test BLEU and chrF at the end of "
+                "--task translate (--bleu-sentences 0: none)")
     _check_memory(cfg, env.device, env.world, log)
     corpus = _corpus(cfg, state, log)
     if cfg.task == "translate":                   # the vocabulary is the tokenizer's
@@ -376,7 +383,23 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
             raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
                              "(edited by hand?)")
         cfg = cfg.replace(model=model)
+        _check_decode_memory(cfg, env.device)
     return cfg, state, corpus
+
+
+def _check_decode_memory(cfg: TrainConfig, device) -> None:
+    """The beam search that scores the test pairs after the last step, checked before the
+    first: ``--beam`` rows per source, in batches of :data:`TEST_BATCH` sources of up to
+    ``context`` tokens (:func:`splitnet.nets.decoding.decode_memory`)."""
+    if not cfg.bleu_sentences:
+        return
+    from ..nets.decoding import decode_memory
+    from ..runs.runenv import require_memory
+
+    rows = min(cfg.bleu_sentences, TEST_BATCH)
+    require_memory(decode_memory(cfg.model, rows, cfg.context, cfg.context, cfg.beam),
+                   f"the beam search of the test scores (--beam {cfg.beam}, {rows} sources at "
+                   f"once)", "lower --beam, or --bleu-sentences 0 for none", device)
 
 
 def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfig, D.Corpus]:

@@ -71,24 +71,84 @@ def coefficient_lines(model) -> list[str]:
     and :func:`splitnet.check_order`'s verdict, as they are and with each field rescaled to
     sum 1 (the method the coefficients are for the fields ``s_f F_f``)."""
     from ...integrators.schemes import check_order
-    from ...order.algebra import lie_defects
-    from ...spec.stages import EXACT_ORDER, coefficient_sums, format_stages
+    from ...spec.stages import EXACT_ORDER
 
     declared = model.scheme.order
-    p = _degrees(declared)
     raw = check_order(model)
     learned = model.config.learn_coefficients
     lines = [f"coefficients ({'learned' if learned else 'the scheme’s, not learned'}; scheme "
              f"{model.scheme.name}, declared order "
              f"{'exact' if declared >= EXACT_ORDER else declared}); order conditions: largest "
-             f"|log(step) - h sum X| on the Lyndon words of degree 1..{p}"]
+             f"|log(step) - h sum X| on the Lyndon words of degree 1..{_degrees(declared)}"]
     for k, (stages, a) in enumerate(zip(model.coefficients(), raw)):
-        sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
-        defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, p))
-        lines += [f"layer {k}: {format_stages(stages)}",
-                  f"  sums: {sums}; conditions by degree: {defects}",
-                  f"  check_order: {a.verdict}; {_rescaled_verdict(stages, declared)}"]
+        lines += _stage_lines(f"layer {k}", stages, declared, a.verdict)
     return lines
+
+
+def _stage_lines(label: str, stages, declared: int, verdict: str) -> list[str]:
+    """Three lines on one stage list: its string; each field's sum and the order conditions'
+    largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1."""
+    from ...order.algebra import lie_defects
+    from ...spec.stages import coefficient_sums, format_stages
+
+    sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
+    defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared)))
+    return [f"{label}: {format_stages(stages)}",
+            f"  sums: {sums}; conditions by degree: {defects}",
+            f"  check_order: {verdict}; {_rescaled_verdict(stages, declared)}"]
+
+
+def stack_costs(model, seq_len: int) -> list[dict]:
+    """An encoder–decoder (:class:`~splitnet.nets.seq2seq.SplitSeq2Seq`) stack by stack, in
+    closed form from the field kinds: ``{"stack", "scheme", "layers", "evals", "flops"}`` with
+    each field's evaluations per token (stages x the method's evaluations, every layer) and
+    the forward matmul FLOPs per token at ``seq_len`` tokens, source and target alike, the
+    memory read by cross-attention as long (FlopCounterMode's convention, dense attention;
+    the head ``2 d V`` counted with the decoder). Forward FLOPs of a pair of ``seq_len``-token
+    sequences: ``seq_len`` x the sum of both."""
+    from ...integrators.subflows import get_method
+
+    c = model.config
+    evals = get_method(c.method).evals or 1      # exact: adaptive, one per stage (a bound)
+    out = []
+    for side in ("encoder", "decoder"):
+        st = c.stack(side)
+        plan = st.layer_fields(0)                # a stack's layers are alike (no gates)
+        fwd = st.n_layers * sum(f.calls * evals * f.kind.flops(st, f.width, seq_len, seq_len)
+                                for f in plan)
+        out.append({"stack": side, "scheme": st.scheme, "layers": st.n_layers,
+                    "evals": {f.field: st.n_layers * f.calls * evals for f in plan},
+                    "flops": fwd + (2.0 * c.d_model * c.tgt_vocab if side == "decoder" else 0)})
+    return out
+
+
+def stack_lines(model, seq_len: int) -> list[str]:
+    """:func:`stack_costs` as lines: the parameters, each stack's scheme, diagram, layers,
+    evaluations and FLOPs per token, then each stack's coefficients with their order
+    conditions (every layer of a stack has the same stages)."""
+    from ...integrators.schemes import check_order
+    from ...spec.stages import EXACT_ORDER
+
+    c = model.config
+    lines = [f"translation model (SplitSeq2Seq): {model.n_params():,} parameters, "
+             f"{model.n_params(embeddings=False):,} without embeddings and untied head; "
+             f"d_model={c.d_model} n_heads={c.n_heads} d_ff={c.d_ff} src_vocab={c.src_vocab} "
+             f"tgt_vocab={c.tgt_vocab} weights={c.weights} method={c.method} "
+             f"h={c.step_size:g}; FLOPs = matmul FLOPs per token in closed form at "
+             f"{seq_len} tokens"]
+    coefficients = []
+    for r in stack_costs(model, seq_len):
+        sch, side = r["scheme"], r["stack"]
+        ev = ", ".join(f"{f} {n}" for f, n in r["evals"].items())
+        lines.append(f"{side}: {sch.name} [{sch.diagram()}] x {r['layers']} layers; "
+                     f"evaluations per token: {ev}; forward {r['flops'] / 1e9:.4g} GFLOP per "
+                     f"token")
+        declared = sch.order
+        coefficients.append(f"{side} coefficients (the scheme’s, in every layer; declared "
+                            f"order {'exact' if declared >= EXACT_ORDER else declared}):")
+        coefficients += _stage_lines(f"  {side}", sch.stages, declared,
+                                     check_order(sch, order=declared).verdict)
+    return lines + [""] + coefficients
 
 
 def _describe_checkpoint(args) -> int:
@@ -97,6 +157,12 @@ def _describe_checkpoint(args) -> int:
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
+    if hasattr(model, "decoder_layers"):           # an encoder–decoder: its two stacks
+        print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
+        for line in stack_lines(model, min(args.seq_len, model.config.max_len)):
+            print(line)
+        sys.stdout.flush()
+        return 0
     row = cost.describe(model.config, seq_len=min(args.seq_len, model.config.max_len))
     print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
     print(cost.format_table([row], markdown=args.markdown))
@@ -144,4 +210,5 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run"]
+__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run", "stack_costs",
+           "stack_lines"]

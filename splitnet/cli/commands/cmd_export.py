@@ -103,6 +103,11 @@ def run(args) -> int:
     out = _check_out(args)
     set_threads(args.threads)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint)
+    if hasattr(model, "decoder_layers"):
+        raise ValueError(f"{args.checkpoint} holds a translation model (an encoder–decoder, "
+                         f"SplitSeq2Seq); export writes language models only (SplitTransformer: "
+                         f"a GPT-2 or a 'splitnet' causal LM); translate with 'splitnet "
+                         f"translate --checkpoint {args.checkpoint}'")
     require("transformers", "safetensors", extra="hf", feature="splitnet export")
     from transformers.utils import logging as hf_logging
 

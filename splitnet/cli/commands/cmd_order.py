@@ -80,6 +80,14 @@ def _validate(args):
                          f"{args.d_model}")
     if args.fields == 2:
         schemes = [resolve(s) for s in (args.schemes or scheme_list(DEFAULT_SCHEMES))]
+        for s in schemes:       # the system has two fields: others are refused before any work
+            extra = set(s.fields) - {"diffusion", "convection"}
+            if extra:
+                fix = ("add --fields 3 (a decoder layer, with cross-attention)"
+                       if extra == {"cross"} else f"it has no {', '.join(sorted(extra))}")
+                raise ValueError(f"scheme {_label(s)!r} advances {', '.join(s.fields)}, but the "
+                                 f"particle system of --fields 2 has diffusion and convection "
+                                 f"only: {fix}")
     else:
         names = args.schemes or scheme_list(DEFAULT_SCHEMES_3)
         if args.field_order is None:     # the networks' rule: one meaning per name

@@ -99,8 +99,39 @@ def _grid(args) -> list:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         raise ValueError(unknown_name("method", bad[0], METHODS))
-    return study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
+    grid = study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
                       args.exact_substeps)
+    for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
+        # every model refine takes has a stack over these two (a language model's layers, an
+        # encoder's); a decoder takes a two-field scheme over its three fields (_check_stacks)
+        if set(s.fields) != {"diffusion", "convection"}:
+            raise ValueError(f"scheme {_name(s)!r} advances {', '.join(s.fields)} "
+                             f"({len(s.fields)} field{'s' if len(s.fields) > 1 else ''}), but "
+                             f"refine integrates a model's layers over their own fields, "
+                             f"diffusion and convection (a language model's, an encoder's; a "
+                             f"decoder takes the scheme over its three): give two-field schemes")
+    return grid
+
+
+def _name(scheme) -> str:
+    return scheme.diagram() if scheme.name == "custom" else scheme.name
+
+
+def _check_stacks(model, grid) -> None:
+    """Each scheme over the fields of each of the model's stacks (a decoder's three: a method
+    with a k-field form, :meth:`~splitnet.integrators.splitting.SplittingScheme.over`), checked
+    before the study starts."""
+    from ...analyses.refine import stacks
+
+    for attr in stacks(model):
+        own = getattr(model, attr.replace("layers", "scheme"))
+        for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
+            if set(s.fields) != set(own.fields):
+                try:
+                    s.over(own.fields)
+                except ValueError as e:
+                    raise ValueError(f"the {attr.replace('_layers', '')}'s layers advance "
+                                     f"{', '.join(own.fields)}: {e}") from None
 
 
 def _from_checkpoint(args, device):
@@ -164,7 +195,7 @@ def run(args) -> int:
     from ..._io import check_outputs
     from ...analyses.refine import refinement_study, scheme_label, stacks
 
-    _grid(args)                                     # every input checked before any work
+    grid = _grid(args)                              # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)])
     plots.check_format(args.out)
     device = torch_device(args.device)
@@ -174,6 +205,7 @@ def run(args) -> int:
                          "validation windows)")
     source = _from_hf if args.hf else _from_checkpoint
     model, evaluate, desc, unit, scale = source(args, device)
+    _check_stacks(model, grid)
     schemes = list(args.schemes or scheme_list(DEFAULT_SCHEMES))
     if model.config.weights == "per-stage" and OWN not in schemes and args.schemes is None:
         schemes.append(OWN)

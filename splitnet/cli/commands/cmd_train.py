@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from ...configs.config import TRANSLATE_ONLY, SplitConfig, TrainConfig, cli_fields
+from ...configs.config import (
+    SplitConfig,
+    TrainConfig,
+    check_task_options,
+    cli_fields,
+    foreign_options,
+)
 from ...configs.seq2seq import Seq2SeqConfig
 from .._args import add_config_options, given_options
 
@@ -15,8 +21,6 @@ HELP = "train a byte-level language model, or (--task translate) an encoder–de
 _MODEL_SKIP = ("max_len",)           # set from --context
 _LM = {f.name for f in cli_fields(SplitConfig)} - set(_MODEL_SKIP)
 _S2S = {f.name for f in cli_fields(Seq2SeqConfig)}
-# options of one kind of model only: given to the other task, they are an error
-_LM_ONLY, _S2S_ONLY = sorted(_LM - _S2S), sorted(_S2S - _LM)
 
 
 def configure(p) -> None:
@@ -40,22 +44,33 @@ def configure(p) -> None:
 
 
 def config_from_args(args) -> tuple[TrainConfig, set[str]]:
-    """The TrainConfig the command line describes and the option names it gave explicitly."""
+    """The TrainConfig the command line describes and the option names it gave explicitly.
+
+    The task is ``--task`` (default lm): an option of the other task is refused, one line
+    (:func:`~splitnet.configs.config.check_task_options`), never a silent switch of task. On
+    ``--resume`` without ``--task`` the task is the checkpoint's, which only the trainer reads:
+    the config is built for the task the given options point to, ``task`` is not counted as
+    given, and :func:`splitnet.training.setup.resume_config` checks them against the
+    checkpoint's task."""
     run = given_options(args, TrainConfig)
-    s2s = run.get("task") == "translate" or (run.get("task") is None and any(
-        getattr(args, n) is not None for n in (*_S2S_ONLY, *TRANSLATE_ONLY)))
-    wrong = _LM_ONLY if s2s else _S2S_ONLY
-    given = ["--" + n.replace("_", "-") for n in wrong if getattr(args, n) is not None]
-    if given:
-        raise ValueError(f"{', '.join(given)}: {'language-model' if s2s else 'encoder–decoder'} "
-                         f"option(s), but this run is "
-                         f"{'--task translate' if s2s else 'a language model (--task lm)'}")
-    cls = Seq2SeqConfig if s2s else SplitConfig
+    names = [*run, *(n for n in vars(args) if n not in run and getattr(args, n) is not None)]
+    if "task" in run or not args.resume:
+        task = run.get("task", "lm")
+        check_task_options(task, [n for n in names if n != "task"])
+    else:
+        to_s2s, to_lm = foreign_options("lm", names), foreign_options("translate", names)
+        if to_s2s and to_lm:
+            raise ValueError(f"{_flags(to_lm)} (a language model's) and {_flags(to_s2s)} (--task "
+                             f"translate's): a run is one or the other")
+        task = "translate" if to_s2s else "lm"
+    cls = Seq2SeqConfig if task == "translate" else SplitConfig
     model = given_options(args, cls, skip=_MODEL_SKIP)
-    if s2s:
-        run.setdefault("task", "translate")
-    cfg = TrainConfig(model=cls(**model), **run)
+    cfg = TrainConfig(model=cls(**model), **{**run, "task": task})
     return cfg, set(run) | {f"model.{k}" for k in model}
+
+
+def _flags(names) -> str:
+    return ", ".join("--" + n.replace("_", "-") for n in names)
 
 
 def run(args) -> int:
