@@ -10,6 +10,7 @@ from .._args import (
     add_device_option,
     add_model_source,
     add_threads_option,
+    beam_width,
     float_in,
     positive_int,
     set_threads,
@@ -33,7 +34,7 @@ def configure(p) -> None:
                    help="source lines (UTF-8; default: stdin)")
     p.add_argument("--reference", metavar="FILE", default=None,
                    help="reference translations, one per input line: print BLEU and chrF")
-    p.add_argument("--beam", type=positive_int, default=4, metavar="K",
+    p.add_argument("--beam", type=beam_width, default=4, metavar="K",
                    help="beam width, 1 = greedy (default 4)")
     p.add_argument("--length-penalty", type=float_in(-10.0, 10.0), default=0.6, metavar="A",
                    help="beam search ranks log p / length^A (default 0.6; the seed used 1.0 on "
@@ -99,6 +100,10 @@ def run(args) -> int:
     from ...translate.translation import translate_lines
 
     kinds = _open_checks(args)
+    if args.reference is not None:        # before any line is translated
+        from ...configs.config import require
+
+        require("sacrebleu", extra="translate", feature="--reference (BLEU and chrF)")
     refs = list(_text_lines(args.reference, "--reference")) if args.reference else None
     # a file is read once first (a bad file or line count writes nothing); a stream, like
     # stdin, can be read only once: translated as it arrives, its count checked at the end
