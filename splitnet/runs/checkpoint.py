@@ -11,6 +11,14 @@ A run directory (``splitnet train --out DIR``) holds ``checkpoint.pt``, ``metric
   (``--trust-checkpoint``).
 * **Never half written.** :func:`save` writes a temporary file, fsyncs it and renames it over the
   old one (:mod:`splitnet._io`).
+* **Checked when read.** :func:`save` stores a CRC-32 of every tensor it writes (its bytes, dtype
+  and shape; entry ``"digests"``) and :func:`load` recomputes them: a flipped bit anywhere in the
+  weights, the optimiser state or the RNG states is a one-line ``ValueError`` naming the tensor,
+  never garbage output or a resume that trains on. (A digest against damage, not against an
+  editor: whoever can rewrite the file can rewrite its digests; what a file may *run* is the
+  separate ``trust`` question.) Files written before the digests existed load as before.
+* **Unreadable files said so.** An empty, cut-short, non-torch or otherwise damaged file, a
+  folder or a device in its place: one line saying which, never a bare exception name.
 * **One writer.** :class:`RunLock` holds an exclusive ``flock`` on ``DIR/.lock`` for the life of
   a run and records its pid, host and start time there; a second trainer on the same directory is
   refused with a line naming the first. The kernel drops the lock when its process dies, even by
@@ -30,7 +38,8 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write, atomic_write_text, remove_stale_temporaries
+from .._io import atomic_write, atomic_write_text, file_kind, remove_stale_temporaries
+from .integrity import DIGESTS, check_records, digest_record, verify_digests, why_unreadable
 
 CKPT, METRICS, PLOT, LOCK = "checkpoint.pt", "metrics.jsonl", "loss.png", ".lock"
 VERSION = 2
@@ -45,7 +54,10 @@ def checkpoint_file(path) -> Path:
 
 
 def save(obj: dict, path) -> Path:
-    """``torch.save`` atomically (temporary file, fsync, rename)."""
+    """``torch.save`` atomically (temporary file, fsync, rename), with the digest of every
+    tensor in ``obj`` under ``"digests"`` (see :func:`digest_record`)."""
+    if isinstance(obj, dict):
+        obj = {**{k: v for k, v in obj.items() if k != DIGESTS}, DIGESTS: digest_record(obj)}
     return atomic_write(path, lambda f: torch.save(obj, f))
 
 
@@ -56,30 +68,51 @@ def remove_torn_saves(folder) -> int:
 
 def load(path, trust: bool = False) -> dict:
     """The checkpoint dict at ``path`` (a run directory or the file), read with
-    ``weights_only=True``. Every problem is a one-line ``ValueError``: missing file, unreadable
-    file, a file that needs code to load (unless ``trust``), a dict without a model."""
-    f = checkpoint_file(path)
-    if not f.is_file():
-        raise ValueError(f"no checkpoint at {f} (a run directory of 'splitnet train --out DIR' "
-                         f"holds one)")
+    ``weights_only=True`` and its tensors checked against their digests (:func:`verify_digests`).
+    Every problem is a one-line ``ValueError``: missing file, unreadable or damaged file (saying
+    how: empty, cut short, not a torch.save file, a record that fails its CRC, ...), a file that
+    needs code to load (unless ``trust``), a dict without a model, a tensor that changed."""
+    f = _existing_checkpoint(path)
     try:
         ck = torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         if "unsupported global" not in str(e).lower():
-            raise ValueError(f"{f} is not a readable checkpoint (not a torch.save file, or "
-                             f"cut short)") from None
+            raise ValueError(f"{f} is not a readable checkpoint: {why_unreadable(f, e)}") \
+                from None
         if not trust:
             raise ValueError(f"{f} holds Python objects beyond tensors and plain data (an old "
                              f"splitnet format, or crafted): loading it could run code; "
                              f"{_TRUST_HINT}") from None
         ck = _load_trusted(f)
     except Exception as e:
-        raise ValueError(f"{f} is not a readable checkpoint ({_first_line(e)})") from None
+        raise ValueError(f"{f} is not a readable checkpoint: {why_unreadable(f, e)}") from None
     if not isinstance(ck, dict) or "model" not in ck or "model_config" not in ck:
         raise ValueError(f"{f} is not a splitnet checkpoint (no model and model_config in it)")
+    check_records(f)
     ck = _upgrade(ck, f)
     _check_model_entries(ck, f)
-    return ck
+    return verify_digests(ck, f)
+
+
+def _existing_checkpoint(path) -> Path:
+    """The checkpoint file of ``path``, which must be a regular file: a folder, a device or a
+    FIFO in its place is a ValueError saying so (a FIFO would block the read forever)."""
+    f = Path(path)
+    if not f.is_dir() and f.exists():
+        f = f if file_kind(f) is not None else checkpoint_file(f)
+    else:
+        f = checkpoint_file(f)
+    try:
+        kind = file_kind(f)
+    except OSError as e:
+        raise ValueError(f"{f}: {e.strerror}") from None
+    if kind is not None:
+        raise ValueError(f"{f} is not a readable checkpoint: it is {kind}, not a file written "
+                         f"by 'splitnet train'")
+    if not f.exists():
+        raise ValueError(f"no checkpoint at {f} (a run directory of 'splitnet train --out DIR' "
+                         f"holds one)")
+    return f
 
 
 def _bad(f: Path, what: str) -> ValueError:
@@ -158,7 +191,7 @@ def _load_trusted(f: Path) -> dict:
     try:
         return torch.load(f, map_location="cpu", weights_only=False)
     except Exception as e:
-        raise ValueError(f"{f} is not a readable checkpoint ({_first_line(e)})") from None
+        raise ValueError(f"{f} is not a readable checkpoint: {why_unreadable(f, e)}") from None
 
 
 def _upgrade(ck: dict, f: Path) -> dict:
@@ -324,9 +357,15 @@ def set_rng_state(st: dict, device) -> None:
 
 
 def read_metrics(path) -> list[dict]:
-    """The records of a metrics.jsonl file (a torn last line is skipped)."""
+    """The records of a metrics.jsonl file (a torn last line, or any line that is not a JSON
+    object, e.g. bytes that are not UTF-8, is skipped). A folder or a device in its place is a
+    ValueError saying so."""
+    kind = file_kind(path)
+    if kind is not None:
+        raise ValueError(f"{path} is {kind}, not a metrics file (splitnet train writes one "
+                         f"JSON record per line there)")
     out = []
-    for line in Path(path).read_text().splitlines():
+    for line in Path(path).read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
