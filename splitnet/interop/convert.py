@@ -119,10 +119,67 @@ def _load_pretrained(path):
     if cfg.model_type not in kinds:
         raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports 'gpt2', "
                          f"'gpt_neox' and 'splitnet' models")
+    model, info = _from_pretrained_quietly(transformers, kinds[cfg.model_type], p)
+    problem = _loading_problem(info)
+    if problem:
+        raise ValueError(f"{p}: the weights do not fit its config.json ({problem}); nothing "
+                         f"was imported")
+    return model
+
+
+def _weights_file(p: Path) -> str:
+    """The name of the weights file(s) in ``p``, for messages."""
+    names = [n for n in ("model.safetensors", "model.safetensors.index.json",
+                         "pytorch_model.bin", "pytorch_model.bin.index.json") if (p / n).exists()]
+    return f"{p / names[0]}" if names else f"{p}"
+
+
+def _from_pretrained_quietly(transformers, cls, p: Path):
+    """``cls.from_pretrained(p)`` and its loading report, without its printed notes (which say
+    "newly initialized" for a missing tensor and carry on with random weights) or its bar; a
+    weights file that cannot be read (cut short, damaged, absent) is one ValueError saying so."""
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()    # a bar on stderr before a one-line refusal is noise
     try:
-        return kinds[cfg.model_type].from_pretrained(p, local_files_only=True)
+        return cls.from_pretrained(p, local_files_only=True, output_loading_info=True,
+                                   ignore_mismatched_sizes=True)
     except OSError as e:
-        raise ValueError(f"{p}: the weights cannot be read ({str(e).splitlines()[0]})") from None
+        raise ValueError(f"{p}: the weights cannot be read ({_first_line(e)})") from None
+    except Exception as e:   # safetensors' and torch's readers raise their own classes
+        raise ValueError(f"{_weights_file(p)} is damaged or cut short: its tensors cannot be "
+                         f"read ({_first_line(e)})") from None
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def _loading_problem(info: dict) -> str | None:
+    """What in ``from_pretrained``'s loading report changes the model: a tensor the file does
+    not hold (transformers would initialise it at random) or one of another shape. Tensors
+    the model does not use (``unexpected_keys``) change nothing and are allowed."""
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    parts = []
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        parts.append(f"the file has no {', '.join(missing[:3])}{more}: transformers would "
+                     f"initialise {'it' if len(missing) == 1 else 'them'} at random")
+    if mismatched:
+        k, got, want = mismatched[0]
+        more = f" and {len(mismatched) - 1} more" if len(mismatched) > 1 else ""
+        parts.append(f"{k} has shape {tuple(got)}, the config needs {tuple(want)}{more}")
+    if info.get("error_msgs"):
+        parts.append(_first_line(Exception(str(next(iter(info["error_msgs"]))))))
+    return "; ".join(parts) or None
 
 
 def _gpt2_config_check(c) -> str:
