@@ -77,8 +77,14 @@ PUBLIC_NAMES = {
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "nets",
             "order", "plots", "runs", "spec", "training", "translate")
 
+# Public modules that need an optional extra to import (name -> the pip extra). They are served
+# (`sn.hf`, `import splitnet.hf`: without the extra, one ImportError naming it), but `__all__`
+# leaves them out, so `from splitnet import *` works on a bare `pip install splitnet`.
+OPTIONAL_MODULES = {"hf": "hf"}
+
 _SERVED = (*sorted(PUBLIC_MODULES), *PACKAGES, "geometry", "names", *sorted(PUBLIC_NAMES))
-__all__ = [*_SERVED, "__version__"]  # noqa: PLE0604 - derived from the tables above
+__all__ = [*(n for n in _SERVED if n not in OPTIONAL_MODULES),  # noqa: PLE0604 - from the tables
+           "__version__"]
 
 
 def _module(name: str):
@@ -118,4 +124,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return [*__all__, *sorted(OPTIONAL_MODULES)]
