@@ -538,8 +538,8 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_BEAM",
-           "MAX_SEED", "METHODS", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS",
-           "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY", "WEIGHTS",
+           "MAX_SEED", "METHODS", "PAIR_NAMES", "PARAM_DTYPES", "POSITIONS", "SCHEDULES",
+           "SDPA_BACKENDS", "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY", "WEIGHTS",
            "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options", "cli_fields",
            "config_from_call", "config_signature", "foreign_options", "int_list", "option",
            "require"]
