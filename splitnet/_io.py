@@ -96,13 +96,17 @@ def read_input(path, where: str | None = None, *, text: bool = False,
     n = 0
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if limit is not None and stat.S_ISREG(st.st_mode) and st.st_size > limit:
+                raise ValueError(f"{where}: {st.st_size:,} bytes, more than the {limit:,} read")
             while b := f.read(READ_CHUNK):
                 chunks.append(b)
                 n += len(b)
                 if text:
                     _check_text(chunks, dec, where)
                 if limit is not None and n > limit:
-                    raise ValueError(f"{where}: more than {limit:,} bytes (an endless stream?)")
+                    raise ValueError(f"{where}: more than the {limit:,} bytes read (an endless "
+                                     f"stream?)")
             if text:
                 _check_text(chunks, dec, where, final=True)
     except OSError as e:

@@ -359,3 +359,13 @@ def test_an_older_checkpoints_relative_pairs_read_from_elsewhere_says_so(tmp_pat
     with pytest.raises(ValueError, match=r"^the checkpoint's pairs 'data/pairs.tsv' is relative "
                                          r"to the folder it was trained in"):
         load_data(cfg, {"train_config": {"pairs": "data/pairs.tsv"}}, print)
+
+
+def test_a_huge_catalogue_is_skipped_unread_and_named(tmp_path):
+    root = german_folder(tmp_path / "cats", names=("apt", "bash", "sed"))
+    with open(root / "huge.mo", "wb") as f:          # sparse: never read
+        f.truncate(P.MAX_CATALOGUE + 1)
+    c = P.load_pairs(root)
+    assert c.tgt_lang == "de" and len(c) == 360
+    assert c.stats["unreadable"] == {"huge.mo": f"huge.mo: {P.MAX_CATALOGUE + 1:,} bytes, more "
+                                                f"than the {P.MAX_CATALOGUE:,} read"}

@@ -63,6 +63,7 @@ LOCALE_ROOT = Path("/usr/share/locale")
 SWORD_ROOT = Path("/usr/share/sword")
 BIBLE_MODULES = {"en": "engWEB2015eb", "es": "spaRV1909eb"}
 SPLITS = ("train", "valid", "test")
+MAX_CATALOGUE = 64 << 20    # bytes of one catalogue (Debian's largest: about 1 MB)
 # Reasons a candidate pair is left out, in the order they are checked (and reported).
 DROP_REASONS = ("fuzzy", "unmatched", "empty", "no_text", "too_long", "identical",
                 "duplicate", "conflict")
@@ -86,7 +87,8 @@ def _read_catalogues(files, root: Path, info: dict) -> dict[Path, Catalogue]:
     for path in files:
         rel = path.relative_to(root).as_posix()
         try:
-            out[path] = read_catalogue(read_input(path, rel), rel, path.suffix)
+            data = read_input(path, rel, limit=MAX_CATALOGUE)
+            out[path] = read_catalogue(data, rel, path.suffix)
         except ValueError as e:
             info["unreadable"][rel] = str(e)
     return out
@@ -561,6 +563,7 @@ __all__ = [
     "BIBLE_MODULES",
     "DROP_REASONS",
     "LOCALE_ROOT",
+    "MAX_CATALOGUE",
     "NAMED_SOURCES",
     "SPLITS",
     "SWORD_ROOT",
