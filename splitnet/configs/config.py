@@ -233,7 +233,8 @@ class TrainConfig:
     text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
                               ".tar.gz/.zip archive (default: the Python standard library's "
                               ".py files)", metavar="PATH")
-    val_fraction: float = option(0.05, "validation share")
+    val_fraction: float = option(0.05, "validation share of the language model's corpus (a "
+                                 "translation run splits its pairs by a fixed rule)")
     context: int = option(128, "sequence length in bytes (translate: the longest source or "
                           "target in tokens; longer ones are cut)")
     # translation (--task translate: splitnet.translate.translation)
