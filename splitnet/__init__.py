@@ -124,4 +124,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return [*__all__, *sorted(OPTIONAL_MODULES)]
+    return __all__
