@@ -138,6 +138,10 @@ def run_one(p: dict, arrangement: str, seed: int, out: Path, steps: int | None) 
     t0 = time.perf_counter()
     summary = train(cfg)
     wall = time.perf_counter() - t0
+    if summary.get("signal") is not None or summary.get("step", n) < n:
+        # stopped early (a signal): its checkpoint resumes next time; never cache a part run
+        raise RuntimeError(f"{out}: stopped at step {summary.get('step')} of {n} "
+                           f"(signal {summary.get('signal')}); run again to resume")
     recs = _metrics(out)
     state = ck.load(out)
     model = ck.model_from_state(state, out)
@@ -229,9 +233,12 @@ def best_search() -> tuple[str, dict] | None:
 def _study_job(args) -> str:
     # runs on a worker process: one thread each, as the search's runs
     label, seed, key, steps = args
-    _run_cached("study", f"{label.lower()}_seed{seed}", {**BASE, **SEARCH[key]}, label, seed,
-                steps)
-    return f"{label} seed {seed}"
+    try:
+        _run_cached("study", f"{label.lower()}_seed{seed}", {**BASE, **SEARCH[key]}, label,
+                    seed, steps)
+    except RuntimeError as e:   # one stopped run must not end the others
+        return f"not done: {label} seed {seed}: {e}"
+    return f"done: {label} seed {seed}"
 
 
 def study(seeds: list[int], jobs: int, steps: int = STUDY_STEPS) -> None:
@@ -245,13 +252,13 @@ def study(seeds: list[int], jobs: int, steps: int = STUDY_STEPS) -> None:
     print(f"study at {key}, {steps} steps: {len(todo)} runs", file=sys.stderr)
     if jobs <= 1:
         for job in todo:
-            print(f"done: {_study_job(job)}", file=sys.stderr, flush=True)
+            print(_study_job(job), file=sys.stderr, flush=True)
         return
     import multiprocessing as mp
 
     with mp.get_context("spawn").Pool(jobs) as pool:
         for done in pool.imap_unordered(_study_job, todo):
-            print(f"done: {done}", file=sys.stderr, flush=True)
+            print(done, file=sys.stderr, flush=True)
 
 
 def _val_last(rec: dict) -> float:
@@ -358,8 +365,9 @@ def report(seeds: list[int]) -> None:
     best = best_search()
     done = sum(_cached("search", k).exists() for k in SEARCH)
     chosen = (f"{'Chosen' if done == len(SEARCH) else f'Best so far ({done} of {len(SEARCH)} run)'}"
-              f": `{best[0]}`, {best[1]['steps']} steps of {best[1]['params']['batch_size']} "
-              f"pairs." if best else "No search run yet.")
+              f": `{best[0]}` ({best[1]['steps']} steps of {best[1]['params']['batch_size']} "
+              f"pairs in its budget); the study runs it at {STUDY_STEPS} steps."
+              if best else "No search run yet.")
     paths = figure(seeds)
     write_blocks(DOC, "translation_v2", {
         "search": search_table() + "\n\n" + chosen, "results": results, "paired": paired,
