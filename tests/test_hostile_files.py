@@ -191,7 +191,7 @@ def test_every_pair_dropped_says_why(tmp_path, capsys):
                   'msgid "%s"\nmsgstr "%s"\n\n#, fuzzy\nmsgid "Bye"\nmsgstr "Tschüss"\n')
     out = tmp_path / "run"
     _refused(capsys, ["train", "--pairs", str(po), "--out", str(out), "--steps", "1", *TINY],
-             f"catalogue {po}: no sentence pairs: all 2 entries dropped: 1 fuzzy, 1 "
+             f"catalogue {po}: no sentence pairs: all 3 entries dropped: 1 fuzzy, 1 "
              f"untranslated or empty, 1 without text", out)
     tsv = tmp_path / "n.tsv"
     tsv.write_text("1\t2\n3\t4\n")

@@ -427,7 +427,8 @@ def _build(items, info: dict, src: str, tgt: str, opts: dict, t0: float) -> Pair
     train, each in item order: the first target of a source is kept, every later occurrence
     dropped, so no source of valid/test is also in train)."""
     dropped = Counter(info["dropped"])
-    entries = len(items)
+    # every entry read, those already dropped (fuzzy, unmatched) too: the reasons sum to it
+    entries = len(items) + sum(dropped.values())
     items = _clean_items(items, opts["max_bytes"], opts["drop_identical"], dropped)
     if not items:
         raise _nothing_left(info, entries, dropped)
