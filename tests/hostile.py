@@ -1,6 +1,7 @@
 """Hostile inputs made on the spot (no binary fixtures in the repository): corrupt archives of
-six kinds, edited checkpoints, a FIFO. Used by tests/test_errors.py's scratch folder (the rows
-of docs/errors.md) and tests/test_hostile.py."""
+six kinds, edited and damaged checkpoints, a FIFO, catalogue folders whose language is wrong,
+mixed or unsaid, a tiny translation run. Used by tests/test_errors.py's scratch folder (the rows
+of docs/errors.md), tests/test_hostile.py and tests/test_hostile_round4.py."""
 
 from __future__ import annotations
 
@@ -122,11 +123,104 @@ def edited_checkpoints(run: Path, folder: Path) -> dict[str, Path]:
     return out
 
 
+S2S_TINY = ["--task", "translate", "--d-model", "16", "--n-heads", "2", "--n-encoder-layers",
+            "1", "--n-decoder-layers", "1", "--context", "16", "--batch-size", "4", "--warmup",
+            "1", "--threads", "1", "--no-progress", "--no-plot", "--bleu-sentences", "0"]
+
+
+def good_translation(folder: Path) -> Path:
+    """A real (tiny) translation run directory: one step on the synthetic copy task, no test
+    scores (so no sacrebleu)."""
+    import contextlib
+
+    from splitnet.cli import main
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.redirect_stderr(io.StringIO()):
+        if main(["train", "--pairs", "copy", "--out", str(folder / "run"), "--steps", "1",
+                 *S2S_TINY]) != 0:
+            raise RuntimeError("the tiny translation run failed")
+    return folder / "run"
+
+
+def po(language: str | None, pairs, fuzzy: bool = False) -> str:
+    """A .po catalogue of ``pairs`` whose header names ``language`` (no Language: line when
+    None); every entry marked fuzzy when ``fuzzy``."""
+    head = f"Language: {language}\\n" if language else "Project-Id-Version: x\\n"
+    mark = "#, fuzzy\n" if fuzzy else ""
+    return f'msgid ""\nmsgstr "{head}"\n\n' + "".join(
+        f'{mark}msgid "{s}"\nmsgstr "{t}"\n\n' for s, t in pairs)
+
+
+def _messages(lang: str, tag: str, n: int = 12):
+    return [(f"Message {i} of {tag}, a sentence to translate", f"{lang} message {i} {tag}")
+            for i in range(n)]
+
+
+def pair_sources(root: Path) -> dict[str, Path]:
+    """Folders of .po catalogues, each wrong in one way: ``cats-de`` (German only: wrong for
+    --tgt-lang fr), ``cats-mixed`` (German and French), ``cats-unsaid`` (no header and no
+    path names a language; apt is a program, not Aptic), ``cats-garbage`` (every file
+    unreadable); ``dropped.po`` (every entry fuzzy or untranslated) and ``binary.tsv`` (a
+    pair file with bytes that are not text)."""
+    out = {}
+    for name, files in {"cats-de": {"apt": "de", "bash": "de"},
+                        "cats-mixed": {"apt": "de", "bash": "fr"},
+                        "cats-unsaid": {"apt": None, "bash": None}}.items():
+        d = root / name
+        d.mkdir(parents=True, exist_ok=True)
+        for prog, lang in files.items():
+            (d / f"{prog}.po").write_text(po(lang, _messages(lang or "xx", prog)))
+        out[name] = d
+    d = root / "cats-garbage"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "de.mo").write_bytes(b"garbage")
+    (d / "fr.mo").write_bytes(b"\xde\xad" * 30)
+    out["cats-garbage"] = d
+    (root / "dropped.po").write_text(
+        'msgid ""\nmsgstr "Language: de\\n"\n\nmsgid "Hello"\nmsgstr ""\n\n'
+        '#, fuzzy\nmsgid "Bye"\nmsgstr "Tschuess"\n')
+    out["dropped.po"] = root / "dropped.po"
+    (root / "binary.tsv").write_bytes(b"Hello\tHallo\n" + bytes(range(256)) * 4)
+    out["binary.tsv"] = root / "binary.tsv"
+    return out
+
+
+def flip_exponent(ckpt: Path, tensor) -> None:
+    """Flip the top exponent bit of ``tensor``'s first float inside the saved file (torch.save
+    stores tensor bytes uncompressed, so they appear verbatim): a value times 2**128 or so."""
+    b = bytearray(ckpt.read_bytes())
+    pattern = tensor.reshape(-1)[:4].numpy().tobytes()
+    if b.count(pattern) != 1:
+        raise ValueError("the tensor's first bytes are not unique in the file")
+    b[b.index(pattern) + 3] ^= 0x40            # little-endian float32: byte 3, bit 6 = 2**7 exp
+    ckpt.write_bytes(bytes(b))
+
+
+def damaged_checkpoints(run: Path, folder: Path) -> dict[str, Path]:
+    """Copies of the checkpoint of ``run``: ``ck-flipped`` (one exponent bit of the embedding
+    flipped: its digest no longer matches), ``ck-empty`` (0 bytes), ``ck-cut`` (its first
+    4,096 bytes: a fixed size, so the message that gives the size is the same everywhere)."""
+    from splitnet.runs import checkpoint as ck
+
+    good = (run / ck.CKPT).read_bytes()
+    out = {}
+    for name, data in {"ck-flipped": good, "ck-empty": b"",
+                       "ck-cut": good[:4096]}.items():
+        d = folder / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / ck.CKPT).write_bytes(data)
+        out[name] = d
+    flip_exponent(out["ck-flipped"] / ck.CKPT, ck.load(run)["model"]["tok_emb.weight"])
+    return out
+
+
 def fifo(path: Path) -> Path:
     if not path.exists():
         os.mkfifo(path)
     return path
 
 
-__all__ = ["ARCHIVES", "EDITS", "TEXT", "corrupt_archives", "edited_checkpoints", "fifo",
-           "good_checkpoint"]
+__all__ = ["ARCHIVES", "EDITS", "S2S_TINY", "TEXT", "corrupt_archives",
+           "damaged_checkpoints", "edited_checkpoints", "fifo", "flip_exponent",
+           "good_checkpoint", "good_translation", "pair_sources", "po"]

@@ -333,6 +333,7 @@ def test_bad_input_raises_a_clear_error(what, fn, exc, pattern):
 UNWRITABLE = "/sys/splitnet-test"       # a read-only file system: even root cannot write there
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
         "--batch-size", "4", "--no-progress", "--no-plot"]
+S2S = __import__("hostile").S2S_TINY       # a tiny translation run, no test scores
 
 CLI_CASES = [
     # (what is wrong, argv, exit status, regex of the one stderr line)
@@ -524,6 +525,88 @@ CLI_CASES = [
     ("sample: a small checkpoint whose config describes a big model (nothing allocated)",
      ["sample", "--checkpoint", "{tmp}/ck-huge-config"], 2,
      r"the weights do not fit the model its config describes \('tok_emb.weight' has shape"),
+    # --- issue 28: translation, catalogues, checkpoint digests (the GPT-NeoX / GPT-2 import's
+    # damaged folders need transformers to be read at all, so they are tested in
+    # tests/test_checkpoint_integrity.py and not listed here: this table renders the same on a
+    # bare install)
+    ("train: a catalogue folder of another language than --tgt-lang",
+     ["train", "--pairs", "{tmp}/cats-de", "--tgt-lang", "fr", *S2S, "--out", "{tmp}/run-t"], 2,
+     r"no catalogues for 'fr' in \{tmp\}/cats-de: its catalogues are in de$"),
+    ("train: a catalogue folder of two languages", ["train", "--pairs", "{tmp}/cats-mixed", *S2S,
+                                                    "--out", "{tmp}/run-t"], 2,
+     r"holds catalogues of several languages \(de, fr\); name the target language"),
+    ("train: catalogues that say no language (apt.po is a program, not a language)",
+     ["train", "--pairs", "{tmp}/cats-unsaid", *S2S, "--out", "{tmp}/run-t"], 2,
+     r"cats-unsaid: no catalogue says its language .*name the target language \(--tgt-lang\)"),
+    ("train: every catalogue unreadable (the reason, not an empty split)",
+     ["train", "--pairs", "{tmp}/cats-garbage", *S2S, "--out", "{tmp}/run-t"], 2,
+     r"no sentence pairs: 2 of 2 files unreadable \(first: de.mo: not a .mo file"),
+    ("train: every pair dropped (counted by reason)",
+     ["train", "--pairs", "{tmp}/dropped.po", *S2S, "--out", "{tmp}/run-t"], 2,
+     r"catalogue \{tmp\}/dropped.po: no sentence pairs: all 2 entries dropped: 1 fuzzy, 1 "
+     r"untranslated or empty$"),
+    ("train: --pairs is a FIFO", ["train", "--pairs", "{tmp}/fifo", *S2S, "--out",
+                                  "{tmp}/run-t"], 2,
+     r"pair source \{tmp\}/fifo is a FIFO, which can be read only once"),
+    ("train: --pairs is /dev/zero", ["train", "--pairs", "/dev/zero", *S2S, "--out",
+                                     "{tmp}/run-t"], 2,
+     r"pair source /dev/zero is a character device"),
+    ("train: a .tsv that is not text", ["train", "--pairs", "{tmp}/binary.tsv", *S2S, "--out",
+                                        "{tmp}/run-t"], 2,
+     r"\{tmp\}/binary.tsv:2: binary file \(NUL byte\)"),
+    ("translate: --input is a folder", ["translate", "--checkpoint", "{tmp}/mt/run", "--input",
+                                        "{tmp}"], 2,
+     r"--input \{tmp\} is a directory; give a file"),
+    ("translate: --input /dev/zero (refused at its first chunk)",
+     ["translate", "--checkpoint", "{tmp}/mt/run", "--input", "/dev/zero"], 2,
+     r"--input /dev/zero line 1 is not text"),
+    ("translate: a language model's checkpoint", ["translate", "--checkpoint", "{tmp}/good/run",
+                                                  "--input", "/dev/null"], 2,
+     r"holds a language model, not a translation model"),
+    ("train: a language model given --beam (never recorded and ignored)",
+     ["train", *TINY, "--beam", "4", "--out", "{tmp}/run-t"], 2,
+     r"--beam: encoder–decoder option \(read by --task translate only\), but this run is a "
+     r"language model"),
+    ("train: a translation run given --val-fraction",
+     ["train", *S2S, "--val-fraction", "0.2", "--out", "{tmp}/run-t"], 2,
+     r"--val-fraction: language-model option .* splits its pairs by a fixed rule"),
+    ("train: --resume with --scheme and --beam (options of two tasks)",
+     ["train", "--resume", "--out", "{tmp}/good/run", "--beam", "8", "--scheme", "strang"], 2,
+     r"--scheme \(a language model's\) and --beam \(--task translate's\): a run is one or the "
+     r"other"),
+    ("train: --beam 1000000000 (before any step)",
+     ["train", *S2S, "--beam", "1000000000", "--out", "{tmp}/run-t"], 2,
+     r"beam must be <= 1,024 .*got 1,000,000,000"),
+    ("translate: --beam 1000000000", ["translate", "--checkpoint", "{tmp}/mt/run", "--input",
+                                      "/dev/null", "--beam", "1000000000"], 2,
+     r"--beam: expected a beam width, a positive integer <= 1,024"),
+    ("train: --length-penalty -1e308 (a value, not an option)",
+     ["train", *S2S, "--length-penalty", "-1e308", "--out", "{tmp}/run-t"], 2,
+     r"length_penalty must be >= -10, got -1e\+308"),
+    ("order: a three-field scheme without --fields 3 (before any work)",
+     ["order", "--schemes", "sxf", "--out", "{tmp}/o.png"], 2,
+     r"scheme 'sxf' advances diffusion, cross, convection, .*add --fields 3"),
+    ("refine: a three-field scheme (called three-field)",
+     ["refine", "--checkpoint", "{tmp}/good/run", "--schemes", "sxf", "--out", "{tmp}/r.png"], 2,
+     r"scheme 'sxf' advances diffusion, cross, convection \(3 fields\).*give two-field schemes"),
+    ("export: a translation checkpoint", ["export", "--checkpoint", "{tmp}/mt/run", "--out",
+                                          "{tmp}/hf"], 2,
+     r"holds a translation model .*export writes language models only"),
+    ("sample: a translation checkpoint", ["sample", "--checkpoint", "{tmp}/mt/run"], 2,
+     r"holds a translation model: use 'splitnet translate"),
+    ("sample: one flipped exponent bit in the embedding (its digest)",
+     ["sample", "--checkpoint", "{tmp}/ck-flipped"], 2,
+     r"ck-flipped/checkpoint.pt: tensor 'model/tok_emb.weight' does not match the digest "
+     r"written with it"),
+    ("train: --resume of a checkpoint with a flipped bit (nothing trained on)",
+     ["train", "--resume", "--out", "{tmp}/ck-flipped", "--no-progress"], 2,
+     r"tensor 'model/tok_emb.weight' does not match the digest"),
+    ("train: --resume of an empty checkpoint", ["train", "--resume", "--out", "{tmp}/ck-empty",
+                                                "--no-progress"], 2,
+     r"ck-empty/checkpoint.pt is not a readable checkpoint: it is empty \(0 bytes"),
+    ("sample: a checkpoint cut short", ["sample", "--checkpoint", "{tmp}/ck-cut"], 2,
+     r"ck-cut/checkpoint.pt is not a readable checkpoint: it is cut short or damaged at its "
+     r"end"),
 ]
 
 
@@ -557,15 +640,18 @@ def _scratch() -> Path:
 
 
 def _hostile_scratch(root: Path) -> None:
-    """The reliability issue's hostile inputs (tests/hostile.py): a FIFO, six corrupt
-    archives, a tiny real run and edited copies of its checkpoint, a stage file that is not
-    UTF-8."""
+    """The reliability issues' hostile inputs (tests/hostile.py): a FIFO, six corrupt
+    archives, a tiny real run and edited or damaged copies of its checkpoint, a tiny
+    translation run, catalogue folders and pair files, a stage file that is not UTF-8."""
     import hostile
 
     hostile.fifo(root / "fifo")
     hostile.corrupt_archives(root)
     run = hostile.good_checkpoint(root / "good")
     hostile.edited_checkpoints(run, root)
+    hostile.damaged_checkpoints(run, root)
+    hostile.good_translation(root / "mt")
+    hostile.pair_sources(root)
     (root / "stages-latin1.txt").write_bytes("c:0.5  # é\nd:1\nc:0.5\n".encode("latin-1"))
 
 
