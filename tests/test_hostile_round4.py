@@ -3,6 +3,8 @@
 - A source whose every entry was dropped said ``all 1 entries dropped: 1 fuzzy, 1 untranslated
   or empty``: the total left out the entries dropped while the catalogues were read (fuzzy,
   unmatched), so the reasons summed to more than "all". The total now counts every entry read.
+- ``schemes --check /dev/zero`` (or a FIFO) said "no file of that name": the file was there.
+  ``--check FILE`` now follows the one rule for inputs (``_io.input_kind``/``read_input``).
 """
 
 from __future__ import annotations
@@ -40,3 +42,47 @@ def test_a_folder_of_dropped_catalogues_sums_its_reasons(tmp_path):
     with pytest.raises(ValueError, match=r"no sentence pairs: all 4 entries dropped: 2 fuzzy, "
                                          r"2 untranslated or empty$"):
         P.load_pairs(d)
+
+
+# ---------------------------------------------------------------------------------------------
+# schemes --check FILE called a FIFO or /dev/zero "no file of that name"; it now follows the one
+# rule for inputs: a stream (/dev/stdin, a pipe) is read once, a device that never ends is
+# refused after MAX_FILE bytes, a folder is called a folder.
+
+
+def _check(capsys, *argv) -> tuple[int, str, str]:
+    from splitnet.cli import main
+
+    capsys.readouterr()
+    rc = main(["schemes", "--check", *argv])
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+def test_check_dev_zero_and_a_folder_are_named(tmp_path, capsys):
+    from splitnet.cli.commands.cmd_schemes import MAX_FILE
+
+    rc, out, err = _check(capsys, "/dev/zero", "--order", "1")
+    assert (rc, out) == (2, "")
+    assert err == (f"splitnet schemes: error: --check /dev/zero: more than the {MAX_FILE:,} bytes "
+                   f"read (an endless stream?)\n")
+    rc, _, err = _check(capsys, str(tmp_path), "--order", "1")
+    assert rc == 2 and err == (f"splitnet schemes: error: --check {tmp_path} is a directory; "
+                               f"give a file\n")
+    rc, _, err = _check(capsys, str(tmp_path / "nope"), "--order", "1")
+    assert rc == 2 and "no file of that name, and not a stage list" in err
+
+
+def test_check_reads_stages_from_a_stream():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": root}
+    r = subprocess.run([sys.executable, "-m", "splitnet", "schemes", "--check", "/dev/stdin",
+                        "--order", "2"], input=b"c:0.5\nd:1\nc:0.5\n", capture_output=True,
+                       env=env, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert b"declared order 2, measured 2.00" in r.stdout and b"-> OK" in r.stdout, r.stdout

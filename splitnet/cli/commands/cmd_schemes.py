@@ -42,24 +42,25 @@ def _is_spec(text: str) -> bool:
 
 def _spec(text: str) -> tuple[str, bool]:
     """(stage text or name, whether it is a stage list): a stage list, name or pattern as
-    given; anything else is a file (one stage per line), read as UTF-8."""
-    from pathlib import Path
+    given; anything else is a file (one stage per line), read as UTF-8 by the one rule for
+    inputs (:func:`splitnet._io.input_kind`): a regular file, or a stream read once
+    (``/dev/stdin``, a pipe), at most :data:`MAX_FILE` bytes."""
+    import os
+
+    from ..._io import input_kind, read_input
 
     if _is_spec(text):
         return text.strip(), ":" in text
-    path = Path(text)
-    try:
-        if path.is_dir():
-            raise ValueError(f"--check {text}: is a directory; give a file of stages")
-        if not path.is_file():
-            raise ValueError(f"--check {text!r}: no file of that name, and not a stage list "
-                             f"'field:coeff,...', a scheme name or an s/f pattern")
-        if path.stat().st_size > MAX_FILE:
-            raise ValueError(f"--check {text}: {path.stat().st_size:,} bytes; a stage file "
-                             f"holds one stage per line (at most {MAX_FILE:,} bytes)")
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"--check {text!r}: {e.strerror}") from None
+    if not os.path.lexists(text):
+        raise ValueError(f"--check {text!r}: no file of that name, and not a stage list "
+                         f"'field:coeff,...', a scheme name or an s/f pattern")
+    # a folder, a socket or a device is named as such (it is no "missing file")
+    kind = input_kind(text, "--check", stream=True)
+    size = os.stat(text).st_size
+    if kind == "file" and size > MAX_FILE:
+        raise ValueError(f"--check {text}: {size:,} bytes; a stage file holds one stage per "
+                         f"line (at most {MAX_FILE:,} bytes)")
+    data = read_input(text, f"--check {text}", limit=MAX_FILE)
     try:
         return data.decode("utf-8"), True
     except UnicodeDecodeError as e:
