@@ -86,3 +86,34 @@ def test_check_reads_stages_from_a_stream():
                        env=env, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert b"declared order 2, measured 2.00" in r.stdout and b"-> OK" in r.stdout, r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# a comma list that starts with a negative number was taken for an option ("expected one
+# argument"); it is a value, and the value's own check then says what is wrong
+
+
+@pytest.mark.parametrize("value,words", [("-0.1,0.1", "step_size must be positive, got -0.1"),
+                                         ("-1e-3,-2E+1", "step_size must be positive"),
+                                         ("-nan,0.1", "expected a finite number, got '-nan'")])
+def test_a_list_starting_with_a_negative_number_is_a_value(tmp_path, capsys, value, words):
+    from splitnet.cli import main
+
+    png = tmp_path / "o.png"
+    capsys.readouterr()
+    try:
+        rc = main(["order", "--step-sizes", value, "--out", str(png)])
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and words in err, err
+    assert "expected one argument" not in err and not png.exists()
+
+
+def test_an_option_name_is_still_an_option():
+    from splitnet.cli._args import NEGATIVE_NUMBER
+
+    for text in ("-0.1,0.1", "-1", "-1e308", "-inf", "-.5,-2"):
+        assert NEGATIVE_NUMBER.match(text), text
+    for text in ("-x", "--beam", "-1,x", "-h", "-0.1,", "-e5"):
+        assert not NEGATIVE_NUMBER.match(text), text

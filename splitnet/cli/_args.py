@@ -25,9 +25,10 @@ MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, win
 
 # What argparse takes for a negative number rather than an option: its own pattern knows only
 # -1 and -0.5, so "--length-penalty -1e308" read -1e308 as an unknown option. Scientific
-# notation, and -inf / -nan (refused by the value's type with its own message), are values.
-NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
-                             re.IGNORECASE)
+# notation, -inf / -nan (refused by the value's type with its own message), and a comma list
+# that starts with one ("--step-sizes -0.1,0.1" was "expected one argument") are values.
+_NUMBER = r"((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity|nan)"
+NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(,[-+]?{_NUMBER})*$", re.IGNORECASE)
 
 
 class OneLineParser(argparse.ArgumentParser):
