@@ -28,9 +28,9 @@ from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs.runenv import RunEnv, available_memory, run_env
 
-__all__ = ["build_model", "build_optimizer", "compile_scope", "describe_model",
+__all__ = ["TEST_BATCH", "build_model", "build_optimizer", "compile_scope", "describe_model",
            "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
-           "step_batch", "wrap_model", "TEST_BATCH"]
+           "step_batch", "wrap_model"]
 
 TEST_BATCH = 32     # sources decoded together for the test scores (translate_lines' default)
 
