@@ -80,10 +80,6 @@ MAX_BEAM = 1024
 # equal by tests/test_hostile_files.py): every other value is stored resolved, as --text is
 PAIR_NAMES = ("gettext", "bible", "copy", "reverse")
 # ---------------------------------------------------------------------------------------------
-# checks
-
-
-# ---------------------------------------------------------------------------------------------
 # the model
 
 
