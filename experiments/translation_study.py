@@ -165,21 +165,15 @@ def _host() -> str:
 
 
 def seq2seq_cost(model_cfg, length: int = COST_LEN) -> dict:
-    """Forward matmul FLOPs per target token (2 per multiply-add, attention dense, as
-    :mod:`splitnet.nets.cost`) of a SplitSeq2Seq with ``length``-token source and target:
-    ``sum_layers sum_fields calls x kind.flops`` over the encoder (per source token; one source
-    token per target token at equal lengths) and the decoder (cross-attention over ``length``
-    memory tokens), plus the head ``2 d V``; training = 3 x forward. Also the field
+    """Forward matmul FLOPs per target token of a SplitSeq2Seq with ``length``-token source and
+    target (:func:`splitnet.nets.cost.seq2seq_costs`: both stacks and the head ``2 d V``; one
+    source token per target token at equal lengths), training = 3 x forward, and the field
     evaluations per token of each stack, field by field."""
-    out = {"flops_forward": 2.0 * model_cfg.d_model * model_cfg.tgt_vocab, "evals": {}}
-    for side in ("encoder", "decoder"):
-        st = model_cfg.stack(side)
-        for k in range(st.n_layers):
-            for f in st.layer_fields(k):
-                out["flops_forward"] += f.calls * f.kind.flops(st, f.width, length,
-                                                               memory_len=length)
-                key = f"{side}.{f.field}"
-                out["evals"][key] = out["evals"].get(key, 0) + f.calls
+    from splitnet.nets.cost import seq2seq_costs
+
+    stacks = seq2seq_costs(model_cfg, length)
+    out = {"flops_forward": sum(r["flops"] for r in stacks),
+           "evals": {f"{r['stack']}.{f}": n for r in stacks for f, n in r["evals"].items()}}
     out["flops_train"] = 3.0 * out["flops_forward"]
     out["n_evals"] = sum(out["evals"].values())
     return out

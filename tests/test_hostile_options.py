@@ -229,7 +229,7 @@ def test_describe_a_translation_checkpoint_stack_by_stack(mt_run, capsys):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from splitnet.cli.commands.cmd_describe import stack_costs
+    from splitnet.nets.cost import seq2seq_costs
 
     capsys.readouterr()
     assert main(["describe", "--checkpoint", str(mt_run), "--seq-len", "12"]) == 0
@@ -245,7 +245,7 @@ def test_describe_a_translation_checkpoint_stack_by_stack(mt_run, capsys):
     src, tgt = torch.randint(3, 200, (2, n)), torch.randint(3, 200, (2, n))
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc, torch.no_grad():
         model(src, tgt)
-    closed = sum(r["flops"] for r in stack_costs(model, n))
+    closed = sum(r["flops"] for r in seq2seq_costs(model.config, n))
     assert fc.get_total_flops() == pytest.approx(2 * n * closed, rel=1e-9)
 
 

@@ -203,5 +203,28 @@ def format_table(rows: list[Cost], markdown: bool = False) -> str:
     return "\n".join([fmt.format(*head)] + [fmt.format(*row) for row in body])
 
 
+
+def seq2seq_costs(config, seq_len: int) -> list[dict]:
+    """An encoder–decoder config (:class:`~splitnet.configs.seq2seq.Seq2SeqConfig`) stack by
+    stack, in closed form from the field kinds: ``{"stack", "scheme", "layers", "evals",
+    "flops"}`` with each field's evaluations per token (stages x the method's evaluations,
+    every layer) and the forward matmul FLOPs per token at ``seq_len`` tokens, source and
+    target alike, the memory read by cross-attention as long (FlopCounterMode's convention,
+    dense attention; the head ``2 d V`` counted with the decoder). Forward FLOPs of a pair of
+    ``seq_len``-token sequences: ``seq_len`` x the sum of both."""
+    evals = get_method(config.method).evals or 1      # exact: adaptive, one per stage (a bound)
+    out = []
+    for side in ("encoder", "decoder"):
+        st = config.stack(side)
+        plan = st.layer_fields(0)                # a stack's layers are alike (no gates)
+        fwd = st.n_layers * sum(f.calls * evals * f.kind.flops(st, f.width, seq_len, seq_len)
+                                for f in plan)
+        out.append({"stack": side, "scheme": st.scheme, "layers": st.n_layers,
+                    "evals": {f.field: st.n_layers * f.calls * evals for f in plan},
+                    "flops": fwd + (2.0 * config.d_model * config.tgt_vocab
+                                    if side == "decoder" else 0)})
+    return out
+
+
 __all__ = ["REFERENCE_SIZE", "Cost", "count_params", "describe", "field_evals", "format_table",
-           "forward_flops", "table"]
+           "forward_flops", "seq2seq_costs", "table"]

@@ -98,35 +98,12 @@ def _stage_lines(label: str, stages, declared: int, verdict: str) -> list[str]:
             f"  check_order: {verdict}; {_rescaled_verdict(stages, declared)}"]
 
 
-def stack_costs(model, seq_len: int) -> list[dict]:
-    """An encoder–decoder (:class:`~splitnet.nets.seq2seq.SplitSeq2Seq`) stack by stack, in
-    closed form from the field kinds: ``{"stack", "scheme", "layers", "evals", "flops"}`` with
-    each field's evaluations per token (stages x the method's evaluations, every layer) and
-    the forward matmul FLOPs per token at ``seq_len`` tokens, source and target alike, the
-    memory read by cross-attention as long (FlopCounterMode's convention, dense attention;
-    the head ``2 d V`` counted with the decoder). Forward FLOPs of a pair of ``seq_len``-token
-    sequences: ``seq_len`` x the sum of both."""
-    from ...integrators.subflows import get_method
-
-    c = model.config
-    evals = get_method(c.method).evals or 1      # exact: adaptive, one per stage (a bound)
-    out = []
-    for side in ("encoder", "decoder"):
-        st = c.stack(side)
-        plan = st.layer_fields(0)                # a stack's layers are alike (no gates)
-        fwd = st.n_layers * sum(f.calls * evals * f.kind.flops(st, f.width, seq_len, seq_len)
-                                for f in plan)
-        out.append({"stack": side, "scheme": st.scheme, "layers": st.n_layers,
-                    "evals": {f.field: st.n_layers * f.calls * evals for f in plan},
-                    "flops": fwd + (2.0 * c.d_model * c.tgt_vocab if side == "decoder" else 0)})
-    return out
-
-
 def stack_lines(model, seq_len: int) -> list[str]:
-    """:func:`stack_costs` as lines: the parameters, each stack's scheme, diagram, layers,
-    evaluations and FLOPs per token, then each stack's coefficients with their order
-    conditions (every layer of a stack has the same stages)."""
+    """:func:`splitnet.nets.cost.seq2seq_costs` as lines: the parameters, each stack's scheme,
+    diagram, layers, evaluations and FLOPs per token, then each stack's coefficients with their
+    order conditions (every layer of a stack has the same stages)."""
     from ...integrators.schemes import check_order
+    from ...nets.cost import seq2seq_costs
     from ...spec.stages import EXACT_ORDER
 
     c = model.config
@@ -137,7 +114,7 @@ def stack_lines(model, seq_len: int) -> list[str]:
              f"h={c.step_size:g}; FLOPs = matmul FLOPs per token in closed form at "
              f"{seq_len} tokens"]
     coefficients = []
-    for r in stack_costs(model, seq_len):
+    for r in seq2seq_costs(c, seq_len):
         sch, side = r["scheme"], r["stack"]
         ev = ", ".join(f"{f} {n}" for f, n in r["evals"].items())
         lines.append(f"{side}: {sch.name} [{sch.diagram()}] x {r['layers']} layers; "
@@ -210,5 +187,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run", "stack_costs",
-           "stack_lines"]
+__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run", "stack_lines"]
