@@ -351,3 +351,47 @@ def test_nothing_detectable_when_no_coefficient_can_move():
     r = sn.check_order("lie-trotter")
     assert r.ok and np.isnan(r.detectable) and "n/a" in r.summary()
     assert "one stage per field" in r.summary()
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict's thresholds: the tail within 0.3 of the declared order, the window within 0.6
+
+def _synthetic_check(monkeypatch, tail_off: float, window_off: float, order: int = 2):
+    """check_order of Strang's stages (declared ``order``) on a made-up local-error curve: the
+    three smallest h follow slope ``order + 1 + tail_off``; above them the slope steepens by
+    ``s`` (the curve stays continuous), ``s`` chosen so that the window's fitted order is
+    ``order + window_off`` (the fitted slope is linear in ``s``). The stage list is irrelevant:
+    only the thresholds decide."""
+    import splitnet.order.check as check
+
+    hs = 2.0 ** -np.arange(9.0)                                  # 1 .. 1/256, errors >= 6e-8
+    log_h, kink = np.log(hs), np.log(hs[-3])                     # the tail: 3 smallest h
+    steep = np.maximum(0.0, log_h - kink)
+    s = (window_off - tail_off) / np.polyfit(log_h, steep, 1)[0]
+
+    def curve(stages, mats, h):
+        x = np.log(h)
+        return float(np.exp((order + 1 + tail_off) * x + s * max(0.0, x - kink)))
+
+    monkeypatch.setattr(check, "local_error", curve)
+    r = sn.check_order("strang", order=order, step_sizes=hs)
+    assert r.tail == pytest.approx(order + tail_off, abs=1e-9)
+    assert r.measured == pytest.approx(order + window_off, abs=1e-9)
+    return r
+
+
+@pytest.mark.parametrize("off,verdict", [(0.2, "ok"), (-0.2, "ok"), (0.4, "mismatch"),
+                                         (-0.4, "mismatch")])
+def test_a_tail_off_by_more_than_the_tolerance_is_a_mismatch(monkeypatch, off, verdict):
+    """Tail and window both ``off`` from the declared order: 0.2 passes, 0.4 fails (the tail's
+    tolerance is 0.3; the window's, 0.6, would let 0.4 pass)."""
+    r = _synthetic_check(monkeypatch, off, off)
+    assert r.verdict == verdict and r.tolerance == 0.3, r.summary()
+
+
+@pytest.mark.parametrize("off,verdict", [(0.5, "ok"), (-0.5, "ok"), (0.7, "mismatch"),
+                                         (-0.7, "mismatch")])
+def test_a_window_off_by_more_than_twice_the_tolerance_is_a_mismatch(monkeypatch, off, verdict):
+    """The tail exactly at the declared order, the window ``off``: 0.5 passes, 0.7 fails."""
+    r = _synthetic_check(monkeypatch, 0.0, off)
+    assert r.verdict == verdict, r.summary()
