@@ -90,3 +90,25 @@ def test_attention_is_scaled_dot_product():
     h = torch.nn.functional.layer_norm(x, (4,))
     want = torch.softmax(h @ h.T / math.sqrt(4), -1) @ h
     assert torch.allclose(a(0.0, x), want, atol=1e-13)
+
+
+@pytest.mark.parametrize("rotary", [0, 4])
+def test_causal_attention_with_padding_is_the_unpadded_computation(rotary):
+    """Right-padded rows of lengths 7, 4 and 5 with a padding mask: on each row's tokens the
+    output equals the row computed alone without padding, and no token reads a later one (a
+    later token, real or padding, perturbed leaves every earlier output as it was)."""
+    torch.manual_seed(0)
+    a = Attention(D, 4, causal=True, rotary_dims=rotary).double()
+    lengths = (7, 4, 5)
+    x = _x(3, 7, D)
+    pad = torch.arange(7)[None, :] >= torch.tensor(lengths)[:, None]     # True at padding
+    out = a(0.0, x, padding_mask=pad)
+    for i, n in enumerate(lengths):
+        torch.testing.assert_close(out[i, :n], a(0.0, x[i:i + 1, :n])[0], rtol=0, atol=1e-13)
+    for j in range(1, 7):                            # perturb token j and everything after it
+        y = x.clone()
+        y[:, j:] += _x(3, 7 - j, D, seed=j)
+        moved = a(0.0, y, padding_mask=pad)
+        torch.testing.assert_close(moved[:, :j], out[:, :j], rtol=0, atol=1e-13)
+        real = ~pad[:, j]
+        assert (moved[real, j] - out[real, j]).abs().amax(-1).min() > 1e-3   # it does see j

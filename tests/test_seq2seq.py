@@ -69,6 +69,29 @@ def test_decoder_is_causal_and_encoder_sees_the_whole_source():
         assert (m(s2, tgt)[:, 0] - base[:, 0]).abs().max() > 1e-6
 
 
+@pytest.mark.parametrize("scheme", ["lie-trotter", "c:0.5,d:1,x:1,c:0.5"])
+def test_a_padded_target_batch_is_each_sentence_decoded_alone(scheme):
+    """A training batch: targets of 6, 3 and 4 tokens right-padded with pad_id, sources padded
+    too. On each row's tokens the logits equal the sentence decoded alone, unpadded; no
+    position reads a later one (later tokens, real or padding, changed: earlier logits kept)."""
+    m = _model(decoder_scheme=scheme, weights="per-stage")
+    lengths, src_lengths = (6, 3, 4), (5, 3, 5)
+    src, tgt = _ids(3, 5, 11), _ids(3, 6, 12)
+    src[torch.arange(5)[None, :] >= torch.tensor(src_lengths)[:, None]] = SPECIALS["pad_id"]
+    tgt[torch.arange(6)[None, :] >= torch.tensor(lengths)[:, None]] = SPECIALS["pad_id"]
+    with torch.no_grad():
+        out = m(src, tgt)
+        for i, n in enumerate(lengths):
+            alone = m(src[i:i + 1, :src_lengths[i]], tgt[i:i + 1, :n])[0]
+            torch.testing.assert_close(out[i, :n], alone, rtol=0, atol=1e-12)
+        for j in range(1, 6):
+            t2 = tgt.clone()
+            t2[:, j:] = _ids(3, 6 - j, 13 + j)
+            moved = m(src, t2)
+            torch.testing.assert_close(moved[:, :j], out[:, :j], rtol=0, atol=1e-12)
+            assert (moved[:, j] - out[:, j]).abs().max() > 1e-6
+
+
 @pytest.mark.parametrize("scheme", ["lie-trotter", "strang", "c:0.5,d:1,x:1,c:0.5"])
 def test_padding_invariance(scheme):
     m = _model(decoder_scheme=scheme, encoder_scheme="strang", weights="per-stage")
