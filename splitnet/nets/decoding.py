@@ -36,7 +36,7 @@ from ..configs.config import MAX_BEAM
 from ..integrators.subflows import get_method
 from ..runs.runenv import require_memory
 from ..spec.stages import CROSS, DIFFUSION
-from .generation import GenerationCache, KVCache, cache_unsupported
+from .generation import GenerationCache, cache_unsupported
 
 
 class _DecoderView:
@@ -104,7 +104,7 @@ def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int
             logits = model.decode(seq, memory, mask)[:, -1]
         else:
             if reorder is not None:
-                reorder_cache(cache, reorder)
+                cache.reorder(reorder)
             x = model.embed_target(seq[:, cache.length:], start=cache.length)
             ctx = {"memory": memory, "memory_mask": mask, "memory_cache": store}
             for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
@@ -116,20 +116,6 @@ def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int
         return logp
 
     return next_logprobs
-
-
-def reorder_cache(cache: GenerationCache, index: torch.Tensor) -> None:
-    """Row ``i`` of every key/value cache becomes the old row ``index[i]``."""
-    for layer in cache.layers:
-        for caches in layer:
-            for kv in caches or ():
-                _reorder(kv, index)
-
-
-def _reorder(kv: KVCache, index: torch.Tensor) -> None:
-    if kv.k is not None:
-        kv.k = kv.k.index_select(0, index)
-        kv.v = kv.v.index_select(0, index)
 
 
 def _pad_rows(rows: list[list[int]], pad: int, device) -> torch.Tensor:
@@ -253,4 +239,4 @@ def generate(model, src: torch.Tensor, max_new_tokens: int, beam: int = 1,
         model.train(was_training)
 
 
-__all__ = ["beam_search", "decode_memory", "generate", "greedy", "reorder_cache", "step_function"]
+__all__ = ["beam_search", "decode_memory", "generate", "greedy", "step_function"]

@@ -48,9 +48,16 @@ import torch
 class KVCache:
     """Keys and values of one attention evaluation for the positions seen so far.
 
-    A buffer of ``capacity`` positions, shape (B, H, capacity, d_h), allocated at the first
-    :meth:`append` (which fixes batch, heads, dtype and device); appending writes in place, so a
-    generation of N tokens copies each key once instead of re-concatenating the prefix."""
+    A buffer of ``capacity`` positions, allocated at the first :meth:`append` (which fixes
+    batch, heads, dtype and device); appending writes in place, so a generation of N tokens
+    copies each key once instead of re-concatenating the prefix. The buffer is position-major,
+    (capacity, B, H, d_h): the filled prefix is one contiguous block, handed to attention as the
+    (B, H, length, d_h) view it expects (attention kernels take strided keys).
+
+    :meth:`reorder` (beam search) gathers the rows of the *filled* prefix only, into a second
+    buffer that then becomes the cache (allocated at the first reorder, reused after): a step's
+    reorder costs the prefix, not the capacity, and allocates nothing. (Reordering the whole
+    preallocated buffer cost 28-33 % of a beam search at batch 16-64 on the CPU.)"""
 
     def __init__(self, capacity: int):
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
@@ -59,6 +66,7 @@ class KVCache:
         self.length = 0
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self._spare: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store ``k``, ``v`` (B, H, n, d_h) at positions ``length .. length + n - 1``; return the
@@ -69,12 +77,28 @@ class KVCache:
             raise ValueError(f"key/value cache full: {self.length} + {n} positions exceed its "
                              f"capacity {self.capacity}")
         if self.k is None:
-            self.k = k.new_empty(b, heads, self.capacity, hd)
-            self.v = v.new_empty(b, heads, self.capacity, hd)
-        self.k[:, :, self.length:end] = k
-        self.v[:, :, self.length:end] = v
+            self.k = k.new_empty(self.capacity, b, heads, hd)
+            self.v = v.new_empty(self.capacity, b, heads, hd)
+        self.k[self.length:end] = k.permute(2, 0, 1, 3)
+        self.v[self.length:end] = v.permute(2, 0, 1, 3)
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        return self.k[:end].permute(1, 2, 0, 3), self.v[:end].permute(1, 2, 0, 3)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Row ``i`` becomes the old row ``index[i]`` (int64, one entry per row), keys and
+        values alike; positions ``length ..`` are not copied (nothing there is read)."""
+        if self.k is None or self.length == 0:
+            return
+        if index.shape != (self.k.shape[1],):
+            raise ValueError(f"a reorder index needs one entry per cached row "
+                             f"({self.k.shape[1]}), got shape {tuple(index.shape)}")
+        if self._spare is None:
+            self._spare = (torch.empty_like(self.k), torch.empty_like(self.v))
+        n, (k2, v2) = self.length, self._spare
+        torch.index_select(self.k[:n], 1, index, out=k2[:n])
+        torch.index_select(self.v[:n], 1, index, out=v2[:n])
+        self._spare = (self.k, self.v)
+        self.k, self.v = k2, v2
 
 
 class GenerationCache:
@@ -92,6 +116,14 @@ class GenerationCache:
                        for layer in model.layers]
         self.capacity = capacity
         self.length = 0
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Row ``i`` of every key/value cache becomes the old row ``index[i]`` (beam search:
+        each hypothesis continues the one it extends); see :meth:`KVCache.reorder`."""
+        for layer in self.layers:
+            for caches in layer:
+                for kv in caches or ():
+                    kv.reorder(index)
 
     def n_caches(self) -> int:
         """Number of cached field evaluations per token (one :class:`KVCache` each)."""
