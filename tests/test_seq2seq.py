@@ -213,6 +213,42 @@ def test_cached_equals_uncached_and_beam1_equals_greedy(scheme):
         assert row[:k] == want[:k] and all(t == 0 for t in row[k:])
 
 
+def _beams(m, src, n, beam):
+    """Uncached beam search of ``src``, and the (B K, t) prefixes of every step (what the
+    uncached path feeds ``m.decode``)."""
+    seen, decode = [], m.decode
+
+    def record(seq, *args, **kw):
+        seen.append(seq.clone())
+        return decode(seq, *args, **kw)
+
+    m.decode = record
+    try:
+        return m.generate(src, n, beam=beam, use_cache=False), seen
+    finally:
+        del m.decode
+
+
+@pytest.mark.parametrize("scheme", ["lie-trotter", "strang"])
+def test_cached_beam_search_of_diverging_beams_is_the_uncached_one(scheme):
+    """Beams that hold different prefixes and trade places: a hypothesis continues another row
+    than its own, so the caches' reorder must move keys and values together. Cached = uncached
+    for beams 2..5, batches of 1, 3 and 4 sources, padded sources among them."""
+    m = _model(seed=1, decoder_scheme=scheme, weights="per-stage", tie_head=False,
+               shared_embeddings=False)
+    for b, beam in itertools.product((1, 3, 4), (2, 3, 4, 5)):
+        src = _ids(b, 6, 20 + b)
+        src[b // 2, 6 - b:] = SPECIALS["pad_id"]             # one source ends in b pads
+        want, seen = _beams(m, src, 10, beam)
+        # the beams diverge (a source's rows hold different prefixes) and trade places (a row
+        # continues a prefix that another row held): a reorder that is not the identity
+        assert any(len(set(map(tuple, s.reshape(b, beam, -1)[i].tolist()))) > 1
+                   for s in seen[2:] for i in range(b)), (b, beam)
+        moved = ((new[:, :-1] != old).any() for old, new in itertools.pairwise(seen))
+        assert any(moved), (b, beam)
+        assert torch.equal(m.generate(src, 10, beam=beam, use_cache=True), want), (b, beam)
+
+
 def test_generate_rows_end_at_eos_and_pad_after():
     m = _model(seed=1)
     out = m.generate(_ids(5, 5, 9), 20, beam=2, length_penalty=0.6)
