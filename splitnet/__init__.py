@@ -75,7 +75,7 @@ PUBLIC_NAMES = {
 }
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "nets",
-            "order", "plots", "runs", "spec", "training", "translate")
+            "order", "plots", "reversible", "runs", "spec", "training", "translate")
 
 # Public modules that need an optional extra to import (name -> the pip extra). They are served
 # (`sn.hf`, `import splitnet.hf`: without the extra, one ImportError naming it), but `__all__`

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, DIFFUSION
+from ..spec.stages import CONVECTION, DIFFUSION, reversible_unsupported
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
@@ -133,6 +133,13 @@ class SplitConfig:
                                       "trainable parameter, initialised from the scheme "
                                       "(model.coefficients(); --order-penalty keeps them a "
                                       "method)")
+    reversible: bool = option(False, "a partitioned state (x1, x2): attention writes x1 "
+                              "reading x2, the feed-forward x2 reading x1; exactly invertible, "
+                              "the scheme's order kept with residual sub-layers, training "
+                              "stores no activations per layer (splitnet.reversible)")
+    reversible_grid: int | None = option(None, "with --reversible: every increment rounded to "
+                                         "a multiple of 2^-K, so the inverse is exact in "
+                                         "float32 at any depth (off by default)", metavar="K")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -151,8 +158,30 @@ class SplitConfig:
         set_(self, "learn_coefficients", bool(self.learn_coefficients))
         set_(self, "causal", bool(self.causal))
         self._check_gates()
+        self._check_reversible()
         for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
             f.kind.check(self)
+
+    def _check_reversible(self) -> None:
+        """``reversible``: every stage one field of splitnet.spec.stages.WRITES, Euler
+        sub-steps, fixed coefficients; ``reversible_grid``: an int in [1, 20], with it."""
+        object.__setattr__(self, "reversible", bool(self.reversible))
+        grid = self.reversible_grid
+        if grid is not None:
+            object.__setattr__(self, "reversible_grid", _int("reversible_grid", grid))
+            if not self.reversible:
+                raise ValueError("reversible_grid needs reversible=True (--reversible)")
+        if not self.reversible:
+            return
+        reason = reversible_unsupported(self.resolved_scheme().stages)
+        if reason:
+            raise ValueError(f"scheme {self.scheme!r} cannot be reversible: {reason}")
+        if self.method != "euler":
+            raise ValueError(f"reversible networks take method='euler' (the Euler step of a "
+                             f"shear is its exact flow), got {self.method!r}")
+        if self.learn_coefficients:
+            raise ValueError("reversible networks with learned coefficients are not supported "
+                             "yet: choose one of the two")
 
     def _check_gates(self) -> None:
         gl = self.gate_layers

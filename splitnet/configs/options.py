@@ -63,6 +63,7 @@ LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2
           "batch_size": 2**24, "grad_accum": 2**24, "eval_windows": 2**24, "eval_every": 2**40,
           "ckpt_every": 2**40, "warmup": 2**40, "seed": MAX_SEED, "loss_chunk": 2**31 - 1,
           "threads": 2**10, "sync_every": 2**40, "stop_at": 2**40, "refine_substeps": 2**10,
+          "reversible_grid": 20,
           # reals: a step, a learning rate or a peak beyond these overflows float32 at once
           "step_size": 1e3, "lr": 10.0, "weight_decay": 1e3, "clip": 1e30, "norm_eps": 1.0,
           "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}

@@ -25,6 +25,8 @@ from ..configs.kinds import layer_fields
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..integrators.layers import SplitLayer
+from ..reversible import ReversibleLayer, end_pair, run_stack, start_pair
+from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
 from .learned import LearnedSplitLayer, coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
@@ -95,6 +97,9 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         for f in layer_fields(c, self.scheme, k):
             fields[f.field] = f.kind.build(c, f.width) if f.shared else \
                 [f.kind.build(c, f.width) for _ in range(f.calls)]
+        if c.reversible:
+            return ReversibleLayer(self.scheme, step_size=c.step_size, method=c.method,
+                                   fields=fields, grid=c.reversible_grid)
         cls = LearnedSplitLayer if c.learn_coefficients else SplitLayer
         return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
@@ -137,19 +142,41 @@ class SplitTransformer(ConfigBuilt, nn.Module):
     def forward(self, idx: torch.Tensor, return_states: bool = False):
         """``idx`` (B, T) int64 -> logits (B, T, V). With ``return_states`` also a tensor
         ``(1 + n_layers * n_stages, B, T, D)``: the embedding, then the state after every stage
-        of every layer (times: :meth:`state_times`)."""
+        of every layer (times: :meth:`state_times`; a reversible network's state is the mean
+        of its pair)."""
         x = self.embed(idx)
-        h = self.config.step_size
         if return_states:
-            states = [x]
+            x, states = self._states(x)
+            return self.head(self.norm(x)), states
+        return self.head(self.norm(self.run_layers(x)))
+
+    def run_layers(self, x: torch.Tensor) -> torch.Tensor:
+        """The embedded tokens ``x`` (B, T, D) through every layer (layer k at time ``k h``).
+        Reversible (``config.reversible``): the pair ``x1 = x2 = x`` through the stack, which
+        stores no activations per layer for backward (:mod:`splitnet.reversible`), read out as
+        the mean of the final pair."""
+        c = self.config
+        if c.reversible:
+            x1, x2 = start_pair(x, c.reversible_grid)
+            return end_pair(*run_stack(self.layers, x1, x2, c.step_size,
+                                       plain=getattr(self, PLAIN, False)))
+        for k, layer in enumerate(self.layers):
+            x = layer(x, k * c.step_size)
+        return x
+
+    def _states(self, x: torch.Tensor):
+        h, states = self.config.step_size, [x]
+        if self.config.reversible:
+            pairs = []
+            x1, x2 = start_pair(x, self.config.reversible_grid)
             for k, layer in enumerate(self.layers):
-                x, st = layer(x, k * h, return_states=True)
-                states += st
-        else:
-            for k, layer in enumerate(self.layers):
-                x = layer(x, k * h)
-        logits = self.head(self.norm(x))
-        return (logits, torch.stack(states)) if return_states else logits
+                x1, x2 = layer(x1, x2, k * h, states=pairs)
+            states += [end_pair(a, b) for a, b in pairs]
+            return end_pair(x1, x2), torch.stack(states)
+        for k, layer in enumerate(self.layers):
+            x, st = layer(x, k * h, return_states=True)
+            states += st
+        return x, torch.stack(states)
 
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, *, generator: torch.Generator | None = None,
@@ -175,10 +202,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         """The final states after the last norm, ``norm(x_L)`` (B, T, D): ``forward(idx)`` is
         ``head(features(idx))``. A loss that never forms the full logits multiplies them by
         ``head.weight`` itself (:func:`splitnet.training.losses.linear_cross_entropy`)."""
-        x = self.embed(idx)
-        for k, layer in enumerate(self.layers):
-            x = layer(x, k * self.config.step_size)
-        return self.norm(x)
+        return self.norm(self.run_layers(self.embed(idx)))
 
     def state_times(self) -> torch.Tensor:
         """Time of each state returned by ``forward(..., return_states=True)``: 0 for the

@@ -240,6 +240,25 @@ def second_order_defect(stages: Sequence[Stage]) -> float:
     return d[worst]
 
 
+# Reversible networks (splitnet.reversible): the block of the partitioned state (x1, x2) each
+# field writes (0: x1, 1: x2); it reads the other one. The one table.
+WRITES = {DIFFUSION: 0, CROSS: 0, CONVECTION: 1}
+
+
+def reversible_unsupported(stages: Sequence[Stage]) -> str | None:
+    """Why a network with these stages cannot be reversible, or ``None``: every stage must
+    advance one field that writes one block and reads the other (a sum stage such as
+    ``parallel``'s ``d+c`` writes both blocks from both: not a shear)."""
+    for i, st in enumerate(stages):
+        if st.is_sum:
+            return (f"stage {i + 1} ({st.field}) is a sum of fields: a reversible layer needs "
+                    f"every stage to advance one field (a shear)")
+        if st.field not in WRITES:
+            return (f"stage {i + 1} advances {st.field!r}: a reversible layer knows only "
+                    f"{', '.join(WRITES)}")
+    return None
+
+
 def _display(field: str) -> str:
     return SUM.join(LETTER.get(f, f) for f in field.split(SUM))
 
@@ -304,9 +323,8 @@ def parse(text: str) -> tuple[Stage, ...]:
 
 
 __all__ = ["ALIASES", "BUILTIN", "CONVECTION", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS",
-           "LETTER",
-           "STRING_LETTER", "SUM", "Stage", "as_stage", "as_stages", "clocks",
-           "coefficient_sums", "component_clocks", "diagram", "field_coeffs", "field_name",
-           "field_names", "format_stages", "is_palindrome", "merge", "pair_defects", "parse",
-           "per_field_normalized",
-           "progress", "second_order_defect"]
+           "LETTER", "STRING_LETTER", "SUM", "WRITES", "Stage", "as_stage", "as_stages",
+           "clocks", "coefficient_sums", "component_clocks", "diagram", "field_coeffs",
+           "field_name", "field_names", "format_stages", "is_palindrome", "merge",
+           "pair_defects", "parse", "per_field_normalized", "progress", "reversible_unsupported",
+           "second_order_defect"]

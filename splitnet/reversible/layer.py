@@ -1,0 +1,151 @@
+"""A reversible splitting layer: a scheme's step on a partitioned state ``(x1, x2)``.
+
+Attention (diffusion) writes ``x1`` reading ``x2``, the feed-forward (convection) writes ``x2``
+reading ``x1``, cross-attention writes ``x1`` reading ``x2`` and the memory. Each stage is a
+**shear**::
+
+    x_w <- x_w + c h f(t + clock, x_r)          (x_r untouched)
+
+whose Euler step is its exact flow. So the layer is exactly the scheme's step on the shear
+fields ``D~(x1, x2) = (D(x2), 0)``, ``C~(x1, x2) = (0, C(x1))``, ``X~ = (X(x2; m), 0)``: every
+composition keeps its order with plain residual sub-layers (Lie–Trotter 1, Strang 2, Yoshida4
+4), and the step is explicitly invertible: stages reversed, each increment subtracted
+(:meth:`ReversibleLayer.inverse`). Lie–Trotter (``d c``) is the RevNet / Reformer block
+``y1 = x1 + F(x2)``, ``y2 = x2 + G(y1)``; Strang (``c/2 d c/2``) is a leapfrog (Störmer–Verlet)
+step.
+
+**Exact mode** (``grid=k``): every increment is rounded to a multiple of ``2^-k`` (a
+straight-through gradient: the rounding's derivative is taken as 1), so on a state that starts
+on that grid every sum is exact in float32 and the inverse reconstructs the input bit for bit
+at any depth, whatever the precision of the fields' compute. It holds while ``|x| < 2^(24-k)``
+(float32's 24-bit significand): :func:`check_grid` raises before that bound is reached.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..integrators.layers import SplitLayer
+from ..integrators.subflows import Euler
+from ..spec.stages import WRITES, reversible_unsupported
+
+# the float32 significand: a grid-k state is exact while |x| < 2 ** (FLOAT32_BITS - k)
+FLOAT32_BITS = 24
+MAX_GRID = 20
+
+
+def check_grid(grid) -> int | None:
+    """``reversible_grid``: ``None`` (off) or an int k in [1, 20]: increments on multiples of
+    2^-k."""
+    if grid is None:
+        return None
+    if isinstance(grid, bool) or not isinstance(grid, int) or not 1 <= grid <= MAX_GRID:
+        raise ValueError(f"reversible_grid must be an int in [1, {MAX_GRID}] (increments on "
+                         f"multiples of 2^-k) or None, got {grid!r}")
+    return grid
+
+
+def to_grid(x: torch.Tensor, grid: int | None) -> torch.Tensor:
+    """``x`` rounded to a multiple of ``2^-grid`` in float32, with a straight-through gradient
+    (``grid`` None: ``x`` unchanged)."""
+    if grid is None:
+        return x
+    scale = float(2 ** grid)
+    q = torch.round(x.float() * scale) / scale
+    return x + (q - x).detach() if x.requires_grad else q
+
+
+def guard(x: torch.Tensor, grid: int | None, where: str) -> None:
+    """Raise when a grid-``k`` state nears ``2^(24-k)``, past which float32 sums stop being
+    exact (the reconstruction would drift)."""
+    if grid is None:
+        return
+    bound = 2.0 ** (FLOAT32_BITS - grid - 1)      # one bit of headroom for the next sum
+    top = float(x.detach().abs().max()) if x.numel() else 0.0
+    if not top < bound:
+        raise FloatingPointError(
+            f"reversible_grid={grid}: |x| reached {top:g} at {where}, at or above 2^"
+            f"{FLOAT32_BITS - grid - 1} = {bound:g}; float32 sums on a 2^-{grid} grid stop "
+            f"being exact there (lower reversible_grid)")
+
+
+def start_pair(x: torch.Tensor, grid: int | None = None):
+    """The pair a network starts from: ``x1 = x2 = x`` (on the grid in exact mode)."""
+    x = to_grid(x, grid)
+    return x, x
+
+
+def end_pair(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """What a network reads out of the final pair: the mean ``(x1 + x2) / 2``. With zero fields
+    it is the embedding, as for a plain network of the same width (the head, its parameters
+    and its initial scale stay the Transformer's)."""
+    return (x1 + x2) / 2
+
+
+class ReversibleLayer(SplitLayer):
+    """``(x1, x2) -> (y1, y2)``: the scheme's step on the shear fields (module docstring).
+    Built like a :class:`~splitnet.integrators.layers.SplitLayer` (its fields, plan, ODE views
+    and coefficients are the same); ``method`` must be Euler (on a shear every explicit method
+    equals it, at more evaluations); ``grid``: exact mode."""
+
+    def __init__(self, scheme, diffusion=None, convection=None, step_size: float = 1.0,
+                 method: str = "euler", *, fields=None, grid: int | None = None):
+        super().__init__(scheme, diffusion, convection, step_size, method, fields=fields)
+        if not isinstance(self.method, Euler):
+            raise ValueError(f"a reversible layer takes method='euler' (the Euler step of a "
+                             f"shear is its exact flow; {self.method.name!r} would repeat it), "
+                             f"got {self.method.name!r}")
+        reason = reversible_unsupported(self.stages)
+        if reason:
+            raise ValueError(f"scheme {self.name!r} cannot be reversible: {reason}")
+        self.writes = tuple(WRITES[st.field] for st in self.stages)
+        self.grid = check_grid(grid)
+
+    def plan(self, context: dict) -> list:
+        """``(field callable, c h, clock, written block)`` per stage, context bound."""
+        return [(f, dt, clock, w) for f, (dt, clock), w in
+                zip(self._with_context(context), self._plan, self.writes)]
+
+    def increment(self, f, dt: float, t: float, x_r: torch.Tensor) -> torch.Tensor:
+        """``c h f(t, x_r)`` (on the grid in exact mode)."""
+        dx = f(t, x_r)
+        return to_grid(dx if dt == 1.0 else dt * dx, self.grid)
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor, t: float = 0.0,
+                states: list | None = None, **context):
+        """One step from the pair at time ``t``: the stages in order, each ``x_w += c h
+        f(t + clock, x_r)``. ``context``: as :meth:`SplitLayer.forward` (a memory).
+        ``states``: a list that gets the pair after every stage."""
+        x = [x1, x2]
+        for f, dt, clock, w in self.plan(context):
+            x[w] = x[w] + self.increment(f, dt, t + clock, x[1 - w])
+            if states is not None:
+                states.append((x[0], x[1]))
+        return x[0], x[1]
+
+    def inverse(self, y1: torch.Tensor, y2: torch.Tensor, t: float = 0.0, **context):
+        """The pair this step maps to ``(y1, y2)``: the stages reversed, each ``x_w -= c h
+        f(t + clock, x_r)`` (the same increment, recomputed from the untouched block)."""
+        y = [y1, y2]
+        for f, dt, clock, w in reversed(self.plan(context)):
+            y[w] = y[w] - self.increment(f, dt, t + clock, y[1 - w])
+        return y[0], y[1]
+
+    def forward_cached(self, x1, x2, t: float, caches, **context):
+        """The step for new tokens of a causal network with its earlier tokens' keys and values
+        in ``caches`` (one entry per stage, as :meth:`SplitLayer.forward_cached`)."""
+        from ..integrators.layers import EvaluationCaches
+
+        x = [x1, x2]
+        for (f, dt, clock, w), c in zip(self.plan(context), caches):
+            g = EvaluationCaches(f, c) if c is not None else f
+            x[w] = x[w] + self.increment(g, dt, t + clock, x[1 - w])
+        return x[0], x[1]
+
+    def extra_repr(self) -> str:
+        grid = f", grid=2^-{self.grid}" if self.grid is not None else ""
+        return super().extra_repr() + ", reversible" + grid
+
+
+__all__ = ["FLOAT32_BITS", "MAX_GRID", "ReversibleLayer", "check_grid", "end_pair", "guard",
+           "start_pair", "to_grid"]
