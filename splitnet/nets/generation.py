@@ -198,10 +198,7 @@ def forward_last(model, idx: torch.Tensor) -> torch.Tensor:
     """Logits (B, V) of the token after ``idx`` (B, T), T <= max_len, without a cache: the
     network on the whole window, the head on its last position only (as ``model(idx)[:, -1]``,
     without projecting every position onto the vocabulary)."""
-    x = model.embed(idx)
-    h = model.step_size
-    for k, layer in enumerate(model.layers):
-        x = layer(x, k * h)
+    x = model.run_layers(model.embed(idx))
     return model.head(model.norm(x[:, -1]))
 
 

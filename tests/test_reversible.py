@@ -1,0 +1,301 @@
+"""Reversible splitting networks (issue 27): the layer is the scheme's Euler step on the shear
+fields, Lie–Trotter is the Reformer block, the inverse holds at depth 64, the global order is
+the scheme's with residual sub-layers, the stored-nothing backward equals ordinary autograd,
+the bytes saved for backward are flat in depth, exact mode reconstructs bit for bit."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+
+import splitnet as sn
+from splitnet.reversible import ReversibleLayer, plain_autograd, run_stack, start_pair
+
+V = 61
+
+
+def _model(scheme="strang", n_layers=2, d=16, dtype=torch.float64, **kw):
+    torch.manual_seed(0)
+    kw.setdefault("max_len", 16)
+    return sn.SplitTransformer(V, d, 2, n_layers, scheme=scheme, reversible=True,
+                               **kw).to(dtype)
+
+
+def _idx(b=3, t=11):
+    return torch.randint(0, V, (b, t), generator=torch.Generator().manual_seed(1))
+
+
+def _shear(f, w):
+    """The field ``f`` as a shear of the stacked pair X = (x1, x2): writes block ``w`` from the
+    other one."""
+    def g(t, X):
+        out = torch.zeros_like(X)
+        out[w] = f(t, X[1 - w])
+        return out
+    return g
+
+
+def _shear_fields(layer):
+    """The layer's fields as shear fields of the pair (one per stage when per-stage)."""
+    out = {}
+    for name, w in (("diffusion", 0), ("convection", 1)):
+        mods = layer.field_modules(name)
+        out[name] = [_shear(m, w) for m in mods] if any(m is not mods[0] for m in mods) else \
+            _shear(mods[0], w)
+    return out
+
+
+@pytest.mark.parametrize("scheme,weights", [("lie-trotter", "shared"), ("strang", "shared"),
+                                            ("yoshida4", "shared"), ("strang", "per-stage"),
+                                            ("c:0.5,d:1,c:0.5", "per-stage")])
+def test_layer_is_the_schemes_euler_step_on_the_shear_fields(scheme, weights):
+    m = _model(scheme, weights=weights, step_size=0.5)
+    layer = m.layers[1]
+    g = torch.Generator().manual_seed(2)
+    x1, x2 = (torch.randn(2, 7, 16, dtype=torch.float64, generator=g) for _ in range(2))
+    y1, y2 = layer(x1, x2, 0.5)
+    Y = m.scheme.step(fields=_shear_fields(layer), x=torch.stack([x1, x2]), t=0.5,
+                      step_size=0.5, method="euler")
+    assert torch.allclose(torch.stack([y1, y2]), Y, rtol=0, atol=1e-13)
+    assert (y1 - x1).abs().max() > 1e-3 and (y2 - x2).abs().max() > 1e-3   # both blocks moved
+
+
+def test_lie_trotter_is_the_reformer_block():
+    """RevNet / Reformer: ``y1 = x1 + F(x2)``, ``y2 = x2 + G(y1)``, F attention, G the
+    feed-forward network."""
+    layer = _model("lie-trotter").layers[0]
+    g = torch.Generator().manual_seed(3)
+    x1, x2 = (torch.randn(2, 5, 16, dtype=torch.float64, generator=g) for _ in range(2))
+    attn, ffn = layer.diffusion, layer.convection
+    r1 = x1 + attn(0.0, x2)
+    r2 = x2 + ffn(0.0, r1)
+    y1, y2 = layer(x1, x2)
+    assert torch.equal(y1, r1) and torch.equal(y2, r2)
+
+
+@pytest.mark.parametrize("scheme", ["lie-trotter", "strang", "yoshida4"])
+def test_inverse_at_depth_64_in_float64(scheme):
+    m = _model(scheme, n_layers=64)
+    for p in m.parameters():                 # fields of order one, so the test can fail
+        torch.nn.init.normal_(p, std=0.2)
+    g = torch.Generator().manual_seed(4)
+    x1, x2 = (torch.randn(2, 6, 16, dtype=torch.float64, generator=g) for _ in range(2))
+    y1, y2 = x1, x2
+    with torch.no_grad():
+        for k, layer in enumerate(m.layers):
+            y1, y2 = layer(y1, y2, float(k))
+        assert (y1 - x1).norm() > 0.1 * x1.norm()
+        for k in reversed(range(64)):
+            y1, y2 = m.layers[k].inverse(y1, y2, float(k))
+    rel = max((y1 - x1).norm() / x1.norm(), (y2 - x2).norm() / x2.norm())
+    assert rel < 1e-11, rel
+
+
+def _global_error(scheme, n_steps, T=1.0):
+    m = _model(scheme, n_layers=1, d=8)
+    torch.manual_seed(5)
+    for p in m.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    base = m.layers[0]
+    fields = {"diffusion": base.diffusion, "convection": base.convection}
+    h = T / n_steps
+    layer = ReversibleLayer(m.scheme, step_size=h, fields=fields)
+    g = torch.Generator().manual_seed(6)
+    x1, x2 = (torch.randn(1, 4, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    with torch.no_grad():
+        y1, y2 = x1, x2
+        for k in range(n_steps):
+            y1, y2 = layer(y1, y2, k * h)
+        X = torch.stack([x1, x2])
+        f = {"diffusion": _shear(base.diffusion, 0), "convection": _shear(base.convection, 1)}
+        from torchdiffeq import odeint
+        ref = odeint(lambda t, X: f["diffusion"](t, X) + f["convection"](t, X), X,
+                     torch.tensor([0.0, T], dtype=torch.float64), rtol=1e-13, atol=1e-13,
+                     method="dopri8")[-1]
+    return float((torch.stack([y1, y2]) - ref).norm())
+
+
+@pytest.mark.parametrize("scheme,order,steps", [("lie-trotter", 1, (8, 16, 32, 64)),
+                                                ("strang", 2, (8, 16, 32, 64)),
+                                                ("yoshida4", 4, (4, 8, 16, 32))])
+def test_global_order_with_residual_sub_layers_is_the_schemes(scheme, order, steps):
+    """Euler sub-steps on shears are exact flows: the network's step keeps the scheme's order
+    (a plain residual network is first order whatever its scheme)."""
+    errs = [_global_error(scheme, n) for n in steps]
+    assert min(errs) > 1e-12                       # above round-off
+    slope = -np.polyfit(np.log(steps), np.log(errs), 1)[0]
+    assert abs(slope - order) < 0.2, (scheme, slope, errs)
+
+
+def _grads(m, idx, plain, seed=7):
+    m.zero_grad()
+    torch.manual_seed(seed)
+    ctx = plain_autograd(m) if plain else torch.enable_grad()
+    with ctx:
+        loss = torch.nn.functional.cross_entropy(m(idx).flatten(0, 1), idx.flatten())
+        loss.backward()
+    return loss.detach(), [p.grad.clone() for p in m.parameters()]
+
+
+@pytest.mark.parametrize("scheme,weights", [("lie-trotter", "shared"), ("strang", "per-stage"),
+                                            ("yoshida4", "shared")])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-9), (torch.float32, 5e-6)])
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_gradients_equal_ordinary_autograd(scheme, weights, dtype, tol, dropout):
+    m = _model(scheme, n_layers=3, weights=weights, dtype=dtype, dropout=dropout)
+    idx = _idx()
+    la, ga = _grads(m, idx, plain=False)
+    lb, gb = _grads(m, idx, plain=True)
+    assert torch.allclose(la, lb, rtol=tol, atol=0)
+    for a, b in zip(ga, gb):
+        scale = b.abs().max().clamp_min(1e-30)
+        assert (a - b).abs().max() / scale < tol
+    if dropout:                     # the RNG matters: another seed gives other gradients
+        _, gc = _grads(m, idx, plain=True, seed=8)
+        assert max(float((a - c).abs().max()) for a, c in zip(ga, gc)) > 1e-4
+
+
+def _saved_bytes(n_layers, reversible):
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(V, 32, 2, n_layers, scheme="strang", reversible=reversible,
+                            max_len=32)
+    params = {p.data_ptr() for p in m.parameters()}
+    total = [0]
+
+    def pack(t):
+        if t.data_ptr() not in params:
+            total[0] += t.numel() * t.element_size()
+        return t
+    with saved_tensors_hooks(pack, lambda t: t):
+        m(_idx(4, 32)).sum()
+    return total[0]
+
+
+def test_bytes_saved_for_backward_are_flat_in_depth():
+    rev = [_saved_bytes(n, True) for n in (2, 16)]
+    plain = [_saved_bytes(n, False) for n in (2, 16)]
+    assert rev[1] <= 1.05 * rev[0], rev
+    assert plain[1] > 4 * plain[0], plain
+    assert rev[1] < plain[0]
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_exact_mode_reconstructs_bit_for_bit_at_256_layers(autocast):
+    """Increments on a 2^-10 grid: float32 sums are exact, so the inverse is the input bit for
+    bit, with float32 or bfloat16 field compute."""
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(V, 16, 2, 256, scheme="strang", reversible=True,
+                            reversible_grid=10, max_len=16)
+    x1, x2 = start_pair(torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(9)), 10)
+    amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    with torch.no_grad(), amp:
+        y1, y2 = run_stack(m.layers, x1, x2, 1.0)
+        assert not torch.equal(y1, x1)
+        for k in reversed(range(256)):
+            y1, y2 = m.layers[k].inverse(y1, y2, float(k))
+    assert y1.dtype == torch.float32
+    assert torch.equal(y1, x1) and torch.equal(y2, x2)
+
+
+def test_exact_mode_without_the_grid_drifts():
+    """The contrast: the same network in float32 without the grid does not reconstruct bit for
+    bit (so the test above can fail)."""
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(V, 16, 2, 64, scheme="strang", reversible=True, max_len=16)
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        y1, y2 = run_stack(m.layers, x, x.clone(), 1.0)
+        for k in reversed(range(64)):
+            y1, y2 = m.layers[k].inverse(y1, y2, float(k))
+    assert not (torch.equal(y1, x) and torch.equal(y2, x))
+
+
+def test_exact_mode_gradients_equal_ordinary_autograd():
+    m = _model("strang", n_layers=4, dtype=torch.float32, reversible_grid=12)
+    idx = _idx()
+    _, ga = _grads(m, idx, plain=False)
+    _, gb = _grads(m, idx, plain=True)
+    for a, b in zip(ga, gb):
+        assert (a - b).abs().max() / b.abs().max().clamp_min(1e-30) < 5e-6
+
+
+def test_the_grid_guard_names_the_value():
+    m = sn.SplitTransformer(V, 16, 2, 2, scheme="strang", reversible=True, reversible_grid=20,
+                            max_len=16)
+    x = torch.full((1, 3, 16), 100.0)
+    with pytest.raises(FloatingPointError, match=r"reversible_grid=20: \|x\| reached 1\d\d"):
+        run_stack(m.layers, x, x, 1.0)
+
+
+def test_the_mean_readout_is_the_plain_network_when_the_fields_vanish():
+    """Why the output is the mean of the pair: with zero fields both blocks stay the embedding
+    and the network is the plain one (same parameters, same logits); with fields they part."""
+    torch.manual_seed(0)
+    plain = sn.SplitTransformer(V, 16, 2, 3, scheme="strang", max_len=16).double()
+    rev = _model("strang", n_layers=3)
+    rev.load_state_dict(plain.state_dict())                 # the same parameter names
+    idx = _idx()
+    assert not torch.allclose(rev(idx), plain(idx))
+    for layer in list(plain.layers) + list(rev.layers):
+        for name in ("diffusion", "convection"):
+            for m in layer.field_modules(name):
+                out = m.proj if hasattr(m, "proj") else m.fc2
+                torch.nn.init.zeros_(out.weight)
+                torch.nn.init.zeros_(out.bias)
+    assert torch.allclose(rev(idx), plain(idx), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("scheme", ["lie-trotter", "yoshida4"])
+def test_generation_cached_equals_uncached(scheme):
+    m = _model(scheme, n_layers=2, dtype=torch.float32)
+    idx = _idx(2, 4)
+    a = m.generate(idx, 8, temperature=0, use_cache=True)
+    b = m.generate(idx, 8, temperature=0, use_cache=False)
+    assert torch.equal(a, b)
+
+
+def test_states_end_at_the_readout():
+    m = _model("strang", n_layers=2)
+    idx = _idx()
+    logits, states = m(idx, return_states=True)
+    assert states.shape[0] == 1 + 2 * len(m.scheme.stages) == len(m.state_times())
+    assert torch.allclose(m.head(m.norm(states[-1])), logits)
+    assert torch.allclose(logits, m(idx))
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"scheme": "parallel"}, "sum of fields"),
+    ({"method": "midpoint"}, "method='euler'"),
+    ({"learn_coefficients": True}, "learned coefficients"),
+    ({"reversible_grid": 0}, "reversible_grid"),
+    ({"reversible_grid": 21}, "reversible_grid"),
+    ({"reversible_grid": 3, "reversible": False}, "needs reversible=True"),
+])
+def test_bad_reversible_configs_are_one_line_errors(kw, match):
+    kw = {"reversible": True, **kw}
+    with pytest.raises(ValueError, match=match) as e:
+        sn.SplitConfig(**kw)
+    assert "\n" not in str(e.value)
+
+
+def test_plain_autograd_restores_and_refuses_non_modules():
+    m = _model()
+    with plain_autograd(m):
+        with plain_autograd(m):
+            pass
+        assert m.reversible_plain_autograd
+    assert not m.reversible_plain_autograd
+    with pytest.raises(TypeError, match="takes a network"):
+        with plain_autograd(3):
+            pass
+
+
+def test_parameters_and_state_dict_equal_the_plain_network():
+    a = sn.SplitTransformer(V, 16, 2, 2, scheme="yoshida4", max_len=16)
+    b = sn.SplitTransformer(V, 16, 2, 2, scheme="yoshida4", reversible=True, max_len=16)
+    assert a.n_params() == b.n_params()
+    assert list(a.state_dict()) == list(b.state_dict())
+    assert math.isclose(sum(p.numel() for p in a.parameters()),
+                        sum(p.numel() for p in b.parameters()))
