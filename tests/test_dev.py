@@ -85,7 +85,22 @@ def test_the_zoo_cache_covers_every_method_with_its_current_fingerprint():
     extra = sorted(set(cached) - set(names))
     assert not extra, (f"experiments/cache/zoo/ has entries of unregistered methods {extra}: "
                        f"run python3 -m splitnet.dev regen zoo")
-    assert zoocache.load_peers() is not None
+    # the peer table's cache: present, and measured from the transcribed sets as they are now
+    study = _zoo_study()
+    peers = zoocache.load_peers()
+    key = zoocache.data_fingerprint([study._peer_key(p) for p in study.peer_sets()])
+    assert peers is not None and peers["fingerprint"] == key, (
+        "experiments/cache/zoo/peers.json is missing or stale: run python3 -m splitnet.dev "
+        "regen zoo")
+    assert [r["name"] for r in peers["rows"]] == [p["name"] for p in study.peer_sets()]
+
+
+def _zoo_study():
+    """experiments/zoo.py as a module (the study is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("zoo_study", ROOT / "experiments" / "zoo.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    return study
 
 
 def test_a_changed_coefficient_changes_only_its_own_fingerprint():
@@ -101,9 +116,7 @@ def test_a_changed_coefficient_changes_only_its_own_fingerprint():
 
 def test_docs_zoo_is_what_the_cache_renders():
     """docs/zoo.md comes from the cache alone (no measurement): what regen zoo writes."""
-    spec = importlib.util.spec_from_file_location("zoo_study", ROOT / "experiments" / "zoo.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = _zoo_study()
     names, restricted = sn.schemes.available(), sn.schemes.available("restricted")
     entries = {n: zoocache.load(n) for n in names + restricted}
     missing = [n for n, e in entries.items() if e is None]

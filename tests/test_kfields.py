@@ -83,7 +83,9 @@ def test_get_over_three_fields_gives_the_generalised_methods():
             ((C, g / 2), (D, g / 2), (X, g), (D, g / 2), (C, g / 2))]
     assert s.stages == S.as_stages(want) and s.order == 4 and s.fields == THREE
     assert _get("strang", (C, D)) == _get("strang")           # the default order: unchanged
-    assert _get("strang").over((C, D)) is not None
+    strang = _get("strang")
+    assert strang.over((C, D)) is strang                      # nothing changes: itself
+    assert strang.over((D, C)).stages == S.parse("d:.5,c:1,d:.5")   # the first name outermost
 
 
 def test_two_field_methods_refuse_other_field_counts_with_one_line():

@@ -338,11 +338,20 @@ def _no_traceback_and_nothing_written(argv, out: Path):
         assert not out.exists() or not any(out.iterdir()), argv
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(value=text_inputs)
-def test_any_stage_string(value):
-    _no_traceback_and_nothing_written(["schemes", "--check", value, "--order", "2"],
-                                      Path("/nonexistent"))
+def test_any_stage_string(value, tmp_path_factory):
+    """schemes --check writes no file: run from an empty folder, the folder stays empty (a
+    stage string such as 'x.png' must not become a path)."""
+    here = tmp_path_factory.mktemp("check")
+    old = os.getcwd()
+    os.chdir(here)
+    try:
+        _no_traceback_and_nothing_written(["schemes", "--check", value, "--order", "2"], here)
+    finally:
+        os.chdir(old)
+    assert not any(here.iterdir()), list(here.iterdir())
 
 
 @settings(max_examples=40, deadline=None,
