@@ -26,7 +26,7 @@ import functools
 import torch
 from torch import nn
 
-from .layer import guard
+from .layer import ReversibleLayer, replay
 
 MEMORY = "memory"
 # the attribute plain_autograd sets on a network for its duration
@@ -55,18 +55,6 @@ def _needs_rng(layers) -> bool:
                for layer in layers for m in layer.modules())
 
 
-@contextlib.contextmanager
-def _replay(seed: int | None, call: int, device: torch.device):
-    """Field call ``call`` draws from generators seeded ``seed + call`` (restored after)."""
-    if seed is None:
-        yield
-        return
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed + call)
-        yield
-
-
 class _Run:
     """What one forward of the stack saw, kept to replay it in backward."""
 
@@ -83,13 +71,20 @@ class _Run:
             for f, dt, clock, w in layer.plan(ctx):
                 yield layer, k * self.h, f, dt, clock, w
 
+    def rng(self, first: int):
+        return None if self.seed is None else (self.seed, first, self.device)
+
     def forward(self, x1, x2):
-        x = [x1, x2]
-        for i, (layer, t, f, dt, clock, w) in enumerate(self.stages()):
-            with _replay(self.seed, i, self.device):
-                x[w] = x[w] + layer.increment(f, dt, t + clock, x[1 - w])
-            guard(x[w], layer.grid, f"stage {i + 1} (time {t + clock:g})")
-        return x[0], x[1]
+        """Every layer called as a module (its hooks fire), field call i of the stack drawing
+        from ``seed + i``; a pair layer without stages (an ODE layer) takes the pair as is."""
+        first = 0
+        for k, layer in enumerate(self.layers):
+            if isinstance(layer, ReversibleLayer):
+                x1, x2 = layer(x1, x2, k * self.h, rng=self.rng(first), **self.context)
+                first += len(layer.stages)
+            else:
+                x1, x2 = layer(x1, x2, k * self.h, **self.context)
+        return x1, x2
 
 
 def _params(f) -> list:
@@ -112,7 +107,7 @@ def _backward(run: _Run, y: list, g: list, memory) -> dict:
     for i in range(len(stages) - 1, -1, -1):
         layer, t, f, dt, clock, w = stages[i]
         x_r = y[1 - w].detach().requires_grad_()
-        with torch.enable_grad(), _replay(run.seed, i, run.device), \
+        with torch.enable_grad(), replay(run.rng(0), i), \
                 torch.autocast(run.device.type, dtype=dtype, enabled=on):
             dx = layer.increment(f, dt, t + clock, x_r)
         y[w] = y[w] - dx.detach()
@@ -154,14 +149,15 @@ def run_stack(layers, x1: torch.Tensor, x2: torch.Tensor, h: float, plain: bool 
               **context):
     """``(x1, x2)`` through ``layers`` (layer k at time ``k h``) -> the final pair. With
     gradients enabled and ``plain`` false: one autograd Function that stores the final pair only
-    (module docstring); otherwise each layer's forward, ordinarily."""
+    (module docstring); otherwise each layer's forward, ordinarily (also for pair layers that
+    are not :class:`ReversibleLayer`: a refined network's ODE layers)."""
     context = {k: v for k, v in context.items() if v is not None}
     run = _Run(layers, h, context, x1.device)
     params = list({id(p): p for layer in layers for p in layer.parameters()
                    if p.requires_grad}.values())
     wants_grad = torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad
                                               or bool(params))
-    if plain or not wants_grad:
+    if plain or not wants_grad or not all(isinstance(la, ReversibleLayer) for la in layers):
         return run.forward(x1, x2)
     memory = context.get(MEMORY)
     memory = memory if isinstance(memory, torch.Tensor) else x1.new_empty(0)

@@ -23,6 +23,8 @@ at any depth, whatever the precision of the fields' compute. It holds while ``|x
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ..integrators.layers import SplitLayer
@@ -69,6 +71,21 @@ def guard(x: torch.Tensor, grid: int | None, where: str) -> None:
             f"being exact there (lower reversible_grid)")
 
 
+@contextlib.contextmanager
+def replay(rng, call: int):
+    """Field call ``call`` of a stack draws its random numbers (dropout) from generators
+    seeded ``seed + call`` (restored after), ``rng = (seed, first call of the layer, device)``;
+    ``None``: torch's generators as they are. So a recomputation in backward draws the same."""
+    if rng is None:
+        yield
+        return
+    seed, first, device = rng
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed + first + call)
+        yield
+
+
 def start_pair(x: torch.Tensor, grid: int | None = None):
     """The pair a network starts from: ``x1 = x2 = x`` (on the grid in exact mode)."""
     x = to_grid(x, grid)
@@ -112,13 +129,16 @@ class ReversibleLayer(SplitLayer):
         return to_grid(dx if dt == 1.0 else dt * dx, self.grid)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, t: float = 0.0,
-                states: list | None = None, **context):
+                states: list | None = None, rng=None, **context):
         """One step from the pair at time ``t``: the stages in order, each ``x_w += c h
         f(t + clock, x_r)``. ``context``: as :meth:`SplitLayer.forward` (a memory).
-        ``states``: a list that gets the pair after every stage."""
+        ``states``: a list that gets the pair after every stage; ``rng``: see :func:`replay`.
+        In exact mode each new state is checked against the grid's bound (:func:`guard`)."""
         x = [x1, x2]
-        for f, dt, clock, w in self.plan(context):
-            x[w] = x[w] + self.increment(f, dt, t + clock, x[1 - w])
+        for j, (f, dt, clock, w) in enumerate(self.plan(context)):
+            with replay(rng, j):
+                x[w] = x[w] + self.increment(f, dt, t + clock, x[1 - w])
+            guard(x[w], self.grid, f"stage {j + 1} at time {t + clock:g}")
             if states is not None:
                 states.append((x[0], x[1]))
         return x[0], x[1]
@@ -148,4 +168,4 @@ class ReversibleLayer(SplitLayer):
 
 
 __all__ = ["FLOAT32_BITS", "MAX_GRID", "ReversibleLayer", "check_grid", "end_pair", "guard",
-           "start_pair", "to_grid"]
+           "replay", "start_pair", "to_grid"]
