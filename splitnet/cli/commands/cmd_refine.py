@@ -136,7 +136,7 @@ def _check_stacks(model, grid) -> None:
 
 def _from_checkpoint(args, device):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
-    from ...analyses.refine import checkpoint_source
+    from ...analyses.sources import checkpoint_source
     from ...runs.checkpoint import load
 
     if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
@@ -179,7 +179,7 @@ def _from_translation(args, device):
 
 def _from_hf(args, device):
     """The imported model and its loss (nats per token) on the first windows of the text."""
-    from ...analyses.refine import hf_source
+    from ...analyses.sources import hf_source
 
     model, evaluate, info = hf_source(args.hf, text=args.text, windows=args.windows or 16,
                                       device=device)
