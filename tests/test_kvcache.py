@@ -71,3 +71,23 @@ def test_generation_cache_reorders_every_evaluation():
     for b, a in zip(before, after):
         for (k0, v0), (k1, v1) in zip(b, a):
             assert torch.equal(k1, k0[idx]) and torch.equal(v1, v0[idx])
+
+
+def test_bench_vs_hf_runs_as_a_user_runs_it():
+    """benchmarks/bench_vs_hf.py --quick: every row of the table, each side checked to produce
+    exactly the new tokens asked for (the script asserts it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("transformers")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_vs_hf.py"
+    r = subprocess.run([sys.executable, str(path), "--quick"], capture_output=True, text=True,
+                       timeout=300, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    kinds = {tuple(c.strip() for c in line.split("|")[1:4]) for line in rows[1:]}
+    assert {("greedy", "1", "Marian"), ("beam 4", "4", "Marian"),
+            ("translation step", "4", "nn.Transformer"), ("LM step", "4", "GPT-2"),
+            ("LM step", "4", "nanoGPT-style")} <= kinds
