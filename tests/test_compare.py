@@ -89,3 +89,22 @@ def test_max_minutes_starts_nothing_new_once_spent(cs, tmp_path, capsys):
             str(tmp_path), "--report", str(tmp_path / "r.md"), "--max-minutes", "0"]
     assert cs.main(argv) == 3
     assert "1 runs left" in capsys.readouterr().out and not (tmp_path / "transformer").exists()
+
+
+def test_the_parameter_counts_in_docs_results_are_the_configured_models(cs):
+    """docs/results.md's tables state each model's parameters at each scale: they are the
+    counts of the models compare_schemes builds from that scale's configuration (a changed
+    model, initialisation of a kind or gate would otherwise leave the doc's column stale)."""
+    text = (SCRIPT.parents[1] / "docs" / "results.md").read_text()
+    by_label = {label: name for name, label in cs.LABELS.items()}
+    rows = 0
+    for section in text.split("## Comparison table: scale `")[1:]:
+        scale = section.split("`", 1)[0]
+        table = section.split("|---", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+        assert table, scale
+        for row in table:                                # every row is a model we build
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            opts = cs.model_options(by_label[cells[0]], cs.SCALES[scale])
+            assert cells[2] == f"{cs.n_params(opts):,}", (scale, cells[0], cells[2])
+            rows += 1
+    assert rows >= len(cs.ORDER), rows
