@@ -3,6 +3,7 @@ fields, Lie–Trotter is the Reformer block, the inverse holds at depth 64, the 
 the scheme's with residual sub-layers, the stored-nothing backward equals ordinary autograd,
 the bytes saved for backward are flat in depth, exact mode reconstructs bit for bit."""
 
+import itertools
 import math
 
 import numpy as np
@@ -315,8 +316,25 @@ def test_refinement_of_a_reversible_network_converges_to_its_partitioned_ode():
         assert torch.equal(R.rediscretize(m)(idx), m(idx))
         ode = R.ode_model(m)(idx)
         errs = [float((R.rediscretize(m, substeps=n)(idx) - ode).abs().max()) for n in (2, 4, 8)]
-    assert errs[0] > 1e-6 and all(b < a / 3 for a, b in zip(errs, errs[1:])), errs
+    assert errs[0] > 1e-6 and all(b < a / 3 for a, b in itertools.pairwise(errs)), errs
     with pytest.raises(ValueError, match="method='euler'"):
         R.rediscretize(m, substeps=2, method="rk4")
     logits, states = R.ode_model(m)(idx, return_states=True)
     assert states.shape[0] == 1 + 2 * 2 and torch.allclose(m.head(m.norm(states[-1])), logits)
+
+
+def _describe_bytes(capsys, n_layers):
+    from splitnet.cli import main
+
+    assert main(["describe", "--scheme", "strang", "--weights", "shared", "--activations",
+                 "--d-model", "32", "--n-heads", "2", "--n-layers", str(n_layers),
+                 "--seq-len", "32"]) == 0
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("strang ")][-1]
+    plain, rev = (int(v.replace(",", "")) for v in row.split()[3:5])
+    return plain, rev
+
+
+def test_describe_reports_activation_bytes_plain_and_reversible(capsys):
+    p2, r2 = _describe_bytes(capsys, 2)
+    p8, r8 = _describe_bytes(capsys, 8)
+    assert r2 == r8 < p2 and p8 > 3.5 * p2

@@ -61,8 +61,11 @@ class _Run:
     def __init__(self, layers, h: float, context: dict, device: torch.device):
         self.layers, self.h, self.context, self.device = layers, h, context, device
         self.seed = int(torch.randint(0, 2**62, (1,))) if _needs_rng(layers) else None
-        self.autocast = (torch.is_autocast_enabled(device.type),
-                         torch.get_autocast_dtype(device.type))
+        try:
+            self.autocast = (torch.is_autocast_enabled(device.type),
+                             torch.get_autocast_dtype(device.type))
+        except RuntimeError:              # a device autocast does not know (meta): off
+            self.autocast = (False, torch.float32)
 
     def stages(self, context: dict | None = None):
         """``(layer, t, f, c h, clock, w)`` of every stage, in order."""

@@ -36,6 +36,10 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--json", action="store_true", help="print one JSON object per row")
+    p.add_argument("--activations", action="store_true",
+                   help="also measure the bytes training saves for backward per token, plain "
+                        "and reversible (one forward of one --seq-len sequence on the CPU, "
+                        "float32; imports torch)")
     add_model_source(p, required=False,
                      what=": describe that trained model instead: its cost, then every layer's "
                           "coefficients (the learned ones with --learn-coefficients) with the "
@@ -128,6 +132,39 @@ def stack_lines(model, seq_len: int) -> list[str]:
     return lines + [""] + coefficients
 
 
+def _bytes_per_token(config, seq_len: int) -> int:
+    import torch
+
+    from ...nets.models import SplitTransformer
+    from ...reversible import saved_bytes
+
+    torch.manual_seed(0)
+    model = SplitTransformer(config=config.replace(max_len=max(seq_len, config.max_len)))
+    return saved_bytes(model.train(), torch.zeros(1, seq_len, dtype=torch.long)) // seq_len
+
+
+def activation_lines(configs, seq_len: int) -> list[str]:
+    """Per config: the bytes per token autograd saves for backward (splitnet.reversible.memory:
+    distinct storages, parameters excluded), as a plain network and as a reversible one (where
+    its scheme can be: every stage one field, Euler), measured on the CPU's kernels."""
+    lines = [f"activation bytes per token saved for backward (measured: one forward of "
+             f"{seq_len} tokens, CPU kernels, float32; CUDA's flash attention saves less)",
+             f"{'scheme':<16} {'weights':<10} {'layers':>6} {'plain':>12} {'reversible':>12} "
+             f"{'ratio':>7}"]
+    for c in configs:
+        plain = _bytes_per_token(c.replace(reversible=False, reversible_grid=None), seq_len)
+        try:
+            rev = _bytes_per_token(c.replace(reversible=True, reversible_grid=None), seq_len)
+        except ValueError:                 # a sum stage, another method: not a shear
+            rev = None
+        r = "-" if rev is None else f"{rev:,}"
+        ratio = "-" if rev is None else f"{plain / rev:.1f}x"
+        name = c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name
+        lines.append(f"{name:<16} {c.weights:<10} {c.n_layers:>6} {plain:>12,} {r:>12} "
+                     f"{ratio:>7}")
+    return lines
+
+
 def _describe_checkpoint(args) -> int:
     from ...nets import cost
     from ...runs import checkpoint as ck
@@ -144,6 +181,10 @@ def _describe_checkpoint(args) -> int:
     print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
     print(cost.format_table([row], markdown=args.markdown))
     print()
+    if args.activations or model.config.reversible:
+        for line in activation_lines([model.config], min(args.seq_len, model.config.max_len)):
+            print(line)
+        print()
     for line in coefficient_lines(model):
         print(line)
     sys.stdout.flush()
@@ -183,8 +224,14 @@ def run(args) -> int:
         r = next(x for x in rows if x.scheme == s)
         diag = r.pattern if len(r.pattern) <= 90 else r.pattern[:87] + "..."
         print(f"{s:<14} {diag}")
+    if args.activations:
+        print()
+        for line in activation_lines([SplitConfig(**size, scheme=r.scheme, weights=r.weights)
+                                      for r in rows], args.seq_len):
+            print(line)
     sys.stdout.flush()
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "coefficient_lines", "configure", "run", "stack_lines"]
+__all__ = ["HELP", "RANK", "SIZE", "activation_lines", "coefficient_lines", "configure", "run",
+           "stack_lines"]
