@@ -4,6 +4,8 @@ scores, and the real catalogues of this machine (skipped where it has none)."""
 from __future__ import annotations
 
 import glob
+import json
+import re
 import shutil
 import struct
 import subprocess
@@ -584,3 +586,24 @@ def test_bleu_chrf_equals_sacrebleu():
     assert bleu_chrf(refs, refs)["bleu"] == pytest.approx(100.0)
     with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
         bleu_chrf(hyps[:2], refs)
+
+
+def test_the_docs_quote_the_corpus_the_study_recorded():
+    """README and docs/translation.md give the default corpus's size as the translation study
+    measured it on its machine (marked there as a measurement, with the command that prints
+    this machine's: catalogues differ between installations). The numbers they quote are those
+    of the corpus line the study's records hold, and every record holds the same line."""
+    root = Path(__file__).resolve().parents[1]
+    lines = {json.loads(p.read_text())["corpus"]
+             for p in (root / "experiments" / "cache" / "translation").glob("gettext_*.json")}
+    assert len(lines) == 1, lines
+    m = re.search(r"([\d,]+) pairs \(train ([\d,]+) / valid ([\d,]+) / test ([\d,]+)\) from "
+                  r"(\d+) catalogue families .*; ([\d,]+) identical pairs kept", lines.pop())
+    total, train, valid, test, families, same = m.groups()
+    assert int(total.replace(",", "")) == sum(int(x.replace(",", "")) for x in (train, valid,
+                                                                                test))
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"({total} en–de pairs on the machine the studies ran on, a measurement" in readme
+    doc = " ".join((root / "docs" / "translation.md").read_text().split())
+    assert (f"({total} pairs from {families} catalogue families: train {train} / valid {valid} "
+            f"/ test {test}; short UI strings, {same} of them identical") in doc
