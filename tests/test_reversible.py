@@ -338,3 +338,30 @@ def test_describe_reports_activation_bytes_plain_and_reversible(capsys):
     p2, r2 = _describe_bytes(capsys, 2)
     p8, r8 = _describe_bytes(capsys, 8)
     assert r2 == r8 < p2 and p8 > 3.5 * p2
+
+
+def test_gap_and_trajectories_follow_the_partitioned_ode():
+    """The discretization gap of a reversible network is measured on its pair: the local error
+    of one layer against the exact flow of its partitioned ODE shrinks at the scheme's local
+    order as h does (Strang: h^3), and the trajectories' ODE path from the embedding lands
+    where the ODE model of the network lands."""
+    from splitnet.analyses.gap import discretization_gap
+    from splitnet.analyses.refine import ode_model
+    from splitnet.analyses.trajectories import collect
+
+    idx = _idx(1, 6)
+    local = []
+    for h in (0.2, 0.1):
+        m = _model("strang", n_layers=1, d=8, step_size=h)
+        g = torch.Generator().manual_seed(1)
+        for p in m.parameters():
+            torch.nn.init.normal_(p, std=0.3, generator=g)
+        local.append(discretization_gap(m, idx, progress=False, rtol=1e-12, atol=1e-12)
+                     .local[0])
+    assert 2 ** 2.6 < local[0] / local[1] < 2 ** 3.4, local
+    tr = collect(m, idx[0], continuous=True, points_per_layer=4)
+    with torch.no_grad():
+        x = ode_model(m).run_layers(m.embed(idx))[0]
+    assert torch.allclose(tr.path[-1].double(), x, atol=1e-6)
+    with pytest.raises(ValueError, match="restart=False"):
+        collect(m, idx[0], continuous=True, restart=True)

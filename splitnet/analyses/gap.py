@@ -94,13 +94,15 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
         from tqdm.auto import tqdm
 
         it = tqdm(it, desc=f"gap {m.scheme.name}", unit="layer", leave=False)
+    pair = getattr(m.config, "reversible", False)    # the stacked pair and its ODE
     with torch.no_grad():
         x0 = m.embed(idx.to(next(m.parameters()).device))
+        x0 = torch.stack([x0, x0]) if pair else x0
         x = y = x0
         for k, layer in it:
-            rhs = layer.ode_field()
+            rhs = layer.pair_ode_field() if pair else layer.ode_field()
             t = k * h
-            nx = layer(x, t)
+            nx = torch.stack(layer(x[0], x[1], t)) if pair else layer(x, t)
             phi_x = exact(rhs, t, x, h)          # the ODE from the network's own input
             y = exact(rhs, t, y, h)              # the ODE continued from the embedding
             local.append((nx - phi_x).norm().item())

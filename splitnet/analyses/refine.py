@@ -49,13 +49,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from ..integrators.flows import context_for
 from ..integrators.layers import SplitLayer, WeightedSum
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
 from ..integrators.subflows import METHODS, STUDY_METHODS, Euler, SubflowMethod, get_method
 from ..names import unknown_name
 from ..reversible import ReversibleLayer
-from ..spec.stages import WRITES, Stage
+from ..reversible.layer import pair_field
+from ..spec.stages import Stage
 from .sources import checkpoint_source, hf_source, study_memory, validation_loss  # served here
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
@@ -246,8 +246,7 @@ class PairODELayer(nn.Module):
 
         dx1/dt = D_k(x2) + X_k(x2; m),     dx2/dt = C_k(x1)
 
-    (each field from :meth:`~splitnet.integrators.layers.SplitLayer.field`, writing the block
-    :data:`splitnet.spec.stages.WRITES` names), solved on the stacked pair by ``method``."""
+    (:func:`splitnet.reversible.layer.pair_field`), solved on the stacked pair by ``method``."""
 
     def __init__(self, layer: ReversibleLayer, method="exact"):
         super().__init__()
@@ -259,19 +258,11 @@ class PairODELayer(nn.Module):
     def field_modules(self, name: str) -> list:
         return [self.fields[name]]
 
-    def pair_field(self, **context):
-        """``F(t, X)`` on the stacked pair ``X`` (2, ...)."""
-        def rhs(t, X):
-            out = [torch.zeros_like(X[0]), torch.zeros_like(X[1])]
-            for name, f in self.fields.items():
-                w = WRITES[name]
-                out[w] = out[w] + f(t, X[1 - w], **context_for(f, context))
-            return torch.stack(out)
-        return rhs
-
     def forward(self, x1, x2, t: float = 0.0, states: list | None = None, rng=None, **context):
         h, X = self.step_size, torch.stack([x1, x2])
-        rhs = self.pair_field(**{k: v for k, v in context.items() if v is not None})
+        context = {k: v for k, v in context.items() if v is not None}
+        rhs = pair_field(dict(self.fields.items()))
+        rhs = functools.partial(rhs, **context) if context else rhs
         k = 1 if states is None else len(self.field_names)   # the states at t + h j/k
         for j in range(k):
             X = self.method(rhs, t + h * j / k, X, h / k)

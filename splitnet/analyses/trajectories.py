@@ -56,6 +56,7 @@ from ..geometry import (  # served here
 )
 from ..integrators.subflows import default_tolerances
 from ..nets.models import SplitTransformer
+from ..reversible import end_pair
 
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
 EMBEDDING = "embedding"
@@ -273,15 +274,16 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
         kwargs["options"] = {"step_size": h / (8 * points_per_layer)}
     pieces = [x0.unsqueeze(0)]
     times = [torch.zeros(1, dtype=torch.float64)]
-    x = x0
+    pair = getattr(model.config, "reversible", False)   # the partitioned ODE of the pair
+    x = torch.stack([x0, x0]) if pair else x0
     for k, layer in enumerate(model.layers if layers is None else layers):
         if restart:
             x = layer_starts[k]
         ts = torch.linspace(k * h, (k + 1) * h, points_per_layer + 1, dtype=torch.float64)
-        f = layer.ode_field()
+        f = layer.pair_ode_field() if pair else layer.ode_field()
         f = functools.partial(f, **context) if context else f     # a decoder's memory
         sol = odeint(f, x, ts.to(x.dtype), **kwargs)
-        pieces.append(sol[1:])
+        pieces.append(end_pair(sol[1:, 0], sol[1:, 1]) if pair else sol[1:])
         times.append(ts[1:])
         x = sol[-1]
     return torch.cat(pieces), torch.cat(times)
@@ -325,6 +327,10 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
             or points_per_layer < 1:
         raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
+    if continuous and restart and getattr(model.config, "reversible", False):
+        raise ValueError("restart=True restarts the ODE from each layer's input state; a "
+                         "reversible network's states are the means of its pairs, not its "
+                         "pairs: use restart=False (the ODE of the pair from the embedding)")
     if seq2seq != (source is not None):
         raise ValueError("an encoder–decoder model needs source= (the sentence its decoder "
                          "tokens read)" if seq2seq else "source= is for encoder–decoder models")

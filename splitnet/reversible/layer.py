@@ -99,6 +99,25 @@ def end_pair(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     return (x1 + x2) / 2
 
 
+def pair_field(fields: dict):
+    """The partitioned ODE of a reversible layer on the stacked pair ``X = (x1, x2)``::
+
+        dX/dt = (sum of the fields that write x1, at x2;  sum of those that write x2, at x1)
+
+    (``D(x2) + X(x2; m)`` and ``C(x1)`` for a decoder). ``fields``: field name -> callable
+    ``f(t, x)`` (:meth:`SplitLayer.field` of each); a memory goes to the fields that read one:
+    ``rhs(t, X, memory=m, memory_mask=...)``."""
+    from ..integrators.flows import context_for
+
+    def rhs(t, X, **context):
+        out = [torch.zeros_like(X[0]), torch.zeros_like(X[1])]
+        for name, f in fields.items():
+            w = WRITES[name]
+            out[w] = out[w] + f(t, X[1 - w], **context_for(f, context))
+        return torch.stack(out)
+    return rhs
+
+
 class ReversibleLayer(SplitLayer):
     """``(x1, x2) -> (y1, y2)``: the scheme's step on the shear fields (module docstring).
     Built like a :class:`~splitnet.integrators.layers.SplitLayer` (its fields, plan, ODE views
@@ -162,10 +181,16 @@ class ReversibleLayer(SplitLayer):
             x[w] = x[w] + self.increment(g, dt, t + clock, x[1 - w])
         return x[0], x[1]
 
+    def pair_ode_field(self):
+        """The ODE this layer is a step of, on the stacked pair (:func:`pair_field` of
+        :meth:`SplitLayer.field` of each field): with Euler sub-steps on shears, the layer is
+        the scheme's step of it, of the scheme's order."""
+        return pair_field({f: self.field(f) for f in self.field_names})
+
     def extra_repr(self) -> str:
         grid = f", grid=2^-{self.grid}" if self.grid is not None else ""
         return super().extra_repr() + ", reversible" + grid
 
 
 __all__ = ["FLOAT32_BITS", "MAX_GRID", "ReversibleLayer", "check_grid", "end_pair", "guard",
-           "replay", "start_pair", "to_grid"]
+           "pair_field", "replay", "start_pair", "to_grid"]
