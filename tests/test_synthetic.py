@@ -39,6 +39,20 @@ def test_load_pairs_serves_both_tasks_split_by_line():
     assert all(t.split() == s.split()[::-1] for s, t in c.valid)
 
 
+def test_the_readme_describes_the_copy_task_as_built():
+    """README's copy task: its line count, words per line, vocabulary and test lines are the
+    module's (a changed constant or split would leave the README's numbers stale)."""
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    lo, hi = synthetic.WORDS_PER_LINE
+    assert (f"(`--pairs copy`: {synthetic.N_PAIRS:,} lines of {lo}–{hi} words drawn from "
+            f"{synthetic.N_WORDS} pseudo-words;") in readme
+    lengths = {len(s.split()) for s, _ in synthetic.alignment_pairs("copy")}
+    assert lengths == set(range(lo, hi + 1))
+    assert f"on the {len(load_pairs('copy').test)} test lines" in readme
+
+
 @pytest.mark.parametrize("kw, msg", [({"task": "sort"}, "unknown synthetic task 'sort'"),
                                      ({"n_pairs": 0}, "n_pairs must be an int >= 1"),
                                      ({"n_words": 3}, "n_words must be an int >= 8"),

@@ -43,6 +43,8 @@ def test_the_zoo_is_large_and_the_core_stays():
     # docs/theory.md says how many published sets the zoo holds
     theory = (Path(__file__).resolve().parents[1] / "docs" / "theory.md").read_text()
     assert f"the {len(NAMES)} published sets of the zoo" in theory
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert f"Blanes–Moan, {len(NAMES)} more published methods" in readme
     assert sn.schemes.available("core") == ["lie-trotter", "strang", "yoshida4", "suzuki4",
                                             "yoshida6", "yoshida8", "blanes-moan4"]
     assert set(sn.schemes.available("core")) <= set(sn.schemes.available())
