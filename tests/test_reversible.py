@@ -365,3 +365,22 @@ def test_gap_and_trajectories_follow_the_partitioned_ode():
     assert torch.allclose(tr.path[-1].double(), x, atol=1e-6)
     with pytest.raises(ValueError, match="restart=False"):
         collect(m, idx[0], continuous=True, restart=True)
+
+
+def test_export_keeps_a_reversible_network_reversible(tmp_path):
+    """Not a GPT-2 (one residual stream): export writes splitnet's own format, which loads
+    back with the same logits."""
+    pytest.importorskip("transformers")
+    from splitnet.interop import convert
+
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(256, 16, 2, 2, scheme="strang", reversible=True, max_len=16).eval()
+    assert "reversible" in convert.gpt2_mismatch(m)
+    with pytest.raises(ValueError, match="reversible"):
+        convert.to_hf(m, tmp_path / "g", format="gpt2")
+    assert convert.to_hf(m, tmp_path / "s") == "splitnet"
+    back = convert.load_hf_for_analysis(tmp_path / "s").model
+    assert back.config.reversible
+    idx = _idx()
+    with torch.no_grad():
+        assert torch.allclose(back(idx), m(idx), atol=1e-6)

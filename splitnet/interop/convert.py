@@ -329,6 +329,9 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append("an untied head")
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
+    if c.reversible:
+        reasons.append("a reversible network (a partitioned state (x1, x2); GPT-2 has one "
+                       "residual stream)")
     return "; ".join(reasons) or None
 
 
