@@ -22,15 +22,18 @@ OPTS = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32
         "--scheme", "strang", "--weights", "per-stage", "--device", "cpu"]
 
 
-def test_two_gloo_processes_match_one(tmp_path):
+@pytest.mark.parametrize("extra", [[], ["--reversible"]], ids=["plain", "reversible"])
+def test_two_gloo_processes_match_one(tmp_path, extra):
+    """The reversible network too: its stack's backward hands DDP ordinary parameter
+    gradients."""
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(400)))
     one, two = tmp_path / "one", tmp_path / "two"
     T.train(*config_from_args(build_parser("train").parse_args(
-        ["--text", str(text), "--out", str(one), *OPTS, "--threads", "1"])))
+        ["--text", str(text), "--out", str(one), *OPTS, *extra, "--threads", "1"])))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "splitnet", "train", "--text", str(text), "--out", str(two), *OPTS]
+           "-m", "splitnet", "train", "--text", str(text), "--out", str(two), *OPTS, *extra]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "world=2" in res.stderr
