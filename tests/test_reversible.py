@@ -417,3 +417,18 @@ def test_train_reversible_resumes_bit_for_bit(tmp_path):
     assert all(a[s] == b[s] for s in range(5, 9)), (a, b)
     state = ck.load(tmp_path / "cut")
     assert state["model_config"]["reversible"] is True
+
+
+def test_bench_reversible_runs():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_reversible.py"
+    r = subprocess.run([sys.executable, str(path), "--quick", "--schemes", "strang"],
+                       capture_output=True, text=True, timeout=300, check=False,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = [ln for ln in r.stdout.splitlines() if ln.startswith("| strang")]
+    assert len(row) == 1 and "MiB" in row[0]
