@@ -432,3 +432,41 @@ def test_bench_reversible_runs():
     assert r.returncode == 0, r.stderr[-2000:]
     row = [ln for ln in r.stdout.splitlines() if ln.startswith("| strang")]
     assert len(row) == 1 and "MiB" in row[0]
+
+
+_RSS_PROBE = """
+import resource, sys, torch
+import splitnet as sn
+n, rev = int(sys.argv[1]), sys.argv[2] == "1"
+torch.set_num_threads(1)
+torch.manual_seed(0)
+m = sn.SplitTransformer(256, 64, 4, n, scheme="strang", reversible=rev, max_len=512)
+for p in m.parameters():
+    p.grad = torch.zeros_like(p)          # parameter gradients aside: allocated up front
+idx = torch.randint(0, 256, (8, 512))
+m(idx[:1, :8]).sum().backward()           # kernels and allocator warmed up
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+torch.nn.functional.cross_entropy(m(idx).flatten(0, 1), idx.flatten()).backward()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before, after)
+"""
+
+
+@pytest.mark.slow
+def test_peak_rss_of_a_training_step_is_flat_in_depth():
+    """A fresh process per point: the peak RSS of one training step (8 x 512 tokens, d 64,
+    Strang) with 4 and 32 layers. Reversible: the process's peak grows less than 5 % and the
+    step's own rise stays put; plain: the step's rise grows more than 4x."""
+    import subprocess
+    import sys
+
+    def peak(n, rev):
+        r = subprocess.run([sys.executable, "-c", _RSS_PROBE, str(n), str(int(rev))],
+                           capture_output=True, text=True, timeout=600, check=True)
+        before, after = (int(v) for v in r.stdout.split())
+        return before, after
+    (b4, a4), (b32, a32) = peak(4, True), peak(32, True)
+    assert a32 < 1.05 * a4 + (b32 - b4), (a4, a32)     # the parameters' own growth aside
+    assert a32 - b32 < 1.3 * (a4 - b4), (a4 - b4, a32 - b32)
+    (p4, q4), (p32, q32) = peak(4, False), peak(32, False)
+    assert q32 - p32 > 4 * (q4 - p4), (q4 - p4, q32 - p32)
