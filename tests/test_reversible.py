@@ -470,3 +470,26 @@ def test_peak_rss_of_a_training_step_is_flat_in_depth():
     assert a32 - b32 < 1.3 * (a4 - b4), (a4 - b4, a32 - b32)
     (p4, q4), (p32, q32) = peak(4, False), peak(32, False)
     assert q32 - p32 > 4 * (q4 - p4), (q4 - p4, q32 - p32)
+
+
+def test_gradients_under_autocast_replay_its_state():
+    """bfloat16 autocast: the backward recomputes each field under the forward's autocast
+    state (every call of a field, forward and recomputation, computes in bfloat16), and the
+    gradients are ordinary autograd's to bfloat16 rounding."""
+    m = _model("strang", n_layers=3, dtype=torch.float32)
+    idx = _idx()
+    seen = []
+    m.layers[1].diffusion.qkv.register_forward_hook(lambda mod, i, o: seen.append(o.dtype))
+
+    def grads(plain):
+        m.zero_grad()
+        ctx = plain_autograd(m) if plain else torch.enable_grad()
+        with ctx, torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(m(idx).flatten(0, 1).float(),
+                                                     idx.flatten())
+        loss.backward()
+        return [p.grad.clone() for p in m.parameters()]
+    rev = grads(False)
+    assert seen == [torch.bfloat16] * 2                  # the forward and the recomputation
+    for a, b in zip(rev, grads(True)):
+        assert (a - b).abs().max() <= 1e-2 * b.abs().max() + 1e-8
