@@ -136,3 +136,21 @@ def test_zoo_cache_files_are_strict_json(tmp_path):
     assert "NaN" not in path.read_text()
     assert zoocache.prune(["y"], tmp_path) == ["x"] and zoocache.load("x", tmp_path) is None
     assert zoocache.regen_command(["a", "b"]) == "python3 -m splitnet.dev regen zoo --only a,b"
+
+
+def test_extras_mode_knows_which_skips_are_a_missing_extra():
+    """tests/conftest.py's --extras: importorskip of an extra's module, 'needs the X extra' and
+    'needs an optional extra' are a missing extra; CUDA, catalogues and the Bible (not an extra
+    CI installs) are not."""
+    from conftest import extra_modules, missing_extra
+
+    mods = extra_modules()
+    assert {mods[m] for m in ("transformers", "x_transformers", "tensorboard", "sacrebleu")} \
+        == {"hf", "peers", "tensorboard", "translate"}
+    assert missing_extra("could not import 'x_transformers': No module", mods) == "peers"
+    assert missing_extra("could not import 'transformers.models': No module", mods) == "hf"
+    assert missing_extra("export needs the hf extra", mods) == "hf"
+    assert missing_extra("splitnet.hf needs an optional extra", mods) is not None
+    for other in ("could not import 'pysword': x", "needs the bible extra", "no CUDA device",
+                  "no catalogues on this machine", "could not import 'mpmath': x"):
+        assert missing_extra(other, mods) is None, other
