@@ -172,3 +172,33 @@ def test_cli_describe(capsys):
         cli.main(["describe", "--help"])
     assert e.value.code == 0
     assert "--scheme" in capsys.readouterr().out
+
+
+def test_the_cost_numbers_in_docs_networks_are_the_closed_forms():
+    """docs/networks.md's cost table (experiments/cost_table.py, `regen costs`) and its conv
+    sentence state parameters and FLOPs: every row is what the closed forms give now, and the
+    Lie-Trotter conv network (k = 3, 256 tokens) has the parameters and GFLOP/token it says."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("cost_table", root / "experiments" /
+                                                  "cost_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    doc = (root / "docs" / "networks.md").read_text()
+    block = doc[doc.index(script.START):doc.index(script.END)]
+
+    def rows(text):                     # the data rows of a markdown table (header wording aside)
+        return [ln for ln in text.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+
+    assert rows(block) == rows(script.table()) and len(rows(block)) == 2 * 7
+    size = {"d_model": 512, "n_heads": 8, "n_layers": 6, "vocab_size": 256}
+    conv = cost.describe(scheme="lie-trotter", diffusion_field="conv", conv_kernel=3, **size)
+    attn = cost.describe(scheme="lie-trotter", **size)
+    num = r"(\d+\.\d+)"
+    said = re.search(rf"has {num}M parameters and {num} forward\s+GFLOP/token against {num}M "
+                     rf"and {num}", doc).groups()
+    assert said == (f"{conv.params / 1e6:.3f}", f"{conv.flops_forward / 1e9:.4f}",
+                    f"{attn.params / 1e6:.3f}", f"{attn.flops_forward / 1e9:.4f}")
