@@ -62,6 +62,7 @@ LOSSES = ("plain", "chunked")
 ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
 TASKS = ("lm", "translate")
+PARALLEL = ("ddp", "fsdp")   # how torchrun's processes share a run (splitnet.training.sharding)
 SCHEDULES = ("cosine", "inverse-sqrt")
 # The one check of options per task. The run options that only one task reads: given to a run
 # of the other task they are refused (check_task_options), never recorded and ignored. A
@@ -309,6 +310,9 @@ class TrainConfig:
     eval_every: int = option(100, "validation every N steps", resume=FREE)
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
     device: str = option("auto", "auto = cuda when available", resume=FREE, choices=DEVICES)
+    parallel: str = option("ddp", "how torchrun's processes share the run: ddp (each holds the "
+                           "whole model) or fsdp (parameters, gradients and AdamW state sharded "
+                           "over the ranks: PyTorch's FSDP2)", resume=FREE, choices=PARALLEL)
     sync_every: int | None = option(None, "read losses back to the host every N steps (fewer "
                                     "syncs; default 10 on CUDA, 1 on the CPU)", resume=FREE)
     compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
@@ -386,6 +390,7 @@ class TrainConfig:
         set_(self, "order_penalty", _real("order_penalty", self.order_penalty, lo=0.0))
         self._check_learned()
         _choice("device", self.device, DEVICES)
+        self._check_parallel()
         for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
                               ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),
                               ("param_dtype", PARAM_DTYPES)):
@@ -462,6 +467,20 @@ class TrainConfig:
         if self.refine_prob > 0 and self.model.learn_coefficients:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
+
+    def _check_parallel(self) -> None:
+        _choice("parallel", self.parallel, PARALLEL)
+        if self.parallel != "fsdp":
+            return
+        clash = [n for n, v in (
+            ("--refine-prob", self.refine_prob > 0), ("--order-penalty", self.order_penalty > 0),
+            ("--reversible", getattr(self.model, "reversible", False)),
+            ("--param-dtype bfloat16", self.param_dtype == "bfloat16"),
+            ("--compile", self.compile)) if v]
+        if clash:
+            raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
+                             f"or swap whole layers outside the sharded forward); use "
+                             f"--parallel ddp")
 
     def _check_tensorboard(self) -> None:
         tb = self.tensorboard
@@ -564,8 +583,8 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_BEAM",
-           "MAX_SEED", "METHODS", "PAIR_NAMES", "PARAM_DTYPES", "POSITIONS", "SCHEDULES",
-           "SDPA_BACKENDS", "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY", "WEIGHTS",
-           "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options", "cli_fields",
-           "config_from_call", "config_signature", "foreign_options", "int_list", "option",
-           "require"]
+           "MAX_SEED", "METHODS", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS",
+           "SCHEDULES", "SDPA_BACKENDS", "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY",
+           "WEIGHTS", "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options",
+           "cli_fields", "config_from_call", "config_signature", "foreign_options", "int_list",
+           "option", "require"]

@@ -27,6 +27,7 @@ from ..nets.cost import count_params, forward_flops
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs.runenv import RunEnv, available_memory, run_env
+from . import sharding
 
 __all__ = ["TEST_BATCH", "build_model", "build_optimizer", "compile_scope", "describe_model",
            "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
@@ -198,8 +199,19 @@ def _seed_everything(seed: int) -> None:
     np.random.seed(seed % 2 ** 32)
 
 
+_DAMAGED = (KeyError, TypeError, ValueError, RuntimeError, IndexError)
+
+
+def _damaged(cfg: TrainConfig, e: BaseException) -> ValueError:
+    return ValueError(f"{Path(cfg.out) / ck.CKPT}: its optimiser, schedule or random state does "
+                      f"not fit this run ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0] if str(e) else ''}); the file was edited or "
+                      f"damaged")
+
+
 def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
-    """Model, optimiser and schedule, restored from ``state`` when resuming."""
+    """Model, optimiser and schedule, restored from ``state`` when resuming (into the unsharded
+    model; then, under ``--parallel fsdp``, sharded: :mod:`splitnet.training.sharding`)."""
     from ..nets.models import SplitSeq2Seq, SplitTransformer
 
     _seed_everything(cfg.seed)
@@ -213,19 +225,23 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
                              f"({str(e).splitlines()[0]})") from None
     model.to(env.device)
     opt = build_optimizer(model, cfg)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
     step = 0
     if state is not None:
         try:
-            opt.load_state_dict(state["optimizer"])
-            sched.load_state_dict(state["scheduler"])
+            sharding.load_optimizer(model, opt, state["optimizer"])
             ck.set_rng_state(state["rng"], env.device)
-        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
-            raise ValueError(f"{Path(cfg.out) / ck.CKPT}: its optimiser, schedule or random "
-                             f"state does not fit this run ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0] if str(e) else ''}); the file was "
-                             f"edited or damaged") from None
+        except _DAMAGED as e:
+            raise _damaged(cfg, e) from None
+    if env.distributed and cfg.parallel == "fsdp":     # shards after the full state is in
+        opt = sharding.restore(model, opt, lambda m: build_optimizer(m, cfg), env.device,
+                               env.world, cfg.amp)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
+    if state is not None:
+        try:
+            sched.load_state_dict(state["scheduler"])
+        except _DAMAGED as e:
+            raise _damaged(cfg, e) from None
         for g in opt.param_groups:  # the horizon (steps) may have changed: recompute the lr
             g["lr"] = cfg.lr * lr_at(state["step"], cfg.warmup, cfg.steps, cfg.min_lr_ratio,
                                      cfg.schedule)
@@ -273,7 +289,7 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
         fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
                                     **accel.compile_kwargs(cfg.compile_mode))
-    if env.distributed:
+    if env.distributed and cfg.parallel == "ddp":     # fsdp: the model is sharded already
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None)

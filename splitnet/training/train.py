@@ -54,6 +54,7 @@ from ..nets.learned import coefficient_metrics, order_penalty
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
+from . import sharding
 from .setup import (
     build_model,
     build_optimizer,
@@ -199,7 +200,8 @@ def _train_step(run: _Run) -> _Pending:
         for m in range(accum):
             part = [t[m * micro:(m + 1) * micro].to(env.device, non_blocking=True)
                     for t in batch]
-            sync = run.fwd.no_sync() if env.distributed and m < accum - 1 else nullcontext()
+            sync = sharding.micro_batch_sync(run.fwd, run.model, cfg.parallel,
+                                             env.distributed, last=m == accum - 1)
             with sync:      # all-reduce only on the last micro-batch
                 with run.amp:
                     loss = run.step_fn(run.fwd, *part)
@@ -215,8 +217,9 @@ def _train_step(run: _Run) -> _Pending:
         dist.all_reduce(loss_t)
         loss_t /= env.world
     gnorm = None
-    if cfg.clip > 0:
-        gnorm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip)
+    if cfg.clip > 0:    # of sharded gradients (fsdp): a DTensor, made whole
+        gnorm = sharding.local_norm(torch.nn.utils.clip_grad_norm_(run.model.parameters(),
+                                                                   cfg.clip))
     run.opt.step()
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
@@ -248,9 +251,12 @@ def _verify_directory(run: _Run) -> None:
 def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
     _verify_directory(run)
+    full = None
+    if run.env.distributed and run.cfg.parallel == "fsdp":   # every rank gathers, rank 0 writes
+        full = sharding.full_state(run.model, run.opt)
     if run.env.is_main:
         try:
-            _write_checkpoint(run)
+            _write_checkpoint(run, full)
         except OSError as e:          # a full disk: the last good checkpoint is still there
             raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
                                 f"--resume") from None
@@ -260,14 +266,16 @@ def _save(run: _Run) -> None:
         dist.barrier()
 
 
-def _write_checkpoint(run: _Run) -> None:
-    """The checkpoint, then the loss plot (each written atomically)."""
+def _write_checkpoint(run: _Run, full: tuple | None = None) -> None:
+    """The checkpoint, then the loss plot (each written atomically). ``full``: a sharded run's
+    gathered states (:func:`splitnet.training.sharding.full_state`)."""
+    model_state, opt_state = full or (run.model.state_dict(), run.opt.state_dict())
     extra = {"model_kind": ck.model_kind(run.model)}
     if run.cfg.task == "translate":
         extra["tokenizer"] = run.corpus.tokenizer.to_dict()
     ck.save({"version": ck.VERSION, "step": run.step, **extra,
-             "model_config": run.model.config.to_dict(), "model": run.model.state_dict(),
-             "optimizer": run.opt.state_dict(), "scheduler": run.sched.state_dict(),
+             "model_config": run.model.config.to_dict(), "model": model_state,
+             "optimizer": opt_state, "scheduler": run.sched.state_dict(),
              "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
              "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
              "world_size": run.env.world}, run.out / ck.CKPT)

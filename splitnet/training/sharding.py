@@ -1,0 +1,161 @@
+"""Fully sharded data parallelism (PyTorch's FSDP2, ``torch.distributed.fsdp.fully_shard``).
+
+``splitnet train --parallel fsdp`` under torchrun: every rank holds ``1 / world`` of each
+parameter, of its gradient and of its AdamW state. The units, each all-gathered for its own
+forward and backward and freed after: every layer of every stack (a language model's
+``layers``; a translation model's ``encoder_layers`` and ``decoder_layers``; a layer's learned
+coefficients go with it), and the root (the embeddings, the tied head, the final norms) --
+:func:`shard`. On CUDA a ``MixedPrecisionPolicy`` computes in bfloat16 and reduces gradients
+in float32; on the CPU (gloo) everything stays float32. Residual updates are out of place
+(``x = x + dx``), as FSDP2 asks.
+
+**Checkpoints** are written in the trainer's one format, gathered: rank 0 writes the full
+model and the full optimiser state keyed by parameter name (:func:`full_state`; every rank
+takes part in the gathering), under every guarantee the trainer has (atomic write, the run
+lock, the last good checkpoint kept on a full disk, the corpus fingerprint, bit-exact resume).
+So a run resumes at any world size and under either parallelism (:func:`restore`: the state is
+loaded into the unsharded model first, then sharded), and every command that reads a
+checkpoint reads it. The price is one gather to rank 0 per save, which a model that does not
+fit one host would not afford (``torch.distributed.checkpoint``'s sharded files would be the
+next step for that).
+
+**Gradient accumulation**: the micro-batches before the last skip the reduce-scatter
+(:func:`no_sync`), as DDP's ``no_sync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+FSDP_TORCH = "2.6"   # the first release with torch.distributed.fsdp.fully_shard public
+# the layer lists a network shards unit by unit
+STACKS = ("layers", "encoder_layers", "decoder_layers")
+
+
+def _fsdp():
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:
+        raise ValueError(f"--parallel fsdp needs torch >= {FSDP_TORCH} "
+                         f"(torch.distributed.fsdp.fully_shard); this is torch "
+                         f"{torch.__version__}: use --parallel ddp") from None
+    return fully_shard, MixedPrecisionPolicy
+
+
+def _options():
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def shard(model, device: torch.device, world: int, amp: bool = True):
+    """Shard ``model`` in place over a 1-D mesh of ``world`` ranks on ``device``'s type: each
+    layer of each stack a unit, then the root. Returns the model (now an FSDP module)."""
+    fully_shard, MixedPrecisionPolicy = _fsdp()
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (world,))
+    kw = {"mesh": mesh}
+    if device.type == "cuda" and amp:
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                               reduce_dtype=torch.float32)
+    for name in STACKS:
+        for layer in getattr(model, name, None) or ():
+            fully_shard(layer, **kw)
+    fully_shard(model, **kw)
+    return model
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
+
+def full_state(model, opt) -> tuple[dict, dict]:
+    """The full model state and the full optimiser state keyed by parameter name, on the CPU
+    of rank 0 (the other ranks get empty dicts); every rank must call it."""
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    opts = _options()
+    return (get_model_state_dict(model, options=opts),
+            get_optimizer_state_dict(model, opt, options=opts))
+
+
+def named_optimizer_state(state: dict) -> bool:
+    """Whether an optimiser state is keyed by parameter name (written by :func:`full_state`)
+    rather than by position (``Optimizer.state_dict``)."""
+    return any(isinstance(k, str) for k in state.get("state", {}))
+
+
+def load_optimizer(model, opt, state: dict) -> None:
+    """Load an optimiser state of either keying into ``opt`` (``model`` sharded or not)."""
+    if not named_optimizer_state(state):
+        opt.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_optimizer_state_dict,
+    )
+
+    for mine, saved in zip(opt.param_groups, state.get("param_groups", ())):
+        for k, v in saved.items():      # what a scheduler added (initial_lr) must be there
+            if k != "params":
+                mine.setdefault(k, v)
+    set_optimizer_state_dict(model, opt, state, options=StateDictOptions(full_state_dict=True))
+
+
+def restore(model, opt, build_optimizer, device, world: int, amp: bool):
+    """``model`` and ``opt`` (unsharded, their states already loaded) sharded: the optimiser
+    state taken by name, the model sharded, a new optimiser built on the shards and given that
+    state. Returns the new optimiser."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+    )
+
+    fresh = not opt.state                 # a new run: nothing to carry over
+    named = None if fresh else get_optimizer_state_dict(
+        model, opt, options=StateDictOptions(full_state_dict=True))
+    shard(model, device, world, amp)
+    new = build_optimizer(model)
+    if named is not None:   # (setting a state on a fresh optimiser would step it once first)
+        load_optimizer(model, new, named)
+    return new
+
+
+def no_sync(model, last: bool):
+    """Within: the backward of a micro-batch before the last skips the gradient reduction."""
+    if last:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _off():
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    return _off()
+
+
+def micro_batch_sync(fwd, model, parallel: str, distributed: bool, last: bool):
+    """The context of one micro-batch's backward: before the last, no gradient reduction
+    (DDP's ``no_sync`` on the wrapped ``fwd``, FSDP's switch on the sharded ``model``)."""
+    if not distributed or last:
+        return contextlib.nullcontext()
+    return no_sync(model, last) if parallel == "fsdp" else fwd.no_sync()
+
+
+def local_norm(gnorm):
+    """A gradient norm of sharded gradients (a DTensor) as a plain tensor."""
+    return gnorm.full_tensor() if hasattr(gnorm, "full_tensor") else gnorm
+
+
+__all__ = ["FSDP_TORCH", "STACKS", "full_state", "is_sharded", "load_optimizer", "local_norm",
+           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "shard"]
