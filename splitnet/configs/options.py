@@ -30,6 +30,14 @@ INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual output
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
              "in forward: torch.nn.Transformer / fairseq; translation's default)")
+# The two options of a reversible network, declared once for every network config (a language
+# model's SplitConfig and a translation model's Seq2SeqConfig, whose --reversible is one flag).
+REVERSIBLE_HELP = ("a partitioned state (x1, x2): attention writes x1 reading x2 (cross-attention "
+                   "also reading the memory), the feed-forward x2 reading x1; exactly "
+                   "invertible, the scheme's order kept with residual sub-layers, training "
+                   "stores no activations per layer (splitnet.reversible)")
+REVERSIBLE_GRID_HELP = ("with --reversible: every increment rounded to a multiple of 2^-K, so "
+                        "the inverse is exact in float32 at any depth (off by default)")
 # What a config dict written before an option existed meant: a checkpoint without the key
 # rebuilds the function it was trained as (xavier's sqrt(d) embedding scale changes it).
 LEGACY = {"init": "gpt2"}
@@ -207,6 +215,6 @@ def check_network(cfg) -> None:
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
-           "SESSION", "WEIGHTS", "check_choice", "check_int", "check_network", "check_real",
-           "config_from_dict", "int_list", "kind_option_fields", "kind_options", "option",
-           "positive_ints", "scheme_spec"]
+           "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice",
+           "check_int", "check_network", "check_real", "config_from_dict", "int_list",
+           "kind_option_fields", "kind_options", "option", "positive_ints", "scheme_spec"]

@@ -26,12 +26,14 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION
+from ..spec.stages import CONVECTION, CROSS, DIFFUSION, reversible_unsupported
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
     INIT_HELP,
     INITS,
+    REVERSIBLE_GRID_HELP,
+    REVERSIBLE_HELP,
     WEIGHTS,
     check_network,
     kind_option_fields,
@@ -51,7 +53,8 @@ DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
 class Stack:
     """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
     :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
-    many layers of which scheme, causal or not. No gates, no rotary, attention only."""
+    many layers of which scheme, causal or not, reversible or not (a partitioned state,
+    :mod:`splitnet.reversible`). No gates, no rotary, attention only."""
 
     name: str                     # "encoder" / "decoder"
     fields: tuple[str, ...]
@@ -67,6 +70,8 @@ class Stack:
     weights: str
     step_size: float
     method: str
+    reversible: bool = False
+    reversible_grid: int | None = None
     # what a SplitConfig has and a stack keeps fixed
     gate: None = None
     gate_fields: str = "both"
@@ -143,6 +148,10 @@ class Seq2SeqConfig:
     bos_id: int = option(257, "beginning-of-sequence id: decoder inputs start with it",
                          cli=False)
     eos_id: int = option(258, "end-of-sequence id: targets end with it", cli=False)
+    # both stacks reversible: the encoder's self-attention and the decoder's self- and
+    # cross-attention write x1, the feed-forward x2 (splitnet.reversible)
+    reversible: bool = option(False, REVERSIBLE_HELP)
+    reversible_grid: int | None = option(None, REVERSIBLE_GRID_HELP, metavar="K")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -166,6 +175,30 @@ class Seq2SeqConfig:
             raise ValueError(f"decoder_scheme {dec.name!r} ({dec.diagram()}) never advances the "
                              f"cross field: the decoder would not read the encoder (add an "
                              f"x stage, e.g. d:1,x:1,c:1)")
+        self._check_reversible()
+
+    def _check_reversible(self) -> None:
+        """``reversible``: every stage of both stacks advances one field of
+        :data:`splitnet.spec.stages.WRITES` (no sum stage), Euler sub-steps (a translation
+        model has no learned coefficients to refuse); ``reversible_grid``: an int in [1, 20],
+        only with ``reversible``. The rules of ``SplitConfig``, one-line errors."""
+        object.__setattr__(self, "reversible", bool(self.reversible))
+        grid = self.reversible_grid
+        if grid is not None:
+            object.__setattr__(self, "reversible_grid", _int("reversible_grid", grid))
+            if not self.reversible:
+                raise ValueError("reversible_grid needs reversible=True (--reversible)")
+        if not self.reversible:
+            return
+        for side in ("encoder", "decoder"):
+            scheme = self.stack(side).scheme
+            reason = reversible_unsupported(scheme.stages)
+            if reason:
+                raise ValueError(f"{side}_scheme {scheme.name!r} ({scheme.diagram()}) cannot be "
+                                 f"reversible: {reason}")
+        if self.method != "euler":
+            raise ValueError(f"reversible networks take method='euler' (the Euler step of a "
+                             f"shear is its exact flow), got {self.method!r}")
 
     def _check_specials(self) -> None:
         ids = {}
@@ -193,7 +226,9 @@ class Seq2SeqConfig:
                      causal=not enc, d_model=self.d_model, n_heads=self.n_heads,
                      d_ff=self.d_ff, dropout=self.dropout, norm_eps=self.norm_eps,
                      activation=self.activation, weights=self.weights,
-                     step_size=self.step_size, method=self.method, **self.field_kinds())
+                     step_size=self.step_size, method=self.method,
+                     reversible=self.reversible, reversible_grid=self.reversible_grid,
+                     **self.field_kinds())
 
     def field_kinds(self) -> dict[str, str]:
         """The kind options, ``{"<field>_field": kind}`` (:func:`~splitnet.configs.options.

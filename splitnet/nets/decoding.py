@@ -6,7 +6,9 @@ the module's first call and read by every later stage and step). Every evaluatio
 decoder's causal self-attention keeps a key/value cache (:class:`splitnet.nets.generation.KVCache`,
 one per stage and sub-step evaluation, as for language models), so a step feeds one token per
 row through the decoder instead of the whole prefix. Cached and uncached decoding compute the
-same function (``tests/test_seq2seq.py``).
+same function (``tests/test_seq2seq.py``). A reversible decoder (:mod:`splitnet.reversible`)
+steps its pair ``(x1, x2)``, started at the new tokens' embedding and read out as its mean, with
+the same caches (``tests/test_reversible_seq2seq.py``).
 
 **Greedy** (``beam=1``): the argmax token per row until every row has produced ``eos_id`` or
 ``max_new_tokens`` tokens. ``pad_id`` and ``bos_id`` are never produced.
@@ -34,6 +36,7 @@ import torch
 
 from ..configs.config import MAX_BEAM
 from ..integrators.subflows import get_method
+from ..reversible import end_pair, start_pair
 from ..runs.runenv import require_memory
 from ..spec.stages import CROSS, DIFFUSION
 from .generation import GenerationCache, cache_unsupported
@@ -107,8 +110,7 @@ def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int
                 cache.reorder(reorder)
             x = model.embed_target(seq[:, cache.length:], start=cache.length)
             ctx = {"memory": memory, "memory_mask": mask, "memory_cache": store}
-            for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
-                x = layer.forward_cached(x, k * h, caches, **ctx)
+            x = _decoder_cached(model, x, cache, h, ctx)
             cache.length = seq.shape[1]
             logits = model.head(model.decoder_norm(x[:, -1]))
         logp = torch.log_softmax(logits.float(), dim=-1)
@@ -116,6 +118,21 @@ def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int
         return logp
 
     return next_logprobs
+
+
+def _decoder_cached(model, x: torch.Tensor, cache: GenerationCache, h: float, ctx: dict):
+    """The decoder's layers on the new tokens' embedding ``x`` (R, n, D), every self-attention
+    evaluation reading and extending its cache: the decoder's last n states before its norm.
+    Reversible: the pair ``x1 = x2 = x`` stepped by each layer, read out as its mean."""
+    c = model.config
+    if not c.reversible:
+        for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
+            x = layer.forward_cached(x, k * h, caches, **ctx)
+        return x
+    x1, x2 = start_pair(x, c.reversible_grid)
+    for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
+        x1, x2 = layer.forward_cached(x1, x2, k * h, caches, **ctx)
+    return end_pair(x1, x2)
 
 
 def _pad_rows(rows: list[list[int]], pad: int, device) -> torch.Tensor:

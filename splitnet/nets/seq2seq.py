@@ -15,6 +15,20 @@ under three, the third pulling them toward the encoder's output (the fixed memor
 With ``lie-trotter`` on both sides this is ``torch.nn.Transformer(norm_first=True)`` (pre-norm
 sub-layers, final norms on both stacks; ``tests/test_seq2seq.py`` checks it equal in float64 with
 mapped weights). Every option lives once, in :class:`~splitnet.configs.seq2seq.Seq2SeqConfig`.
+
+**Reversible** (``reversible=True``, :mod:`splitnet.reversible`): each stack runs on a pair
+started at its embedding, ``x1 = x2 = e``, and reads out the mean ``(x1 + x2) / 2``;
+self-attention writes ``x1`` reading ``x2``, cross-attention writes ``x1`` reading ``x2`` and
+the memory, the feed-forward writes ``x2`` reading ``x1``. A decoder ``lie-trotter`` layer
+(``d x c``) is therefore::
+
+    x1 <- x1 + h SA(x2)          self-attention (causal)
+    x1 <- x1 + h CA(x2; m)       cross-attention: reads the same x2
+    x2 <- x2 + h FF(x1)          the feed-forward reads the updated x1
+
+Under gradients each stack is one autograd Function that stores its final pair only
+(:func:`~splitnet.reversible.run_stack`); the decoder's returns the memory's gradient, which
+flows back into the encoder's.
 """
 
 from __future__ import annotations
@@ -25,6 +39,8 @@ from torch import nn
 from ..configs.seq2seq import Seq2SeqConfig, Stack
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..integrators.layers import SplitLayer
+from ..reversible import ReversibleLayer, end_pair, run_stack, start_pair
+from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
 from .tokens import check_ids
 
@@ -36,6 +52,9 @@ def _stack_layer(stack: Stack, k: int) -> SplitLayer:
     for f in stack.layer_fields(k):
         fields[f.field] = f.kind.build(stack, f.width) if f.shared else \
             [f.kind.build(stack, f.width) for _ in range(f.calls)]
+    if stack.reversible:
+        return ReversibleLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
+                               fields=fields, grid=stack.reversible_grid)
     return SplitLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
                       fields=fields)
 
@@ -159,14 +178,8 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         (:meth:`source_mask`). With ``return_states`` also every stage's state (a tensor
         ``(1 + layers * stages, B, S, D)``) before the norm."""
         mask = self.source_mask(src, src_key_padding_mask)
-        x, h = self.embed_source(src), self.config.step_size
-        states = [x] if return_states else None
-        for k, layer in enumerate(self.encoder_layers):
-            if return_states:
-                x, st = layer(x, k * h, return_states=True, padding_mask=mask)
-                states += st
-            else:
-                x = layer(x, k * h, padding_mask=mask)
+        x, states = self._integrate(self.encoder_layers, self.embed_source(src), return_states,
+                                    padding_mask=mask)
         out = (self.encoder_norm(x), mask)
         return out + (torch.stack(states),) if return_states else out
 
@@ -174,19 +187,41 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
                return_states: bool = False):
         """Logits (B, T, V) of the tokens after each of ``tgt_in`` (B, T), reading ``memory``
         (:meth:`encode`). Each cross-attention module projects the memory once per call
-        (``memory_cache``), however many stages use it. ``return_states``: also the decoder's
-        states, ``(1 + layers * stages, B, T, D)``."""
-        x, h, store = self.embed_target(tgt_in), self.config.step_size, {}
-        states = [x] if return_states else None
-        for k, layer in enumerate(self.decoder_layers):
-            ctx = {"memory": memory, "memory_mask": memory_mask, "memory_cache": store}
-            if return_states:
-                x, st = layer(x, k * h, return_states=True, **ctx)
-                states += st
-            else:
-                x = layer(x, k * h, **ctx)
+        (``memory_cache``), however many stages use it (a reversible decoder under gradients:
+        once per stage, and again in the backward's recomputation). ``return_states``: also
+        the decoder's states, ``(1 + layers * stages, B, T, D)``."""
+        x, states = self._integrate(self.decoder_layers, self.embed_target(tgt_in),
+                                    return_states, memory=memory, memory_mask=memory_mask,
+                                    memory_cache={})
         logits = self.head(self.decoder_norm(x))
         return (logits, torch.stack(states)) if return_states else logits
+
+    def _integrate(self, layers, x: torch.Tensor, return_states: bool, **context):
+        """``x`` (B, L, D) through ``layers`` (layer k at time ``k h``) with ``context`` (a
+        padding mask, the memory) -> ``(final state, states or None)``; reversible: the pair
+        ``x1 = x2 = x`` through the stack, read out as its mean (the states too)."""
+        c, h = self.config, self.config.step_size
+        states = [x] if return_states else None
+        if not c.reversible:
+            for k, layer in enumerate(layers):
+                if return_states:
+                    x, st = layer(x, k * h, return_states=True, **context)
+                    states += st
+                else:
+                    x = layer(x, k * h, **context)
+            return x, states
+        x1, x2 = start_pair(x, c.reversible_grid)
+        if return_states:
+            pairs: list = []
+            for k, layer in enumerate(layers):
+                x1, x2 = layer(x1, x2, k * h, states=pairs, **context)
+            return end_pair(x1, x2), states + [end_pair(a, b) for a, b in pairs]
+        plain = getattr(self, PLAIN, False)
+        if torch.is_grad_enabled() and not plain:
+            # the store would keep the memory's keys and values from the forward, projected
+            # without gradients, for the backward's recomputation: each stage projects its own
+            context.pop("memory_cache", None)
+        return end_pair(*run_stack(layers, x1, x2, h, plain=plain, **context)), None
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_key_padding_mask=None):
         """``src`` (B, S), ``tgt_in`` (B, T) int64 -> logits (B, T, tgt_vocab). The mask (B, S)
