@@ -3,8 +3,10 @@ parameter-matched; decoding cached = uncached, beam 1 = greedy, beam search exha
 vocabulary small enough to enumerate."""
 
 import itertools
+import json
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -322,3 +324,33 @@ def test_checkpoint_round_trip_by_model_kind(tmp_path):
     ck.save(state, ck.checkpoint_file(tmp_path))
     with pytest.raises(ValueError, match=r"model config is not valid|do not fit"):
         ck.load_model(tmp_path)
+
+
+def test_the_translation_studys_parameter_counts_are_its_models():
+    """docs/translation.md (its results table, "1.47M parameters", "it would add 512,000
+    parameters" for an untied head) and README ("BPE 4000, 1.5M parameters"): the counts of the
+    models built from the configs the study's records hold, at the BPE vocabulary they trained
+    with (a record's model config predates its tokenizer: vocabulary 259)."""
+    root = Path(__file__).resolve().parents[1]
+    study = root / "experiments" / "cache" / "translation" / "v2" / "study"
+    recs = {}                                       # one per arrangement: seeds share a model
+    for p in sorted(study.glob("*_seed*.json")):
+        r = json.loads(p.read_text())
+        recs.setdefault(r["arrangement"], r)
+    text = (root / "docs" / "translation.md").read_text()
+    doc = " ".join(text.split())
+    readme = " ".join((root / "README.md").read_text().split())
+    assert len(recs) == 4, sorted(recs)
+    for name, r in recs.items():
+        v = r["config"]["bpe"]
+        c = Seq2SeqConfig.from_dict(r["config"]["model"]).replace(src_vocab=v, tgt_vocab=v)
+        with torch.device("meta"):
+            n = SplitSeq2Seq.from_config(c).n_params()
+            untied = SplitSeq2Seq.from_config(c.replace(tie_head=False)).n_params()
+        assert n == r["n_params"], name
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| {name} | "))
+        assert f" | {n:,} | " in row, (name, row)
+        if name == "Transformer":
+            assert f"(BPE {v}, d_model {c.d_model}, 2 + 2 layers, {n / 1e6:.2f}M parameters)" in doc
+            assert f"(BPE {v}, {n / 1e6:.1f}M parameters" in readme
+            assert f"with BPE {v} it would add {untied - n:,} parameters" in doc
