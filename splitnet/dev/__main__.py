@@ -1,4 +1,4 @@
-"""``python3 -m splitnet.dev COMMAND``: the developer tools (``regen``)."""
+"""``python3 -m splitnet.dev COMMAND``: the developer tools (``regen``, ``mutate``)."""
 
 import sys
 

@@ -21,12 +21,14 @@ import time
 
 from ..cli._args import OneLineParser
 from ..names import unknown_name
+from . import mutate
 from .targets import DEFAULT, ROOT, TARGETS, Target
 
 __all__ = ["COMMANDS", "PROG", "build_parser", "format_list", "main", "plan", "run_target"]
 
 PROG = "python3 -m splitnet.dev"
-COMMANDS = {"regen": "regenerate the generated documents (docs/*.md and their figures)"}
+COMMANDS = {"regen": "regenerate the generated documents (docs/*.md and their figures)",
+            "mutate": "mutation-test the modules where a silent bug corrupts results"}
 
 
 def build_parser() -> OneLineParser:
@@ -41,6 +43,7 @@ def build_parser() -> OneLineParser:
                    help="zoo: re-measure these methods; the rest of docs/zoo.md from the cache")
     r.add_argument("--refresh", action="store_true",
                    help="zoo: re-measure every method (about an hour on 2 CPU cores)")
+    mutate.add_parser(sub, COMMANDS["mutate"])
     return p
 
 
@@ -125,6 +128,8 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
+    if args.command == "mutate":
+        return mutate.run(args)
     if args.list:
         print(format_list())
         return 0
