@@ -113,3 +113,29 @@ def test_a_parallel_network_is_described_refined_and_traced():
     tr = collect(m, "abcdefgh", continuous=True)
     assert tr.fields == ("embedding",) + ("diffusion+convection",) * 2
     assert tr.path is not None and float(tr.gap()[-1]) < 1e-2
+
+
+def test_the_counts_in_docs_unsplit_are_the_studys_models():
+    """docs/unsplit.md's first table: each fixed model's parameters and field evaluations per
+    layer are those of the model experiments/unsplit_study.py builds (counted on the meta
+    device; evaluations in closed form)."""
+    import importlib.util
+    from pathlib import Path
+
+    from splitnet import cost
+    from splitnet.nets.models import SplitTransformer
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("unsplit_study",
+                                                  root / "experiments" / "unsplit_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    lines = (root / "docs" / "unsplit.md").read_text().splitlines()
+    for name in study.FIXED:
+        c = study.model_config(name)
+        with torch.device("meta"):
+            n = SplitTransformer.from_config(c).n_params()
+        per_layer = sum(cost.field_evals(c).values()) / c.n_layers
+        row = next(ln for ln in lines if ln.startswith(f"| {study.LABELS[name]} (n="))
+        cells = [x.strip() for x in row.strip("|").split("|")]
+        assert cells[1:3] == [f"{n:,}", f"{per_layer:g}"], (name, cells[:3])
