@@ -278,6 +278,28 @@ def test_the_macaron_decoders_leading_error_is_the_self_cross_bracket():
     assert float((measured - want).norm() / want.norm()) < 0.002
 
 
+def test_the_euler_constants_theory_md_states_for_the_decoder():
+    """docs/theory.md: with Euler sub-steps "the Macaron decoder's constant is 0.40 of the
+    Transformer decoder's" and the symmetric nesting has "the smallest Euler constant, 0.34":
+    the median of error / h^2 over the study's step sizes (experiments/decoder_study.py)."""
+    from pathlib import Path
+
+    fields, x0 = decoder_system()
+    hs = [0.2, 0.1, 0.05, 0.025]
+
+    def constant(scheme):
+        r = sn.convergence_study(scheme, x0=x0, step_sizes=hs, method="euler", fields=fields)
+        return float(np.median(r.errors / np.asarray(hs) ** 2))
+
+    base = constant(_get("lie-trotter", (D, X, C)))
+    macaron = constant(sn.schemes.resolve("c:0.5,d:1,x:1,c:0.5")) / base
+    nested = constant(_get("strang", (C, D, X))) / base
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "theory.md").read_text()
+                   .split())
+    assert f"the Macaron decoder's constant is {macaron:.2f} of the Transformer decoder's" in doc
+    assert f"the smallest Euler constant, {nested:.2f})" in doc
+
+
 def test_convergence_study_counts_every_field_and_the_decoder_slopes():
     fields, x0 = decoder_system()
     r = sn.convergence_study("c:0.5,d:1,x:1,c:0.5", x0=x0, step_sizes=[.2, .1, .05, .025],
