@@ -444,3 +444,33 @@ def test_refine_command_defaults_are_the_studys():
     from splitnet.cli.commands import cmd_refine
 
     assert tuple(cmd_refine.DEFAULT_SCHEMES.split(",")) == refine.DEFAULT_SCHEMES
+
+
+def test_the_sizes_docs_refine_states_are_the_studys():
+    """docs/refine.md's limits: "Small networks (0.84M parameters) and short training (0.6M and
+    2.5M bytes)": the models experiments/refine_study.py trains (splitnet train's default size)
+    and its two lengths (steps x batch x context of its training config)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("refine_study",
+                                                  root / "experiments" / "refine_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    import re
+
+    source = (root / "experiments" / "refine_study.py").read_text()
+    lengths = [int(x) for x in re.search(r'"--lengths", default="([\d,]+)"', source)[1]
+               .split(",")]                       # the study's default training lengths
+    sizes, volumes = set(), []
+    for name in study.MODELS:
+        for steps in lengths:
+            tc = study.train_config(name, steps, 0, root / "unused", 1, "cpu")
+            n = sn.cost.describe(tc.model, seq_len=tc.model.max_len).params   # = n_params
+            sizes.add(f"{n / 1e6:.2f}")
+            volumes.append(tc.steps * tc.batch_size * tc.context)
+    doc = " ".join((root / "docs" / "refine.md").read_text().split())
+    short, long_ = sorted(set(volumes))
+    assert len(sizes) == 1 and len(set(volumes)) == 2, (sizes, volumes)
+    assert (f"Small networks ({sizes.pop()}M parameters) and short training "
+            f"({short / 1e6:.1f}M and {long_ / 1e6:.1f}M bytes)") in doc

@@ -117,13 +117,12 @@ def test_a_parallel_network_is_described_refined_and_traced():
 
 def test_the_counts_in_docs_unsplit_are_the_studys_models():
     """docs/unsplit.md's first table: each fixed model's parameters and field evaluations per
-    layer are those of the model experiments/unsplit_study.py builds (counted on the meta
-    device; evaluations in closed form)."""
+    layer are those of the model experiments/unsplit_study.py builds (closed forms, which
+    tests/test_cost.py holds equal to the built models)."""
     import importlib.util
     from pathlib import Path
 
     from splitnet import cost
-    from splitnet.nets.models import SplitTransformer
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("unsplit_study",
@@ -133,8 +132,7 @@ def test_the_counts_in_docs_unsplit_are_the_studys_models():
     lines = (root / "docs" / "unsplit.md").read_text().splitlines()
     for name in study.FIXED:
         c = study.model_config(name)
-        with torch.device("meta"):
-            n = SplitTransformer.from_config(c).n_params()
+        n = cost.describe(c, seq_len=c.max_len).params   # closed form = n_params (test_cost)
         per_layer = sum(cost.field_evals(c).values()) / c.n_layers
         row = next(ln for ln in lines if ln.startswith(f"| {study.LABELS[name]} (n="))
         cells = [x.strip() for x in row.strip("|").split("|")]
