@@ -60,8 +60,8 @@ class LearnedSplitLayer(SplitLayer):
     # -- the coefficients --------------------------------------------------------------------
     def current_stages(self) -> tuple[Stage, ...]:
         """The stages with the coefficients as they are now (floats)."""
-        return tuple(Stage(st.field, float(c))
-                     for st, c in zip(self.stages, self.stage_coeffs.detach().cpu().tolist()))
+        return tuple(Stage(st.field, float(c)) for st, c in
+                     zip(self.stages, whole(self.stage_coeffs).detach().cpu().tolist()))
 
     def _plan_now(self, t):
         """``(dt_i, t_i, fields_i)`` of every stage from the current coefficients: tensors
@@ -134,6 +134,12 @@ class LearnedSplitLayer(SplitLayer):
 # a model's coefficients
 
 
+def whole(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's full value: itself, or, sharded over ranks (FSDP's DTensor, outside the
+    forward), gathered -- every rank must call it then."""
+    return p.full_tensor() if hasattr(p, "full_tensor") else p
+
+
 def learned_layers(model) -> list[LearnedSplitLayer]:
     layers = getattr(model, "layers", ())       # an encoder–decoder has none (nor learns any)
     return [layer for layer in layers if isinstance(layer, LearnedSplitLayer)]
@@ -165,7 +171,7 @@ def order_penalty(model, order: int | None = None) -> torch.Tensor:
         raise ValueError("the model does not learn its coefficients (learn_coefficients=False)")
     p = penalty_degree(model.scheme.order if order is None else order)
     letters, k = conditions.structure(layers[0].stages)
-    coeffs = torch.stack([layer.stage_coeffs for layer in layers])        # (layers, stages)
+    coeffs = torch.stack([whole(layer.stage_coeffs) for layer in layers])   # (layers, stages)
     return conditions.penalty(coeffs, letters, k, p)
 
 
@@ -178,8 +184,9 @@ def coefficient_metrics(model) -> dict:
     with torch.no_grad():
         pen = float(order_penalty(model))
     return {"order_defect": pen,
-            "coefficients": [layer.stage_coeffs.detach().cpu().tolist() for layer in layers]}
+            "coefficients": [whole(layer.stage_coeffs).detach().cpu().tolist()
+                             for layer in layers]}
 
 
 __all__ = ["EXACT_PENALTY_DEGREE", "LearnedSplitLayer", "coefficient_metrics", "coefficients",
-           "learned_layers", "order_penalty", "penalty_degree"]
+           "learned_layers", "order_penalty", "penalty_degree", "whole"]

@@ -144,6 +144,25 @@ def no_sync(model, last: bool):
     return _off()
 
 
+def scoring_model(model, cfg, env):
+    """The model to decode with outside the training forward (translation's test scores):
+    ``model`` itself, or under ``--parallel fsdp`` a plain copy of the gathered weights on rank 0
+    (every rank takes part in the gathering; the others get None)."""
+    if not (env.distributed and cfg.parallel == "fsdp"):
+        return model
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    from ..nets.models import SplitSeq2Seq, SplitTransformer
+
+    state = get_model_state_dict(model, options=_options())
+    if not env.is_main:
+        return None
+    cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
+    plain = cls.from_config(cfg.model)
+    plain.load_state_dict(state)
+    return plain.to(env.device)
+
+
 def micro_batch_sync(fwd, model, parallel: str, distributed: bool, last: bool):
     """The context of one micro-batch's backward: before the last, no gradient reduction
     (DDP's ``no_sync`` on the wrapped ``fwd``, FSDP's switch on the sharded ``model``)."""
@@ -158,4 +177,5 @@ def local_norm(gnorm):
 
 
 __all__ = ["FSDP_TORCH", "STACKS", "full_state", "is_sharded", "load_optimizer", "local_norm",
-           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "shard"]
+           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "scoring_model",
+           "shard"]

@@ -267,8 +267,7 @@ def _save(run: _Run) -> None:
 
 
 def _write_checkpoint(run: _Run, full: tuple | None = None) -> None:
-    """The checkpoint, then the loss plot (each written atomically). ``full``: a sharded run's
-    gathered states (:func:`splitnet.training.sharding.full_state`)."""
+    """The checkpoint, then the loss plot (atomically); ``full``: sharding.full_state's."""
     model_state, opt_state = full or (run.model.state_dict(), run.opt.state_dict())
     extra = {"model_kind": ck.model_kind(run.model)}
     if run.cfg.task == "translate":
@@ -546,12 +545,14 @@ def _final_scores(run: _Run) -> None:
     """Translation: BLEU and chrF of beam search on the test pairs, logged and written to
     metrics.jsonl (rank 0; ``bleu_sentences`` 0: none)."""
     cfg = run.cfg
-    if cfg.task != "translate" or not cfg.bleu_sentences or not run.env.is_main:
+    if cfg.task != "translate" or not cfg.bleu_sentences:
+        return
+    model = sharding.scoring_model(run.model, cfg, run.env)    # fsdp: gathered to rank 0
+    if not run.env.is_main:
         return
     from ..translate.translation import test_scores
-
     with run.signals.interruptible():
-        run.scores = test_scores(run.model, run.corpus, cfg.bleu_sentences, cfg.beam,
+        run.scores = test_scores(model, run.corpus, cfg.bleu_sentences, cfg.beam,
                                  cfg.length_penalty, run.env.device, run.log)
     run.model.train()
     if run.scores:
