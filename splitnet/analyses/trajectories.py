@@ -289,6 +289,16 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
     return torch.cat(pieces), torch.cat(times)
 
 
+def _check_path(model, points_per_layer, restart: bool) -> None:
+    if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
+            or points_per_layer < 1:
+        raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
+    if restart and getattr(model.config, "reversible", False):
+        raise ValueError("restart=True restarts the ODE from each layer's input state; a "
+                         "reversible network's states are the means of its pairs, not its "
+                         "pairs: use restart=False (the ODE of the pair from the embedding)")
+
+
 @torch.no_grad()
 def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bool = False,
             points_per_layer: int = 16, restart: bool = False, solver: str = "dopri5",
@@ -324,13 +334,7 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     if not isinstance(model, SplitTransformer) and not seq2seq:
         raise TypeError(f"model must be a SplitTransformer or a SplitSeq2Seq, got "
                         f"{type(model).__name__}")
-    if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
-            or points_per_layer < 1:
-        raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
-    if continuous and restart and getattr(model.config, "reversible", False):
-        raise ValueError("restart=True restarts the ODE from each layer's input state; a "
-                         "reversible network's states are the means of its pairs, not its "
-                         "pairs: use restart=False (the ODE of the pair from the embedding)")
+    _check_path(model, points_per_layer, continuous and restart)
     if seq2seq != (source is not None):
         raise ValueError("an encoder–decoder model needs source= (the sentence its decoder "
                          "tokens read)" if seq2seq else "source= is for encoder–decoder models")

@@ -32,6 +32,8 @@ from .options import (
     INITS,
     LIMITS,
     MAX_SEED,
+    REVERSIBLE_GRID_HELP,
+    REVERSIBLE_HELP,
     SESSION,
     WEIGHTS,
     check_network,
@@ -134,13 +136,8 @@ class SplitConfig:
                                       "trainable parameter, initialised from the scheme "
                                       "(model.coefficients(); --order-penalty keeps them a "
                                       "method)")
-    reversible: bool = option(False, "a partitioned state (x1, x2): attention writes x1 "
-                              "reading x2, the feed-forward x2 reading x1; exactly invertible, "
-                              "the scheme's order kept with residual sub-layers, training "
-                              "stores no activations per layer (splitnet.reversible)")
-    reversible_grid: int | None = option(None, "with --reversible: every increment rounded to "
-                                         "a multiple of 2^-K, so the inverse is exact in "
-                                         "float32 at any depth (off by default)", metavar="K")
+    reversible: bool = option(False, REVERSIBLE_HELP)
+    reversible_grid: int | None = option(None, REVERSIBLE_GRID_HELP, metavar="K")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -104,6 +104,8 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
     memory of a step would grow with depth (measured: 190 MB at 32 layers against 51 MB at 4)."""
     grads = {id(p): torch.zeros_like(p) for p in params}
     ctx = dict(run.context)
+    # keys and values a cross-attention stored without gradients would cut the memory's
+    ctx.pop("memory_cache", None)
     leaf = None
     if memory is not None:
         leaf = ctx[MEMORY] = memory.detach().requires_grad_(memory.requires_grad)
