@@ -131,6 +131,34 @@ def forward_flops(config: SplitConfig, seq_len: int, evals: int | None = None) -
     return _forward(config, _layers(config), seq_len, evals)
 
 
+# float32 bytes per parameter that training holds: the weight, its gradient, AdamW's two moments
+TRAIN_BYTES = 4 * (1 + 1 + 2)
+
+
+def memory_per_rank(config: SplitConfig, world: int, parallel: str) -> dict:
+    """Bytes per rank of the weights, gradients and AdamW state (float32) of training
+    ``SplitTransformer.from_config(config)`` on ``world`` ranks (activations aside): ``ddp``
+    every rank all of them; ``fsdp`` (splitnet.training.sharding: a unit per layer and the
+    root) each rank ``1/world`` of them, plus what is gathered whole at once: the root's
+    weights and gradients (embeddings, tied head, final norm; the root stays gathered through a
+    step) and one layer's, ``in_flight``."""
+    if parallel not in ("ddp", "fsdp"):
+        raise ValueError(f"parallel must be ddp or fsdp, got {parallel!r}")
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        raise ValueError(f"world must be a positive int, got {world!r}")
+    layers = _layers(config)
+    n_all, n_stack = _params(config, layers)
+    per_layer = max(sum(f.n_modules * f.kind.params(config, f.width) for f in fields)
+                    for fields in layers)
+    root = n_all - (n_stack - 2 * config.d_model)
+    if parallel == "ddp":
+        return {"sharded": 0, "replicated": TRAIN_BYTES * n_all, "in_flight": 0,
+                "total": TRAIN_BYTES * n_all}
+    sharded = TRAIN_BYTES * n_all / world
+    flight = 2 * 4 * (root + per_layer) * (1 - 1 / world)   # gathered weights and gradients
+    return {"sharded": sharded, "replicated": 0, "in_flight": flight, "total": sharded + flight}
+
+
 # The size `splitnet describe` reports when none is given (a mid-size model, so FLOPs compare).
 REFERENCE_SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6, "vocab_size": 256}
 
@@ -226,5 +254,5 @@ def seq2seq_costs(config, seq_len: int) -> list[dict]:
     return out
 
 
-__all__ = ["REFERENCE_SIZE", "Cost", "count_params", "describe", "field_evals", "format_table",
-           "forward_flops", "seq2seq_costs", "table"]
+__all__ = ["REFERENCE_SIZE", "TRAIN_BYTES", "Cost", "count_params", "describe", "field_evals",
+           "format_table", "forward_flops", "memory_per_rank", "seq2seq_costs", "table"]

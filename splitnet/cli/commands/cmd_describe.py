@@ -36,6 +36,12 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--json", action="store_true", help="print one JSON object per row")
+    p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
+                   help="also the training memory per rank on N ranks (float32 weights, "
+                        "gradients and AdamW state; activations aside)")
+    p.add_argument("--parallel", choices=("ddp", "fsdp", "both"), default="both",
+                   help="with --world-size: ddp (every rank all of it), fsdp (sharded: "
+                        "splitnet train --parallel fsdp) or both (default)")
     p.add_argument("--activations", action="store_true",
                    help="also measure the bytes training saves for backward per token, plain "
                         "and reversible (one forward of one --seq-len sequence on the CPU, "
@@ -165,6 +171,26 @@ def activation_lines(configs, seq_len: int) -> list[str]:
     return lines
 
 
+def memory_lines(configs, world: int, parallel: str) -> list[str]:
+    """:func:`splitnet.nets.cost.memory_per_rank` of each config, as lines."""
+    from ...nets.cost import memory_per_rank
+
+    modes = ("ddp", "fsdp") if parallel == "both" else (parallel,)
+    lines = [f"training memory per rank on {world} rank(s): float32 weights + gradients + "
+             f"AdamW state, activations aside (fsdp: its shard, plus the root and one layer "
+             f"gathered whole)"]
+    for c in configs:
+        name = c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name
+        parts = []
+        for mode in modes:
+            m = memory_per_rank(c, world, mode)
+            extra = f" ({m['sharded'] / 2**30:.3f} + {m['in_flight'] / 2**30:.3f} gathered)" \
+                if mode == "fsdp" else ""
+            parts.append(f"{mode} {m['total'] / 2**30:.3f} GiB{extra}")
+        lines.append(f"{name:<16} {c.weights:<10} " + "; ".join(parts))
+    return lines
+
+
 def _describe_checkpoint(args) -> int:
     from ...nets import cost
     from ...runs import checkpoint as ck
@@ -181,6 +207,10 @@ def _describe_checkpoint(args) -> int:
     print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
     print(cost.format_table([row], markdown=args.markdown))
     print()
+    if args.world_size is not None:
+        for line in memory_lines([model.config], args.world_size, args.parallel):
+            print(line)
+        print()
     if args.activations or model.config.reversible:
         for line in activation_lines([model.config], min(args.seq_len, model.config.max_len)):
             print(line)
@@ -224,14 +254,18 @@ def run(args) -> int:
         r = next(x for x in rows if x.scheme == s)
         diag = r.pattern if len(r.pattern) <= 90 else r.pattern[:87] + "..."
         print(f"{s:<14} {diag}")
+    configs = [SplitConfig(**size, scheme=r.scheme, weights=r.weights) for r in rows]
+    if args.world_size is not None:
+        print()
+        for line in memory_lines(configs, args.world_size, args.parallel):
+            print(line)
     if args.activations:
         print()
-        for line in activation_lines([SplitConfig(**size, scheme=r.scheme, weights=r.weights)
-                                      for r in rows], args.seq_len):
+        for line in activation_lines(configs, args.seq_len):
             print(line)
     sys.stdout.flush()
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "activation_lines", "coefficient_lines", "configure", "run",
-           "stack_lines"]
+__all__ = ["HELP", "RANK", "SIZE", "activation_lines", "coefficient_lines", "configure",
+           "memory_lines", "run", "stack_lines"]
