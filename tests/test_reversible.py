@@ -267,7 +267,7 @@ def test_states_end_at_the_readout():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"scheme": "parallel"}, "sum of fields"),
+    ({"scheme": "parallel"}, "write both blocks"),
     ({"method": "midpoint"}, "method='euler'"),
     ({"learn_coefficients": True}, "learned coefficients"),
     ({"reversible_grid": 0}, "reversible_grid"),

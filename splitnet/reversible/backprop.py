@@ -91,9 +91,12 @@ class _Run:
 
 
 def _params(f) -> list:
+    """The parameters a stage's callable uses: its module's, or a sum stage's components'."""
     mod = f.func if isinstance(f, functools.partial) else f
-    return [p for p in mod.parameters() if p.requires_grad] if isinstance(mod, nn.Module) \
-        else []
+    if isinstance(mod, nn.Module):
+        return [p for p in mod.parameters() if p.requires_grad]
+    parts = getattr(mod, "fields", ())          # a SumField (d+x)
+    return list({id(p): p for g in parts for p in _params(g)}.values())
 
 
 def _backward(run: _Run, y: list, g: list, memory, params) -> dict:

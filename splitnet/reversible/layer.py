@@ -134,7 +134,7 @@ class ReversibleLayer(SplitLayer):
         reason = reversible_unsupported(self.stages)
         if reason:
             raise ValueError(f"scheme {self.name!r} cannot be reversible: {reason}")
-        self.writes = tuple(WRITES[st.field] for st in self.stages)
+        self.writes = tuple(WRITES[st.components[0]] for st in self.stages)
         self.grid = check_grid(grid)
 
     def plan(self, context: dict) -> list:

@@ -247,15 +247,18 @@ WRITES = {DIFFUSION: 0, CROSS: 0, CONVECTION: 1}
 
 def reversible_unsupported(stages: Sequence[Stage]) -> str | None:
     """Why a network with these stages cannot be reversible, or ``None``: every stage must
-    advance one field that writes one block and reads the other (a sum stage such as
-    ``parallel``'s ``d+c`` writes both blocks from both: not a shear)."""
+    write one block reading the other -- one field, or a sum of fields that write the same
+    block (``d+x``: both write x1 from x2); ``parallel``'s ``d+c`` writes both blocks from both:
+    not a shear."""
     for i, st in enumerate(stages):
-        if st.is_sum:
-            return (f"stage {i + 1} ({st.field}) is a sum of fields: a reversible layer needs "
-                    f"every stage to advance one field (a shear)")
-        if st.field not in WRITES:
-            return (f"stage {i + 1} advances {st.field!r}: a reversible layer knows only "
+        unknown = [c for c in st.components if c not in WRITES]
+        if unknown:
+            return (f"stage {i + 1} advances {unknown[0]!r}: a reversible layer knows only "
                     f"{', '.join(WRITES)}")
+        if len({WRITES[c] for c in st.components}) > 1:
+            return (f"stage {i + 1} ({st.field}) sums fields that write both blocks: a "
+                    f"reversible layer needs every stage to write one block from the other "
+                    f"(a shear)")
     return None
 
 
