@@ -176,9 +176,10 @@ class ReversibleLayer(SplitLayer):
         from ..integrators.layers import EvaluationCaches
 
         x = [x1, x2]
-        for (f, dt, clock, w), c in zip(self.plan(context), caches):
+        for j, ((f, dt, clock, w), c) in enumerate(zip(self.plan(context), caches)):
             g = EvaluationCaches(f, c) if c is not None else f
             x[w] = x[w] + self.increment(g, dt, t + clock, x[1 - w])
+            guard(x[w], self.grid, f"stage {j + 1} at time {t + clock:g}")
         return x[0], x[1]
 
     def pair_ode_field(self):
