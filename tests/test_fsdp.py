@@ -82,11 +82,32 @@ def test_two_fsdp_ranks_match_one_process(case, text, tmp_path):
     for s in a:
         assert abs(a[s]["loss"] - b[s]["loss"]) < 1e-5, (s, a[s], b[s])
         assert abs(a[s]["grad_norm"] - b[s]["grad_norm"]) < 1e-4, (s, a[s], b[s])
+    _check_sharded_checkpoint(tmp_path / "two", step=4)
     wa, wb = ck.load(tmp_path / "one"), ck.load(tmp_path / "two")
     assert wb["world_size"] == 2
     for k, v in wa["model"].items():
         torch.testing.assert_close(_comparable(k, wb["model"][k]), _comparable(k, v),
                                    atol=1e-5, rtol=1e-4)
+
+
+def _check_sharded_checkpoint(out, step):
+    """What a sharded save leaves: checkpoint.pt naming ``shards-<step>`` (no weights in the file
+    itself), one shards folder (the older ones removed), which ck.load reads back whole; without
+    the folder the checkpoint is a one-line error."""
+    import shutil
+
+    raw = torch.load(out / ck.CKPT, map_location="cpu", weights_only=True)
+    assert raw["shards"] == f"shards-{step}" and raw["model"] == {} and raw["optimizer"] == {}
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [ck.CKPT, ck.METRICS, ck.LOCK, f"shards-{step}"])
+    full = ck.load(out)
+    assert full["model"] and all(isinstance(t, torch.Tensor) for t in full["model"].values())
+    assert ck.load_model(out).config.d_model == 32                 # what every command does
+    broken = out.parent / (out.name + "-broken")
+    shutil.copytree(out, broken, ignore=shutil.ignore_patterns("shards-*"))
+    with pytest.raises(ValueError, match=r"sharded weights .* missing") as e:
+        ck.load(broken)
+    assert "\n" not in str(e.value)
 
 
 def _comparable(name, w):
@@ -208,3 +229,14 @@ def test_describe_memory_per_rank(capsys):
                  "--world-size", "8"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
     assert "ddp 1.855 GiB" in line and "fsdp 0.535 GiB" in line
+
+
+def test_a_torn_shards_folder_is_removed_at_the_next_start(tmp_path):
+    """A kill while the ranks wrote their shards leaves OUT/shards-<step>.tmp: removed when the
+    run starts again (the folder the checkpoint names stays)."""
+    torn = tmp_path / "shards-6.tmp"
+    torn.mkdir()
+    (torn / "__0_0.distcp").write_bytes(b"half")
+    (tmp_path / "shards-4").mkdir()
+    assert ck.remove_torn_saves(tmp_path) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["shards-4"]

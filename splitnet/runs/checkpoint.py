@@ -32,6 +32,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -40,6 +41,8 @@ import torch
 
 from .._io import atomic_write, atomic_write_text, file_kind, remove_stale_temporaries
 from .integrity import DIGESTS, check_records, digest_record, verify_digests, why_unreadable
+from .shards import PREFIX as SHARDS_PREFIX
+from .shards import TORN, expand
 
 CKPT, METRICS, PLOT, LOCK = "checkpoint.pt", "metrics.jsonl", "loss.png", ".lock"
 VERSION = 2
@@ -62,8 +65,12 @@ def save(obj: dict, path) -> Path:
 
 
 def remove_torn_saves(folder) -> int:
-    """Delete temporary files that a kill during :func:`save` left in ``folder``."""
-    return remove_stale_temporaries(folder, CKPT)
+    """Delete temporary files that a kill during :func:`save` left in ``folder``, and shards
+    folders a kill left half written (:mod:`splitnet.runs.shards`)."""
+    torn = [p for p in Path(folder).glob(f"{SHARDS_PREFIX}*{TORN}") if p.is_dir()]
+    for p in torn:
+        shutil.rmtree(p, ignore_errors=True)
+    return remove_stale_temporaries(folder, CKPT) + len(torn)
 
 
 def load(path, trust: bool = False) -> dict:
@@ -89,9 +96,9 @@ def load(path, trust: bool = False) -> dict:
     if not isinstance(ck, dict) or "model" not in ck or "model_config" not in ck:
         raise ValueError(f"{f} is not a splitnet checkpoint (no model and model_config in it)")
     check_records(f)
-    ck = _upgrade(ck, f)
+    ck = expand(verify_digests(_upgrade(ck, f), f), f)    # a sharded run's weights read whole
     _check_model_entries(ck, f)
-    return verify_digests(ck, f)
+    return ck
 
 
 def _existing_checkpoint(path) -> Path:

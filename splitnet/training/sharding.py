@@ -9,15 +9,13 @@ coefficients go with it), and the root (the embeddings, the tied head, the final
 in float32; on the CPU (gloo) everything stays float32. Residual updates are out of place
 (``x = x + dx``), as FSDP2 asks.
 
-**Checkpoints** are written in the trainer's one format, gathered: rank 0 writes the full
-model and the full optimiser state keyed by parameter name (:func:`full_state`; every rank
-takes part in the gathering), under every guarantee the trainer has (atomic write, the run
-lock, the last good checkpoint kept on a full disk, the corpus fingerprint, bit-exact resume).
-So a run resumes at any world size and under either parallelism (:func:`restore`: the state is
-loaded into the unsharded model first, then sharded), and every command that reads a
-checkpoint reads it. The price is one gather to rank 0 per save, which a model that does not
-fit one host would not afford (``torch.distributed.checkpoint``'s sharded files would be the
-next step for that).
+**Checkpoints** are sharded (:func:`save_shards`): every rank writes its own shards of the
+weights and of the AdamW state through ``torch.distributed.checkpoint`` (nothing is gathered),
+and rank 0 writes ``checkpoint.pt`` naming the folder, under the trainer's guarantees (atomic,
+the run lock, the last good checkpoint kept on a full disk or a kill, the corpus fingerprint,
+bit-exact resume): :mod:`splitnet.runs.shards`. Reading one reshards it whole, so a run resumes
+at any world size and under either parallelism (:func:`restore`: the state is loaded into the
+unsharded model, which is then sharded), and every command reads it as any other checkpoint.
 
 **Gradient accumulation**: the micro-batches before the last skip the reduce-scatter
 (:func:`no_sync`), as DDP's ``no_sync``.
@@ -74,17 +72,30 @@ def is_sharded(model) -> bool:
     return any(isinstance(p, DTensor) for p in model.parameters())
 
 
-def full_state(model, opt) -> tuple[dict, dict]:
-    """The full model state and the full optimiser state keyed by parameter name, on the CPU
-    of rank 0 (the other ranks get empty dicts); every rank must call it."""
+def save_shards(model, opt, out, step: int, is_main: bool) -> str | None:
+    """Every rank writes its shards of the model and of the optimiser state
+    (``torch.distributed.checkpoint``) into ``OUT/shards-<step>.tmp``; once all have, rank 0
+    renames the folder (:mod:`splitnet.runs.shards`) and gets its name (the others None)."""
+    import shutil
+
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
         get_optimizer_state_dict,
     )
 
-    opts = _options()
-    return (get_model_state_dict(model, options=opts),
-            get_optimizer_state_dict(model, opt, options=opts))
+    from ..runs import shards
+
+    torn = shards.folder_for(out, step, torn=True)
+    if is_main and torn.exists():           # a save of this step that was interrupted
+        shutil.rmtree(torn)
+    dist.barrier()
+    state = {"model": get_model_state_dict(model),
+             "optimizer": get_optimizer_state_dict(model, opt)}
+    dcp.save(state, checkpoint_id=str(torn))
+    dist.barrier()
+    return shards.publish(out, step) if is_main else None
 
 
 def named_optimizer_state(state: dict) -> bool:
@@ -176,6 +187,6 @@ def local_norm(gnorm):
     return gnorm.full_tensor() if hasattr(gnorm, "full_tensor") else gnorm
 
 
-__all__ = ["FSDP_TORCH", "STACKS", "full_state", "is_sharded", "load_optimizer", "local_norm",
-           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "scoring_model",
-           "shard"]
+__all__ = ["FSDP_TORCH", "STACKS", "is_sharded", "load_optimizer", "local_norm",
+           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "save_shards",
+           "scoring_model", "shard"]

@@ -9,22 +9,20 @@ processes run ``torchrun ... -m splitnet train ...``. The loop, top to bottom::
         _log(run, loss)                        # metrics.jsonl, progress bar, validation
         _save(run) every ckpt_every steps, at the end and on a signal
 
-What a run is set up from (the ``--resume`` configuration, optimiser and schedule, memory check,
-the model built and wrapped, the corpus: :func:`~splitnet.training.setup.plan_run`) lives in
-:mod:`splitnet.trainsetup`; processes, device and signals in :mod:`splitnet.runenv`. The public
-names of both that callers used from here (``resume_config``, ``plan``, ``lr_at``, ...) are
-served from here too.
+What a run is set up from (``--resume``, optimiser, schedule, memory check, model, corpus:
+:func:`~splitnet.training.setup.plan_run`) lives in :mod:`splitnet.trainsetup`; processes, device
+and signals in :mod:`splitnet.runenv`; sharding (``--parallel fsdp``) in
+:mod:`splitnet.training.sharding`. Names callers used from here (``lr_at``, ...) still are.
 
-Optimisation: AdamW (weight decay on matrices only), linear warmup then cosine decay to
-``min_lr_ratio * lr``, gradient clipping by global norm, gradient accumulation. The loss is the
-mean cross-entropy in nats per byte; ``bpb = loss / ln 2`` (bits per byte).
+Optimisation: AdamW (weight decay on matrices only), warmup then cosine decay to ``min_lr_ratio
+* lr``, clipping by global norm, gradient accumulation; loss in nats per byte, bpb = loss / ln 2.
 
 Batches: ``batch_size`` is the global number of sequences per optimiser step. Step ``s`` draws
 its windows from a generator seeded by ``(seed, s)`` (:mod:`splitnet.runs.data`); rank r of a world
 of W takes the r-th contiguous block of that batch and splits it into ``grad_accum``
-micro-batches; each micro-batch loss is divided by ``grad_accum`` and DDP averages over ranks, so
-the gradient is the mean over the global batch whatever the number of processes, and the data
-position of a checkpoint is just its step.
+micro-batches; each micro-batch loss is divided by ``grad_accum`` and DDP (or FSDP) averages
+over ranks: the gradient is the global batch's mean whatever the processes, and a checkpoint's
+data position is its step.
 
 Nothing lost: the checkpoint (:mod:`splitnet.runs.checkpoint`: config, weights, optimiser,
 scheduler, RNG states, step, corpus fingerprint) is written atomically every ``ckpt_every``
@@ -54,6 +52,7 @@ from ..nets.learned import coefficient_metrics, order_penalty
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
+from ..runs.shards import remove_others
 from . import sharding
 from .setup import (
     build_model,
@@ -251,12 +250,12 @@ def _verify_directory(run: _Run) -> None:
 def _save(run: _Run) -> None:
     """Checkpoint (rank 0) and the loss plot; every rank waits for it."""
     _verify_directory(run)
-    full = None
-    if run.env.distributed and run.cfg.parallel == "fsdp":   # every rank gathers, rank 0 writes
-        full = sharding.full_state(run.model, run.opt)
+    shards = None
+    if run.env.distributed and run.cfg.parallel == "fsdp":   # every rank writes its shards
+        shards = sharding.save_shards(run.model, run.opt, run.out, run.step, run.env.is_main)
     if run.env.is_main:
         try:
-            _write_checkpoint(run, full)
+            _write_checkpoint(run, shards)
         except OSError as e:          # a full disk: the last good checkpoint is still there
             raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
                                 f"--resume") from None
@@ -266,10 +265,10 @@ def _save(run: _Run) -> None:
         dist.barrier()
 
 
-def _write_checkpoint(run: _Run, full: tuple | None = None) -> None:
-    """The checkpoint, then the loss plot (atomically); ``full``: sharding.full_state's."""
-    model_state, opt_state = full or (run.model.state_dict(), run.opt.state_dict())
-    extra = {"model_kind": ck.model_kind(run.model)}
+def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
+    """The checkpoint, then the loss plot (atomically); ``shards``: a sharded run's folder."""
+    model_state, opt_state = ({}, {}) if shards else (run.model.state_dict(), run.opt.state_dict())
+    extra = {"model_kind": ck.model_kind(run.model), **({"shards": shards} if shards else {})}
     if run.cfg.task == "translate":
         extra["tokenizer"] = run.corpus.tokenizer.to_dict()
     ck.save({"version": ck.VERSION, "step": run.step, **extra,
@@ -278,6 +277,7 @@ def _write_checkpoint(run: _Run, full: tuple | None = None) -> None:
              "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
              "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
              "world_size": run.env.world}, run.out / ck.CKPT)
+    remove_others(run.out, keep=shards)              # older shards folders, now superseded
     if run.cfg.plot and (run.out / ck.METRICS).exists():
         from ..plots import plot_metrics
 
