@@ -386,6 +386,9 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
     """The checked configuration, the checkpoint state to resume from (or None) and the
     corpus, for :func:`splitnet.training.train.train` in the environment ``env``."""
     cfg, state = _prepare(cfg, explicit, env)
+    if cfg.parallel == "fsdp" and not env.distributed:
+        log("note: --parallel fsdp shards over the processes torchrun starts; this run is one "
+            "process, so nothing is sharded")
     if cfg.task == "translate" and cfg.bleu_sentences:    # scored after the last step
         require("sacrebleu", extra="translate", feature="the test BLEU and chrF at the end of "
                 "--task translate (--bleu-sentences 0: none)")
