@@ -607,6 +607,21 @@ CLI_CASES = [
     ("sample: a checkpoint cut short", ["sample", "--checkpoint", "{tmp}/ck-cut"], 2,
      r"ck-cut/checkpoint.pt is not a readable checkpoint: it is cut short or damaged at its "
      r"end"),
+    # --- reversible networks and FSDP (issues 27, 30) --------------------------------------
+    ("train: --reversible with a sum stage", ["train", "--reversible", "--scheme", "parallel",
+                                              "--out", "{tmp}/rv"], 2,
+     r"scheme 'parallel' cannot be reversible: stage 1 \(diffusion\+convection\) sums fields "
+     r"that write both blocks"),
+    ("train: --reversible-grid without --reversible", ["train", "--reversible-grid", "8",
+                                                        "--out", "{tmp}/rv"], 2,
+     r"reversible_grid needs reversible=True \(--reversible\)"),
+    ("train: --reversible with another sub-flow method",
+     ["train", "--reversible", "--method", "rk4", "--out", "{tmp}/rv"], 2,
+     r"reversible networks take method='euler' \(the Euler step of a shear is its exact "
+     r"flow\), got 'rk4'"),
+    ("train: --parallel fsdp with what it does not shard yet",
+     ["train", "--parallel", "fsdp", "--reversible", "--out", "{tmp}/rv"], 2,
+     r"--parallel fsdp does not take --reversible yet .*; use --parallel ddp"),
 ]
 
 
