@@ -619,6 +619,8 @@ CLI_CASES = [
      ["train", "--reversible", "--method", "rk4", "--out", "{tmp}/rv"], 2,
      r"reversible networks take method='euler' \(the Euler step of a shear is its exact "
      r"flow\), got 'rk4'"),
+    ("describe: --parallel without --world-size", ["describe", "--parallel", "fsdp"], 2,
+     r"--parallel fsdp is the memory per rank's: give --world-size N with it"),
     ("train: --parallel fsdp with what it does not shard yet",
      ["train", "--parallel", "fsdp", "--reversible", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --reversible yet .*; use --parallel ddp"),

@@ -224,6 +224,10 @@ def _describe_checkpoint(args) -> int:
 def run(args) -> int:
     import json
 
+    if args.parallel != "both" and args.world_size is None:
+        raise ValueError(f"--parallel {args.parallel} is the memory per rank's: give "
+                         f"--world-size N with it")
+
     from ...integrators.schemes import available
     from ...nets import cost
 
