@@ -316,3 +316,23 @@ def test_train_translate_reversible_and_resume(tmp_path):
     assert sa["model_config"]["reversible"] is True
     for k, v in sa["model"].items():
         assert torch.equal(v, sb["model"][k]), k
+
+
+def test_describe_a_reversible_translation_checkpoint_reports_its_activation_bytes(tmp_path,
+                                                                                     capsys):
+    """describe --checkpoint of a reversible translation run: the bytes kept for backward per
+    target token, plain and reversible (the reversible one smaller, whatever the depth)."""
+    from splitnet.cli import main
+
+    out = tmp_path / "t"
+    assert main(["train", "--task", "translate", "--pairs", "copy", "--d-model", "16",
+                 "--n-heads", "2", "--n-encoder-layers", "2", "--n-decoder-layers", "2",
+                 "--context", "16", "--batch-size", "4", "--steps", "1", "--no-progress",
+                 "--no-plot", "--reversible", "--bleu-sentences", "0", "--threads", "1",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["describe", "--checkpoint", str(out)]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[2] == "2+2"
+    plain, rev = (int(v.replace(",", "")) for v in row[3:5])
+    assert 0 < rev < plain / 3

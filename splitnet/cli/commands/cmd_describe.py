@@ -139,14 +139,30 @@ def stack_lines(model, seq_len: int) -> list[str]:
 
 
 def _bytes_per_token(config, seq_len: int) -> int:
+    """Bytes saved for backward per token: a language model on ``seq_len`` tokens, a
+    translation model on ``seq_len`` source and ``seq_len`` target tokens (per target token)."""
     import torch
 
-    from ...nets.models import SplitTransformer
+    from ...nets.models import Seq2SeqConfig, SplitSeq2Seq, SplitTransformer
     from ...reversible import saved_bytes
 
     torch.manual_seed(0)
-    model = SplitTransformer(config=config.replace(max_len=max(seq_len, config.max_len)))
+    config = config.replace(max_len=max(seq_len, config.max_len))
+    if isinstance(config, Seq2SeqConfig):
+        special = (config.pad_id, config.bos_id, config.eos_id)
+        token = next(i for i in range(min(config.src_vocab, config.tgt_vocab))
+                     if i not in special)
+        ids = torch.full((1, seq_len), token, dtype=torch.long)
+        return saved_bytes(SplitSeq2Seq(config=config).train(), ids, ids) // seq_len
+    model = SplitTransformer(config=config)
     return saved_bytes(model.train(), torch.zeros(1, seq_len, dtype=torch.long)) // seq_len
+
+
+def _name_and_depth(c) -> tuple[str, str]:
+    if hasattr(c, "decoder_scheme"):                  # an encoder–decoder: both stacks
+        return (f"{c.encoder_scheme}/{c.decoder_scheme}",
+                f"{c.n_encoder_layers}+{c.n_decoder_layers}")
+    return (c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name), str(c.n_layers)
 
 
 def activation_lines(configs, seq_len: int) -> list[str]:
@@ -165,8 +181,8 @@ def activation_lines(configs, seq_len: int) -> list[str]:
             rev = None
         r = "-" if rev is None else f"{rev:,}"
         ratio = "-" if rev is None else f"{plain / rev:.1f}x"
-        name = c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name
-        lines.append(f"{name:<16} {c.weights:<10} {c.n_layers:>6} {plain:>12,} {r:>12} "
+        name, layers = _name_and_depth(c)
+        lines.append(f"{name:<16} {c.weights:<10} {layers:>6} {plain:>12,} {r:>12} "
                      f"{ratio:>7}")
     return lines
 
@@ -201,6 +217,10 @@ def _describe_checkpoint(args) -> int:
         print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
         for line in stack_lines(model, min(args.seq_len, model.config.max_len)):
             print(line)
+        if args.activations or model.config.reversible:
+            print()
+            for line in activation_lines([model.config], min(args.seq_len, model.config.max_len)):
+                print(line)
         sys.stdout.flush()
         return 0
     row = cost.describe(model.config, seq_len=min(args.seq_len, model.config.max_len))
