@@ -1,0 +1,117 @@
+"""Flows (splitnet.integrators.flows), stated where mutation testing found them unstated
+(``python3 -m splitnet.dev mutate splitnet/integrators/flows.py``): a sum stage's field and what
+it passes to each component (clock offsets, the cache, the memory, the padding), the step count
+of an interval, integrate's defaults. docs/testing.md lists the mutants each test catches."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import splitnet as sn
+from splitnet.integrators.flows import SumField, context_for, integrate, n_steps_for, step
+from splitnet.spec.stages import parse
+
+
+class _Field:
+    """A callable field ``f(t, x) = (scale + t) x`` that records the keywords it receives."""
+
+    def __init__(self, scale=1.0, **flags):
+        self.scale, self.calls = scale, []
+        for k, v in flags.items():
+            setattr(self, k, v)
+
+    def __call__(self, t, x, **kw):
+        self.calls.append((t, sorted(kw)))
+        return (self.scale + t) * x
+
+
+def test_a_sum_field_adds_its_components_each_on_its_own_clock():
+    a, b = _Field(1.0), _Field(2.0)
+    f = SumField([a, b], [0, 0.25])
+    x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    torch.testing.assert_close(f(0.5, x), (1.0 + 0.5) * x + (2.0 + 0.75) * x)
+    assert [c[0] for c in a.calls + b.calls] == [0.5, 0.75]
+    assert repr(f) == f"SumField([{a!r}, {b!r}])"
+
+
+@pytest.mark.parametrize("flags,cache,mixes", [
+    ([{"supports_cache": True}, {"mixes_tokens": False}], True, True),     # attention + MLP
+    ([{"supports_cache": True}, {"supports_cache": True}], False, True),   # two takers
+    ([{"supports_cache": True}, {}], False, True),         # a callable that does not say mixes
+    ([{"mixes_tokens": False}, {"mixes_tokens": False}], False, False),
+    ([{"supports_cache": True, "mixes_tokens": False}, {"mixes_tokens": False}], True, False),
+])
+def test_a_sum_supports_a_cache_when_one_component_takes_it_and_the_rest_are_positionwise(
+        flags, cache, mixes):
+    f = SumField([_Field(**fl) for fl in flags], [0, 0])
+    assert (f.supports_cache, f.mixes_tokens) == (cache, mixes)
+
+
+def test_a_sum_field_passes_the_cache_memory_and_padding_to_the_components_that_read_them():
+    taker = _Field(supports_cache=True, uses_memory=True, masks_padding=True)
+    plain = _Field(mixes_tokens=False)
+    f = SumField([taker, plain], [0, 0])
+    assert (f.uses_memory, f.masks_padding) == (True, True)
+    assert (SumField([plain], [0]).uses_memory, SumField([plain], [0]).masks_padding) == (
+        False, False)
+    x = torch.ones(2)
+    f(0.0, x, cache="C", memory="M", memory_mask="MM", padding_mask="P")
+    assert taker.calls[-1][1] == ["cache", "memory", "memory_mask", "padding_mask"]
+    assert plain.calls[-1][1] == []
+    f(0.0, x)
+    assert taker.calls[-1][1] == [] and plain.calls[-1][1] == []
+
+
+def test_context_for_gives_each_field_what_it_reads_and_refuses_a_padding_leak():
+    ctx = {"memory": 1, "memory_mask": 2, "memory_cache": 3, "padding_mask": 4, "other": 5}
+    assert context_for(_Field(uses_memory=True, masks_padding=True), ctx) == {
+        "memory": 1, "memory_mask": 2, "memory_cache": 3, "padding_mask": 4}
+    assert context_for(_Field(mixes_tokens=False), ctx) == {}
+    assert context_for(_Field(uses_memory=True), {"memory": 1}) == {"memory": 1}
+    with pytest.raises(ValueError, match="_Field mixes tokens but cannot mask padding"):
+        context_for(_Field(), ctx)
+
+
+@pytest.mark.parametrize("span,h,want", [
+    ((0.0, 1.0), 0.25, (0.0, 0.25, 4)),
+    ((0.0, 1.0), 1.0, (0.0, 1.0, 1)),                     # one step
+    (torch.tensor([-3.0, -1.0]), 0.5, (-3.0, 0.5, 4)),     # a tensor pair
+    ((-3.0, -1.0), 0.5 * (1 + 4e-10), (-3.0, 0.5 * (1 + 4e-10), 4)),   # within 1e-9 of 2
+    ((0.0, 4.0), 1.0 + 2e-10, (0.0, 1.0 + 2e-10, 4)),      # 8e-10 off in 4: within 1e-9 * 4
+])
+def test_an_interval_takes_a_whole_number_of_steps(span, h, want):
+    assert n_steps_for(span, h) == want
+
+
+@pytest.mark.parametrize("span,h,message", [
+    ((0.0, 1.0), 0.3, "is not an integer"),
+    ((-3.0, -1.0), 0.5 * (1 + 1e-9), "is not an integer"),   # 2e-9 off in 2: beyond 1e-9 * 2
+    ((0.0, 0.0), 0.5, "must have T > t0"),
+    ((0.0, 1.0, 2.0), 0.5, "must be a pair"),
+    ((0.0, math.nan), 0.5, "t_span"),
+    (torch.tensor([[0.0, 1.0]]), 0.5, "must be a pair"),
+])
+def test_an_interval_that_is_not_a_whole_number_of_steps_is_refused(span, h, message):
+    with pytest.raises(ValueError, match=message):
+        n_steps_for(span, h)
+
+
+def test_integrate_defaults_to_the_exact_method_checked_states_and_no_progress_bar(capfd):
+    stages = sn.schemes.get("strang").stages
+    fields = {"diffusion": _Field(0.5), "convection": _Field(-0.25)}
+    x0 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    got = integrate(stages, fields, x0, (0.0, 0.5), 0.25)
+    want = integrate(stages, fields, x0, (0.0, 0.5), 0.25, method="exact", check=True)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    x1 = step(stages, fields, x0, 0.0, 0.25, "exact")
+    torch.testing.assert_close(got[1], x1, rtol=0, atol=0)
+    assert capfd.readouterr().err == ""
+    with pytest.raises(ValueError, match="x0"):
+        integrate(stages, fields, torch.tensor([math.nan, 1.0]), (0.0, 0.5), 0.25)
+    # finite fields whose Euler steps overflow the state: the step's own check names the scheme
+    big = {"diffusion": lambda t, x: torch.full_like(x, 1.7e308), "convection": _Field(0.0)}
+    with pytest.raises(ValueError, match="NaN/inf in the state after a scheme step from t=0"):
+        integrate(parse("d:0.5,c:1,d:0.5"), big, x0, (0.0, 2.0), 2.0, method="euler")
