@@ -18,6 +18,7 @@ from splitnet.nets.learned import (
     learned_layers,
     order_penalty,
     penalty_degree,
+    whole,
 )
 from splitnet.order import conditions
 from splitnet.spec.stages import EXACT_ORDER
@@ -114,7 +115,7 @@ def test_a_learned_layers_fields_follow_its_coefficients():
 def _learned_model(layers: int, scheme: str = "strang"):
     """A float32 model: the penalty is computed in the coefficients' dtype."""
     torch.manual_seed(0)
-    return sn.models.SplitTransformer(32, 16, layers, 2, scheme=scheme, max_len=8,
+    return sn.models.SplitTransformer(32, 16, 2, layers, scheme=scheme, max_len=8,
                                       learn_coefficients=True)
 
 
@@ -123,6 +124,7 @@ def test_the_order_penalty_goes_to_the_degree_asked_for():
     declared order is 0 and at an explicit order 3 it is not; one layer is enough."""
     for layers in (1, 2):
         model = _learned_model(layers)
+        assert len(model.layers) == layers
         with torch.no_grad():
             assert float(order_penalty(model)) < 1e-24
             assert float(order_penalty(model, 2)) < 1e-24
@@ -138,3 +140,21 @@ def test_the_penalty_degree_is_the_order_up_to_max_degree_and_1_for_the_exact_fl
     with pytest.raises(ValueError, match=f"up to degree {top}; the scheme declares order "
                                          f"{top + 1}"):
         penalty_degree(top + 1)
+
+
+def test_a_learned_layer_saves_the_plain_layers_weights_and_its_coefficients_only():
+    """The clock matrix is derived from the scheme, not saved: a learned checkpoint is the
+    plain one plus ``stage_coeffs``."""
+    scheme = sn.schemes.get("yoshida4")
+    d, c = _TimeField(0), _TimeField(1)
+    plain, learned = SplitLayer(scheme, d, c), _learned(scheme, d, c)
+    assert set(learned.state_dict()) == set(plain.state_dict()) | {"stage_coeffs"}
+
+
+def test_whole_gathers_a_sharded_parameter_and_returns_a_plain_one_as_is():
+    class Sharded:                                        # FSDP's DTensor, as whole() sees it
+        def full_tensor(self):
+            return "gathered"
+
+    p = torch.zeros(3)
+    assert whole(Sharded()) == "gathered" and whole(p) is p
