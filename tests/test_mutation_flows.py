@@ -11,7 +11,14 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.integrators.flows import SumField, context_for, integrate, n_steps_for, step
+from splitnet.integrators.flows import (
+    SumField,
+    context_for,
+    field_map,
+    integrate,
+    n_steps_for,
+    step,
+)
 from splitnet.spec.stages import parse
 
 
@@ -115,3 +122,30 @@ def test_integrate_defaults_to_the_exact_method_checked_states_and_no_progress_b
     big = {"diffusion": lambda t, x: torch.full_like(x, 1.7e308), "convection": _Field(0.0)}
     with pytest.raises(ValueError, match="NaN/inf in the state after a scheme step from t=0"):
         integrate(parse("d:0.5,c:1,d:0.5"), big, x0, (0.0, 2.0), 2.0, method="euler")
+
+
+def test_integrate_passes_the_clocks_the_name_and_shows_a_progress_bar_when_asked(capfd):
+    stages = sn.schemes.get("strang").stages
+    fields = {"diffusion": _Field(0.5), "convection": _Field(-0.25)}
+    x0 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    clocks = [0.0, 0.3, 0.9]
+    got = integrate(stages, fields, x0, (0.0, 0.5), 0.25, clocks=clocks)
+    x1 = step(stages, fields, x0, 0.0, 0.25, "exact", clocks=clocks)
+    torch.testing.assert_close(got[1], x1, rtol=0, atol=0)
+    assert not torch.allclose(got[1], step(stages, fields, x0, 0.0, 0.25, "exact"))
+    capfd.readouterr()
+    integrate(stages, fields, x0, (0.0, 0.5), 0.25, progress=True, name="mine")
+    err = capfd.readouterr().err
+    assert ("mine/exact" in err and "step/s" in err) or "s/step" in err, err
+    big = {"diffusion": lambda t, x: torch.full_like(x, 1.7e308), "convection": _Field(0.0)}
+    with pytest.raises(ValueError, match="NaN/inf in the state after a mine step"):
+        integrate(parse("d:0.5,c:1,d:0.5"), big, x0, (0.0, 2.0), 2.0, method="euler",
+                  name="mine")
+    with pytest.raises(TypeError, match=r"integrate\(\) needs x0 and t_span"):
+        integrate(stages, fields, None, (0.0, 0.5), 0.25)
+
+
+def test_a_missing_field_is_named_with_the_scheme():
+    with pytest.raises(ValueError, match="scheme 'scheme' advances diffusion, convection; no "
+                                         "callable given for diffusion"):
+        field_map(("diffusion", "convection"), convection=_Field())
