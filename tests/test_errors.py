@@ -610,8 +610,8 @@ CLI_CASES = [
     # --- reversible networks and FSDP (issues 27, 30) --------------------------------------
     ("train: --reversible with a sum stage", ["train", "--reversible", "--scheme", "parallel",
                                               "--out", "{tmp}/rv"], 2,
-     r"scheme 'parallel' cannot be reversible: stage 1 \(diffusion\+convection\) sums fields "
-     r"that write both blocks"),
+     r"scheme 'parallel' \(s\+f\) cannot be reversible: stage 1 \(diffusion\+convection\) "
+     r"sums fields that write both blocks"),
     ("train: --reversible-grid without --reversible", ["train", "--reversible-grid", "8",
                                                         "--out", "{tmp}/rv"], 2,
      r"reversible_grid needs reversible=True \(--reversible\)"),

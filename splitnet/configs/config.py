@@ -22,7 +22,7 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, DIFFUSION, reversible_unsupported
+from ..spec.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
@@ -37,6 +37,7 @@ from .options import (
     SESSION,
     WEIGHTS,
     check_network,
+    check_reversible,
     int_list,
     kind_options,
     option,
@@ -161,23 +162,9 @@ class SplitConfig:
             f.kind.check(self)
 
     def _check_reversible(self) -> None:
-        """``reversible``: every stage one field of splitnet.spec.stages.WRITES, Euler
-        sub-steps, fixed coefficients; ``reversible_grid``: an int in [1, 20], with it."""
-        object.__setattr__(self, "reversible", bool(self.reversible))
-        grid = self.reversible_grid
-        if grid is not None:
-            object.__setattr__(self, "reversible_grid", _int("reversible_grid", grid))
-            if not self.reversible:
-                raise ValueError("reversible_grid needs reversible=True (--reversible)")
-        if not self.reversible:
-            return
-        reason = reversible_unsupported(self.resolved_scheme().stages)
-        if reason:
-            raise ValueError(f"scheme {self.scheme!r} cannot be reversible: {reason}")
-        if self.method != "euler":
-            raise ValueError(f"reversible networks take method='euler' (the Euler step of a "
-                             f"shear is its exact flow), got {self.method!r}")
-        if self.learn_coefficients:
+        """:func:`~splitnet.configs.options.check_reversible`, and no learned coefficients."""
+        check_reversible(self, [("scheme", self.resolved_scheme())])
+        if self.reversible and self.learn_coefficients:
             raise ValueError("reversible networks with learned coefficients are not supported "
                              "yet: choose one of the two")
 

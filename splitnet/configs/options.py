@@ -14,6 +14,7 @@ import numbers
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
+from ..spec.stages import reversible_unsupported
 from . import kinds as _kinds
 
 WEIGHTS = ("shared", "per-stage")
@@ -192,6 +193,29 @@ def kind_option_fields(cfg) -> tuple[str, ...]:
                  if isinstance(f.metadata.get("choices"), _kinds.Serving))
 
 
+def check_reversible(cfg, stacks) -> None:
+    """``reversible`` / ``reversible_grid`` of a network config, checked and normalised in
+    place: the grid an int in [1, 20], only with ``reversible``; with it, every stage of every
+    stack a shear (:func:`splitnet.spec.stages.reversible_unsupported`) and Euler sub-steps.
+    ``stacks``: ``(option name, scheme)`` pairs, the option naming the scheme in errors."""
+    set_ = object.__setattr__
+    set_(cfg, "reversible", bool(cfg.reversible))
+    if cfg.reversible_grid is not None:
+        set_(cfg, "reversible_grid", check_int("reversible_grid", cfg.reversible_grid))
+        if not cfg.reversible:
+            raise ValueError("reversible_grid needs reversible=True (--reversible)")
+    if not cfg.reversible:
+        return
+    for option_name, scheme in stacks:
+        reason = reversible_unsupported(scheme.stages)
+        if reason:
+            raise ValueError(f"{option_name} {scheme.name!r} ({scheme.diagram()}) cannot be "
+                             f"reversible: {reason}")
+    if cfg.method != "euler":
+        raise ValueError(f"reversible networks take method='euler' (the Euler step of a shear "
+                         f"is its exact flow), got {cfg.method!r}")
+
+
 def check_network(cfg) -> None:
     """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
     ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
@@ -216,5 +240,6 @@ def check_network(cfg) -> None:
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
            "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice",
-           "check_int", "check_network", "check_real", "config_from_dict", "int_list",
-           "kind_option_fields", "kind_options", "option", "positive_ints", "scheme_spec"]
+           "check_int", "check_network", "check_real", "check_reversible", "config_from_dict",
+           "int_list", "kind_option_fields", "kind_options", "option", "positive_ints",
+           "scheme_spec"]

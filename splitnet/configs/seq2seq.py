@@ -26,7 +26,7 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION, reversible_unsupported
+from ..spec.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
@@ -36,6 +36,7 @@ from .options import (
     REVERSIBLE_HELP,
     WEIGHTS,
     check_network,
+    check_reversible,
     kind_option_fields,
     kind_options,
     option,
@@ -178,27 +179,10 @@ class Seq2SeqConfig:
         self._check_reversible()
 
     def _check_reversible(self) -> None:
-        """``reversible``: every stage of both stacks advances one field of
-        :data:`splitnet.spec.stages.WRITES` (no sum stage), Euler sub-steps (a translation
-        model has no learned coefficients to refuse); ``reversible_grid``: an int in [1, 20],
-        only with ``reversible``. The rules of ``SplitConfig``, one-line errors."""
-        object.__setattr__(self, "reversible", bool(self.reversible))
-        grid = self.reversible_grid
-        if grid is not None:
-            object.__setattr__(self, "reversible_grid", _int("reversible_grid", grid))
-            if not self.reversible:
-                raise ValueError("reversible_grid needs reversible=True (--reversible)")
-        if not self.reversible:
-            return
-        for side in ("encoder", "decoder"):
-            scheme = self.stack(side).scheme
-            reason = reversible_unsupported(scheme.stages)
-            if reason:
-                raise ValueError(f"{side}_scheme {scheme.name!r} ({scheme.diagram()}) cannot be "
-                                 f"reversible: {reason}")
-        if self.method != "euler":
-            raise ValueError(f"reversible networks take method='euler' (the Euler step of a "
-                             f"shear is its exact flow), got {self.method!r}")
+        """:func:`~splitnet.configs.options.check_reversible` over both stacks (a translation
+        model has no learned coefficients to refuse)."""
+        check_reversible(self, [(f"{side}_scheme", self.stack(side).scheme)
+                                for side in ("encoder", "decoder")])
 
     def _check_specials(self) -> None:
         ids = {}
