@@ -182,6 +182,27 @@ def test_bytes_saved_for_backward_are_flat_in_depth():
     assert rev[1] < plain[0]
 
 
+def test_saved_bytes_counts_distinct_storages():
+    """The library's counter (describe, the study) against the hook count above: equal when
+    nothing is saved twice, and a tensor saved by two operations counted once."""
+    from splitnet.reversible import saved_bytes
+
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(V, 32, 2, 2, scheme="strang", reversible=True, max_len=32)
+    assert saved_bytes(m, _idx(4, 32)) == _saved_bytes(2, True)
+    w = torch.nn.Parameter(torch.randn(8, 8))
+
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = w
+
+        def forward(self, x):
+            return (x * x).sum() + (x @ self.w).sum()      # x saved by both: 64 floats once
+
+    assert saved_bytes(Twice(), torch.randn(8, 8, requires_grad=True)) == 8 * 8 * 4
+
+
 @pytest.mark.parametrize("autocast", [False, True])
 def test_exact_mode_reconstructs_bit_for_bit_at_256_layers(autocast):
     """Increments on a 2^-10 grid: float32 sums are exact, so the inverse is the input bit for

@@ -8,7 +8,6 @@ trains and resumes one."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.autograd.graph import saved_tensors_hooks
 
 import splitnet as sn
 from splitnet import checkpoint as ck
@@ -83,17 +82,8 @@ def _saved_bytes(n_layers, reversible):
     m = sn.SplitSeq2Seq(V, V, 32, 2, n_encoder_layers=n_layers, n_decoder_layers=n_layers,
                         encoder_scheme="strang", decoder_scheme="strang", reversible=reversible,
                         pad_id=PAD, bos_id=BOS, eos_id=EOS, max_len=16)
-    params = {p.data_ptr() for p in m.parameters()}
-    total = [0]
-
-    def pack(t):
-        if t.data_ptr() not in params:
-            total[0] += t.numel() * t.element_size()
-        return t
     src, tgt = _batch(4, 16, 16)
-    with saved_tensors_hooks(pack, lambda t: t):
-        m(src, tgt).sum()
-    return total[0]
+    return sn.reversible.saved_bytes(m, src, tgt)     # its count: tests/test_reversible.py
 
 
 def test_bytes_saved_for_backward_are_flat_in_depth():
