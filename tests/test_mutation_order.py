@@ -112,7 +112,8 @@ def test_window_fit_is_the_longest_increasing_run_inside_floor_and_ceiling_inclu
 def test_the_exact_flow_of_the_fields_sum_is_ok_with_infinite_order():
     r = check.measure_order(parse("d+c:1"), 2)
     assert (r.verdict, r.measured, r.tail) == ("ok", math.inf, math.inf)
-    assert "exact flow of the sum" in r.reason
+    assert r.reason == ("the step is the exact flow of the sum of the fields (its local error "
+                        "is round-off at every h)")
     assert r.summary().startswith("custom: declared order 2: the step is the exact flow")
     assert r.summary().endswith("-> OK")
 
@@ -195,6 +196,7 @@ def test_the_round_off_floor_grows_past_100_stages_and_a_coefficient_size_of_60(
     ([2e-14, 1e-10, 1e-9, 1e-3], [0, 1, 1, 0],
      "only 2 of 4 errors usable (at least 3 needed; 1 under the 1e-13 round-off floor, "
      "1 above 1e-06)"),
+    ([], [], "only 0 of 0 errors usable (at least 3 needed; none measured)"),
 ])
 def test_undetermined_counts_each_reason_an_error_is_unusable(errs, used, counts):
     why = check._undetermined_reason(np.array(errs), np.array(used, dtype=bool), 1e-13, 1e-6)
@@ -224,6 +226,11 @@ def test_a_result_carries_its_settings_and_empty_arrays_when_nothing_was_measure
     for arr in (bad.step_sizes, bad.errors, bad.used):
         assert arr.shape == (0,)
     assert bad.used.dtype == bool and bad.floor == check.FLOOR and bad.ceiling == check.CEILING
+    assert bad.detectable_reason == "" and np.isnan(bad.detectable)
+    # the adaptive grid is chosen for the window asked for
+    mats = check.field_matrices(("diffusion", "convection"))
+    hs, _ = check.adaptive_errors(lambda h: check.local_error(stages, mats, h), r.floor, 1e-8)
+    assert np.array_equal(r.step_sizes, hs)
 
 
 def test_three_usable_errors_are_enough_for_a_verdict_and_two_are_not():
@@ -240,6 +247,8 @@ def test_three_usable_errors_are_enough_for_a_verdict_and_two_are_not():
 def test_consistency_lists_every_field_and_allows_exactly_tol():
     sums, why = check.consistency(parse("a:0.5,b:1,a:0.5"))       # fields by any name
     assert sums == {"a": 1.0, "b": 1.0} and why == ""
+    assert check.consistency([]) == ({}, "not a splitting: only the field (none) appears; at "
+                                         "least two fields are needed")
     sums, why = check.consistency(parse("c:1"))
     assert why == "not a splitting: only the field convection appears; at least two fields " \
                   "are needed"
@@ -325,6 +334,21 @@ def test_the_perturbation_direction_keeps_the_sums_and_the_symmetry_at_max_norm_
     w = check.perturbation_direction(stages, keep_symmetry=False)
     assert np.abs(w).max() == 1.0 and not np.allclose(w, w[::-1])
     assert check.perturbation_direction(parse("c:1,d:1")) is None
+    summed = parse("c:0.25,d:0.5,d+c:0.5,c:0.25")         # a sum stage counts for both fields
+    v = check.perturbation_direction(summed)
+    for f in ("diffusion", "convection"):
+        assert abs(sum(x for s, x in zip(summed, v) if f in s.components)) < 1e-14, f
+
+
+def test_the_detectable_error_moves_along_a_direction_chosen_by_the_declared_order():
+    """The target order is the declared one (else the measured one): Strang declared 4 keeps
+    its symmetry, and no symmetric move keeps its sums; measured (2), it breaks it."""
+    stages = sn.schemes.get("strang").stages
+    r = check.measure_order(stages, 4)
+    assert r.verdict == "mismatch" and np.isnan(r.detectable)
+    assert r.detectable_reason.startswith("no coefficient can move with every field's sum kept")
+    r = check.measure_order(stages)
+    assert r.verdict == "ok" and np.isfinite(r.detectable) and r.detectable_reason == ""
 
 
 def _adaptive(error, **kw):
