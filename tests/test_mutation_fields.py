@@ -10,16 +10,18 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from splitnet.fields.attention import Attention
+from splitnet.fields.rotary import Rotary
 
 D, H = 8, 2
 
 
-def _att(causal, rotary_dims=0, dropout=0.0):
+def _att(causal, rotary_dims=0, dropout=0.0, **kw):
     torch.manual_seed(0)
-    return Attention(D, H, causal=causal, dropout=dropout,
-                     rotary_dims=rotary_dims).double().eval()
+    return Attention(D, H, causal=causal, dropout=dropout, rotary_dims=rotary_dims,
+                     **kw).double().eval()
 
 
 def _x(*shape):
@@ -27,15 +29,17 @@ def _x(*shape):
                        dtype=torch.float64)
 
 
-def _reference(att, x, padding=None):
-    """Softmax attention written out: pre-norm, per-head scores / sqrt(d_h), the future (when
-    causal) and padded keys at -inf, the output projection."""
+def _reference(att, x, padding=None, eps=1e-5, rotary_dims=0):
+    """Softmax attention written out: pre-norm (LayerNorm with ``eps``), per-head scores /
+    sqrt(d_h) (rotary on ``rotary_dims`` channels, base 10000), the future (when causal) and
+    padded keys at -inf, the output projection."""
     *lead, n, d = x.shape
     hd = d // att.n_heads
-    q, k, v = att.qkv(att.norm(x.reshape(-1, n, d))).split(d, dim=-1)
+    h = F.layer_norm(x.reshape(-1, n, d), (d,), att.norm.weight, att.norm.bias, eps)
+    q, k, v = att.qkv(h).split(d, dim=-1)
     q, k, v = (z.reshape(-1, n, att.n_heads, hd).transpose(1, 2) for z in (q, k, v))
-    if att.rotary is not None:
-        q, k = att.rotary(q, k)
+    if rotary_dims:
+        q, k = Rotary(rotary_dims, 10000.0)(q, k)
     scores = q @ k.transpose(-1, -2) / math.sqrt(hd)
     blocked = torch.zeros(n, n, dtype=torch.bool)
     if att.causal:
@@ -53,7 +57,16 @@ def _reference(att, x, padding=None):
 def test_attention_is_softmax_attention_written_out(causal, rotary_dims, shape):
     att, x = _att(causal, rotary_dims), _x(*shape)
     with torch.no_grad():
-        torch.testing.assert_close(att(0.0, x), _reference(att, x), rtol=0, atol=1e-12)
+        torch.testing.assert_close(att(0.0, x), _reference(att, x, rotary_dims=rotary_dims),
+                                   rtol=0, atol=1e-12)
+
+
+def test_the_norm_eps_and_the_bias_options_are_the_ones_given():
+    att, x = _att(True, norm_eps=0.5, bias=False), _x(2, 5)
+    assert att.qkv.bias is None and att.proj.bias is None and att.norm.eps == 0.5
+    with torch.no_grad():
+        torch.testing.assert_close(att(0.0, x), _reference(att, x, eps=0.5), rtol=0, atol=1e-12)
+    assert _att(True).qkv.bias is not None
 
 
 @pytest.mark.parametrize("causal", [False, True])
