@@ -27,6 +27,7 @@ Standard library only (mutmut runs as a child process).
 from __future__ import annotations
 
 import ast
+import fnmatch
 import importlib.util
 import json
 import os
@@ -53,7 +54,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/order/conditions.py": ("tests/test_learned.py", "tests/test_mutation_order.py"),
     "splitnet/integrators/flows.py": ("tests/test_flows.py", "tests/test_mutation_flows.py"),
     "splitnet/integrators/subflows.py": ("tests/test_subflows.py",
-                                         "tests/test_mutation_flows.py"),
+                                         "tests/test_mutation_subflows.py"),
     "splitnet/fields/attention.py": ("tests/test_fields.py", "tests/test_mutation_fields.py"),
     "splitnet/fields/cross.py": ("tests/test_fields.py", "tests/test_mutation_fields.py"),
     "splitnet/nets/learned.py": ("tests/test_learned.py", "tests/test_mutation_learned.py"),
@@ -80,6 +81,9 @@ def add_parser(sub, help: str) -> None:
     m.add_argument("--all", action="store_true", help="every configured module")
     m.add_argument("--changed", nargs="?", const="HEAD", default=None, metavar="REV",
                    help="the functions that 'git diff REV' touches (default REV: HEAD)")
+    m.add_argument("--survivors", action="store_true",
+                   help="re-test only the mutants the last run of each module did not catch "
+                        "(after adding tests; mutmut keeps every other result)")
     m.add_argument("--list", action="store_true", help="print the modules and their tests")
     m.add_argument("--record", action="store_true",
                    help="write the new scores to the ratchet and docs/testing.md")
@@ -267,8 +271,7 @@ def _results(work: Path, module: str, patterns: list[str] | None) -> dict[str, s
     prefix = dotted(module) + "."
     keep = {k: v for k, v in found.items() if k.startswith(prefix)}
     if patterns:
-        heads = tuple(p.rstrip("*") for p in patterns)
-        keep = {k: v for k, v in keep.items() if k.startswith(heads)}
+        keep = {k: v for k, v in keep.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
     return keep
 
 
@@ -295,9 +298,10 @@ def _commit(module: str) -> str:
     return head + ("+changes" if dirty else "")
 
 
-def _record(module: str, score: Score) -> int:
-    """Write ``score`` as ``module``'s "after" (and "before", when the module is new) in the
-    ratchet, and the table into docs/testing.md; 1 and nothing written when it is lower."""
+def _record(module: str, score: Score, commit: str) -> int:
+    """Write ``score`` as ``module``'s "after" (and "before", when the module is new), measured
+    at ``commit``, in the ratchet, and the table into docs/testing.md; 1 and nothing written
+    when it is lower."""
     scores = load_scores()
     entry = scores["modules"].get(module)
     if entry is not None and score.ratio < Score(entry["after"]).ratio:
@@ -305,7 +309,7 @@ def _record(module: str, score: Score) -> int:
               f"{100 * Score(entry['after']).ratio:.1f} %", file=sys.stderr)
         return 1
     entry = entry or {"before": dict(score.statuses)}
-    entry.update(after=dict(score.statuses), commit=_commit(module))
+    entry.update(after=dict(score.statuses), commit=commit)
     scores["modules"][module] = entry
     scores["modules"] = {m: scores["modules"][m] for m in MODULES if m in scores["modules"]}
     SCORES.write_text(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
@@ -328,20 +332,28 @@ def _ratchet(module: str, score: Score) -> int:
 
 
 def mutate_one(module: str, patterns: list[str] | None, args) -> int:
-    """Run mutmut on ``module`` (all of it, or the mutants ``patterns`` name); print the
-    score and the survivors. Returns the exit status."""
+    """Run mutmut on ``module`` (all of it, the mutants ``patterns`` name, or with
+    ``args.survivors`` those the last run did not catch); print the score and the survivors.
+    Returns the exit status."""
     work = _workdir(module)
-    what = "all functions" if patterns is None else f"{len(patterns)} function(s)"
+    commit = _commit(module)          # what is measured: the tree as the run starts
+    run_only = patterns
+    if args.survivors:
+        run_only = [k for k, v in _results(work, module, None).items() if v not in CAUGHT]
+    what = ("all functions" if run_only is None else f"{len(run_only)} survivors"
+            if args.survivors else f"{len(run_only)} function(s)")
     print(f"{module}: {what}, tests {' '.join(_tests(module))} (in {work.relative_to(ROOT)})",
           flush=True)
-    r = _mutmut(work, "run", "--max-children", str(args.jobs), *(patterns or []))
+    rc, log = 0, ""
+    if run_only != []:    # [] (--survivors, all caught): nothing to run
+        r = _mutmut(work, "run", "--max-children", str(args.jobs), *(run_only or []))
+        rc, log = r.returncode, r.stdout + r.stderr
     results = _results(work, module, patterns)
-    if r.returncode or not results:
-        tail = (r.stdout + r.stderr).strip().splitlines()[-15:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"{PROG}: error: mutmut run failed on {module} (exit status {r.returncode})",
+    if rc or not results:
+        print("\n".join(log.strip().splitlines()[-15:]), file=sys.stderr)
+        print(f"{PROG}: error: mutmut run failed on {module} (exit status {rc})",
               file=sys.stderr)
-        return r.returncode or 1
+        return rc or 1
     score = score_of(results)
     print(f"  {score.line()}")
     for name, status in sorted(results.items()):
@@ -352,7 +364,7 @@ def mutate_one(module: str, patterns: list[str] | None, args) -> int:
     if patterns is not None:
         return 0
     if args.record:
-        return _record(module, score)
+        return _record(module, score, commit)
     return _ratchet(module, score)
 
 
@@ -369,8 +381,8 @@ def run(args) -> int:
         return 0
     try:
         todo = select(args)
-        if args.record and args.changed is not None:
-            raise ValueError("--record goes with whole modules, not --changed")
+        if (args.record or args.survivors) and args.changed is not None:
+            raise ValueError("--record and --survivors go with whole modules, not --changed")
         if args.jobs < 1:
             raise ValueError(f"--jobs: expected a positive count, got {args.jobs}")
     except ValueError as e:
