@@ -5,6 +5,10 @@ that tests, experiments and benchmarks share.
   and random particles: nonlinear, non-commuting, the default of ``splitnet order``.
 * :func:`decoder_system` -- the same plus cross-attention to fixed memory particles: the three
   fields of a decoder layer (``splitnet order --fields 3``).
+* :func:`partitioned_system` -- the same two fields on a partitioned state ``(x1, x2)``, each a
+  :class:`Shear` writing one block from the other (a reversible network's ODE): every explicit
+  sub-step is then the exact sub-flow, so Euler keeps every scheme's order
+  (``splitnet order --partitioned``).
 * :func:`matrix_problem` -- ``D(x) = A x``, ``C(x) = B x`` with random dense non-commuting
   matrices; every sub-flow and the coupled flow are matrix exponentials
   (:func:`splitnet.order.check.expm`, checked against ``scipy.linalg.expm``).
@@ -112,6 +116,64 @@ def decoder_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: 
     for q in X.parameters():
         q.requires_grad_(False)
     return {DIFFUSION: F, CROSS: X, CONVECTION: G}, x0
+
+
+class Shear(torch.nn.Module):
+    """A field on a partitioned state ``x = stack([x1, x2])`` (shape ``(2, ...)``) that writes
+    one block from the other: ``Shear(f, write, read)(t, x)`` is ``f(t, x[read])`` in block
+    ``write`` and zero in the other (``write != read``).
+
+    Along its flow ``x[read]`` does not move, so for an autonomous ``f`` the flow over ``dt`` is
+    ``x[write] + dt f(x[read])``: one Euler step is exact, and so is any explicit Runge–Kutta
+    step (every stage sees the same ``x[read]``; the weights sum to 1). :attr:`is_shear` tells
+    :func:`~splitnet.analyses.convergence.convergence_study` so: on fields that are all shears
+    the expected order of a scheme of one-field stages is the scheme's own, whatever the
+    explicit sub-step method. ``f`` must not depend on ``t`` for that to hold (the fields of
+    :func:`partitioned_system` do not)."""
+
+    is_shear = True
+
+    def __init__(self, f, write: int, read: int):
+        super().__init__()
+        if {write, read} != {0, 1}:
+            raise ValueError(f"a shear writes one of the blocks 0, 1 and reads the other, got "
+                             f"write={write!r}, read={read!r}")
+        self.f, self.write, self.read = f, write, read
+
+    def forward(self, t, x):
+        out = torch.zeros_like(x)
+        out[self.write] = self.f(t, x[self.read])
+        return out
+
+    def extra_repr(self) -> str:
+        return f"x{self.write + 1} <- f(x{self.read + 1})"
+
+
+def partitioned_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
+                       seed: int = 0, gain: float = 2.0, dtype: torch.dtype = torch.float64):
+    """The attention + feed-forward particle system on a partitioned state: the ODE of a
+    reversible splitting network (:mod:`splitnet.reversible`).
+
+    The state is a pair of particle sets ``(x1, x2)``, each ``(n_tokens, d_model)``, stored as
+    one tensor ``x = stack([x1, x2])`` of shape ``(2, n_tokens, d_model)``. With the attention
+    ``D`` and feed-forward ``C`` of :func:`particle_system` (same arguments, same weights):
+
+        D~(x1, x2) = (D(x2), 0)      the x2 particles' interaction, written into x1
+        C~(x1, x2) = (0, C(x1))      the feed-forward of x1, written into x2
+        dx/dt = D~(x) + C~(x),  i.e.  x1' = D(x2),  x2' = C(x1)
+
+    Each field is a :class:`Shear` (its block of reads is untouched by its own flow), so its
+    sub-flow over ``c h`` is exactly one Euler step ``x_w + c h f(x_r)``: a splitting scheme with
+    Euler sub-steps *is* the scheme with exact sub-flows and keeps its classical order p.
+    The fields do not commute: ``[D~, C~](x) = (D'(x2) C(x1), -C'(x1) D(x2))``, non-zero for
+    these random weights; both are smooth (LayerNorm, softmax attention, GELU) and autonomous.
+
+    Returns ``(D~, C~, x0)``; ``x0`` stacks :func:`particle_system`'s particles (``x1``) and
+    as many further random ones (``x2``), so the blocks start apart."""
+    F, G, x1 = particle_system(n_tokens, d_model, n_heads, d_ff, seed, gain, dtype)
+    g = torch.Generator().manual_seed(seed + 303)
+    x2 = torch.randn(n_tokens, d_model, generator=g, dtype=dtype)
+    return Shear(F, write=0, read=1), Shear(G, write=1, read=0), torch.stack([x1, x2])
 
 
 class LinearField(torch.nn.Module):
@@ -303,6 +365,7 @@ class NystromProblem:
         return float(np.hypot(np.linalg.norm(q - qr), np.linalg.norm(p - pr)))
 
 
-__all__ = ["ClosedFormFlow", "LinearField", "Modulated", "NystromProblem", "Problem",
+__all__ = ["ClosedFormFlow", "LinearField", "Modulated", "NystromProblem", "Problem", "Shear",
            "WrongClock", "decoder_system", "local_errors", "matrix_problem", "particle_problem",
-           "particle_system", "slope", "time_dependent_linear", "time_dependent_particle"]
+           "particle_system", "partitioned_system", "slope", "time_dependent_linear",
+           "time_dependent_particle"]

@@ -50,6 +50,8 @@ TARGETS = {t.name: t for t in [
            "~3-6 min", (("experiments/order_study.py",),)),
     Target("decoder", "docs/theory.md (the decoder-layer table), docs/figures/decoder_orders.png",
            "~15 s", (("experiments/decoder_study.py",),)),
+    Target("partitioned", "docs/theory.md (the partitioned-system table: Euler sub-steps keep "
+           "every zoo method's order)", "3-6 min", (("experiments/partitioned_orders.py",),)),
     Target("costs", "docs/networks.md (the cost table)", "seconds (closed forms)",
            (("experiments/cost_table.py", "--write"),)),
     Target("gap", "docs/figures/gap_depth.png, gap_step.png (docs/networks.md)", "~30 s",

@@ -1,4 +1,6 @@
-"""``splitnet order``: measured error slopes of schemes on the built-in particle system."""
+"""``splitnet order``: measured error slopes of schemes on the built-in particle system
+(``--partitioned``: on its partitioned form, the ODE of a reversible network, where Euler
+sub-steps keep every scheme's order)."""
 
 from __future__ import annotations
 
@@ -45,9 +47,15 @@ def configure(p) -> None:
                         "lie-trotter = d x c)")
     p.add_argument("--memory", type=positive_int, default=5,
                    help="with --fields 3: memory particles (default 5)")
-    p.add_argument("--method", type=csv, default=["exact"],
+    p.add_argument("--partitioned", action="store_true",
+                   help="the same fields on a partitioned state (x1, x2), as in a reversible "
+                        "network: x1' = D(x2), x2' = C(x1) (splitnet.problems."
+                        "partitioned_system). Each field is a shear, so an Euler sub-step is "
+                        "its exact sub-flow and every scheme keeps its order; --fields 2, no "
+                        "d+c sum stage (default method here: euler)")
+    p.add_argument("--method", type=csv, default=None,
                    help=f"sub-flow method(s): {', '.join(METHODS)}; comma-separated "
-                        f"(default: exact)")
+                        f"(default: exact; with --partitioned: euler)")
     p.add_argument("--kind", choices=["local", "global"], default="local",
                    help="local: one step, slope = order + 1; global: error at T = 1, slope = "
                         "order (default: local)")
@@ -74,7 +82,13 @@ def _validate(args):
     from ...integrators.validate import check_step_size
     from ...plots import check_format
     from ...runs.runenv import require_memory
+    from ...spec.stages import reversible_unsupported
 
+    if args.method is None:     # the residual sub-layer is the point of --partitioned
+        args.method = ["euler"] if args.partitioned else ["exact"]
+    if args.partitioned and args.fields != 2:
+        raise ValueError("--partitioned takes --fields 2: the partitioned system has the "
+                         "attention and feed-forward fields only")
     if args.d_model % 2:
         raise ValueError(f"--d-model must be a multiple of the 2 attention heads, got "
                          f"{args.d_model}")
@@ -88,6 +102,10 @@ def _validate(args):
                 raise ValueError(f"scheme {_label(s)!r} advances {', '.join(s.fields)}, but the "
                                  f"particle system of --fields 2 has diffusion and convection "
                                  f"only: {fix}")
+            reason = args.partitioned and reversible_unsupported(s.stages)
+            if reason:      # d+c writes both blocks, no shear: Euler is not its flow
+                raise ValueError(f"scheme {_label(s)!r} cannot run on the partitioned system "
+                                 f"(--partitioned): {reason}")
     else:
         names = args.schemes or scheme_list(DEFAULT_SCHEMES_3)
         if args.field_order is None:     # the networks' rule: one meaning per name
@@ -116,8 +134,9 @@ def _validate(args):
         raise ValueError("--step-sizes needs at least two distinct values")
     check_output_file(args.out)
     check_format(args.out)
-    require_memory(memory_estimate(args.tokens, args.d_model),
-                   f"a particle system of {args.tokens} tokens in R^{args.d_model}",
+    pairs = 2 if args.partitioned else 1      # the partitioned state holds two particle sets
+    require_memory(memory_estimate(pairs * args.tokens, args.d_model),
+                   f"a particle system of {pairs * args.tokens} tokens in R^{args.d_model}",
                    "lower --tokens or --d-model")
     return schemes, hs
 
@@ -134,8 +153,14 @@ def _system(args):
     """(fields, x0, description) of the random particle system of ``--fields``."""
     import torch
 
-    from ...analyses.problems import decoder_system, particle_system
+    from ...analyses.problems import decoder_system, particle_system, partitioned_system
 
+    if args.partitioned:
+        D, C, x0 = partitioned_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
+                                      dtype=torch.float64)
+        return ({"diffusion": D, "convection": C}, x0,
+                "Partitioned attention + feed-forward particle system (x1' = D(x2), "
+                "x2' = C(x1); every field a shear)")
     if args.fields == 2:
         F, G, x0 = particle_system(n_tokens=args.tokens, d_model=args.d_model, seed=args.seed,
                                    dtype=torch.float64)
@@ -162,7 +187,8 @@ def run(args) -> int:
     set_threads(args.threads)
     fields, x0, what = _system(args)
     slope = "local slope" if args.kind == "local" else "global slope"
-    print(f"{what}: {args.tokens} particles in R^{args.d_model}, float64, seed {args.seed}; "
+    pair = "2 x " if args.partitioned else ""
+    print(f"{what}: {pair}{args.tokens} particles in R^{args.d_model}, float64, seed {args.seed}; "
           f"{args.kind} error; h = {hs}")
     print(f"order p: the classical order (with these sub-flows); {slope} = "
           f"{'p + 1' if args.kind == 'local' else 'p'}: fitted log-log slope of the error")
@@ -178,7 +204,7 @@ def run(args) -> int:
     for s, r in zip((s for s, _ in combos), results):
         bad += not r.ok
         exact = s.is_exact and r.method == "exact"      # no slope: the step is the flow
-        order = "exact" if exact else str(s.effective_order(r.method))
+        order = "exact" if exact else str(r.method_order)     # on shears: the scheme's
         slope_txt = "at floor" if exact else f"{r.order:.2f}"
         expected = "-" if exact else str(r.expected_order)
         # a slope that is not a number: every error at round-off (or zero), nothing measured
@@ -190,9 +216,10 @@ def run(args) -> int:
         r.scheme = _label(s)
     drawn = [r for s, r in zip((s for s, _ in combos), results)
              if not (s.is_exact and r.method == "exact")]
-    plots.plot_convergence(drawn or results, args.out, title=f"{args.kind} error on the random "
-                                                     f"{'decoder ' if args.fields == 3 else ''}"
-                                                     f"particle system")
+    system = ("partitioned " if args.partitioned else
+              "decoder " if args.fields == 3 else "")
+    plots.plot_convergence(drawn or results, args.out,
+                           title=f"{args.kind} error on the random {system}particle system")
     print(f"\nplot: {args.out}   ({time.perf_counter() - t0:.1f} s)")
     return 1 if (bad and args.strict) else 0
 
