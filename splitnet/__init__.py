@@ -71,7 +71,7 @@ PUBLIC_NAMES = {
     "SplitSeq2Seq": "seq2seq", "Seq2SeqConfig": "seq2seq_config",
     "reference_solution": "analysis", "convergence_study": "analysis",
     "ConvergenceResult": "analysis", "lie_bracket": "analysis", "work_precision": "analysis",
-    "particle_system": "problems",
+    "particle_system": "problems", "partitioned_system": "problems",
 }
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "nets",
