@@ -162,7 +162,8 @@ def _name_and_depth(c) -> tuple[str, str]:
     if hasattr(c, "decoder_scheme"):                  # an encoder–decoder: both stacks
         return (f"{c.encoder_scheme}/{c.decoder_scheme}",
                 f"{c.n_encoder_layers}+{c.n_decoder_layers}")
-    return (c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name), str(c.n_layers)
+    sch = c.resolved_scheme()
+    return (sch.name if sch.name != "custom" else sch.diagram()), str(c.n_layers)
 
 
 def activation_lines(configs, seq_len: int) -> list[str]:
@@ -187,6 +188,14 @@ def activation_lines(configs, seq_len: int) -> list[str]:
     return lines
 
 
+def _size(b: float) -> str:
+    """Bytes in GiB (3 decimals) from a tenth of one, else MiB or KiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if b >= scale / 10:
+            return f"{b / scale:.3f} {unit}" if unit == "GiB" else f"{b / scale:.1f} {unit}"
+    return f"{b / 2**10:.1f} KiB"
+
+
 def memory_lines(configs, world: int, parallel: str) -> list[str]:
     """:func:`splitnet.nets.cost.memory_per_rank` of each config, as lines."""
     from ...nets.cost import memory_per_rank
@@ -196,13 +205,13 @@ def memory_lines(configs, world: int, parallel: str) -> list[str]:
              f"AdamW state, activations aside (fsdp: its shard, plus the root and one layer "
              f"gathered whole)"]
     for c in configs:
-        name = c.scheme if isinstance(c.scheme, str) else c.resolved_scheme().name
+        name = _name_and_depth(c)[0]
         parts = []
         for mode in modes:
             m = memory_per_rank(c, world, mode)
-            extra = f" ({m['sharded'] / 2**30:.3f} + {m['in_flight'] / 2**30:.3f} gathered)" \
+            extra = f" ({_size(m['sharded'])} + {_size(m['in_flight'])} gathered)" \
                 if mode == "fsdp" else ""
-            parts.append(f"{mode} {m['total'] / 2**30:.3f} GiB{extra}")
+            parts.append(f"{mode} {_size(m['total'])}{extra}")
         lines.append(f"{name:<16} {c.weights:<10} " + "; ".join(parts))
     return lines
 
@@ -278,7 +287,7 @@ def run(args) -> int:
         r = next(x for x in rows if x.scheme == s)
         diag = r.pattern if len(r.pattern) <= 90 else r.pattern[:87] + "..."
         print(f"{s:<14} {diag}")
-    configs = [SplitConfig(**size, scheme=r.scheme, weights=r.weights) for r in rows]
+    configs = [SplitConfig(**size, scheme=n, weights=w) for n in names for w in weights]
     if args.world_size is not None:
         print()
         for line in memory_lines(configs, args.world_size, args.parallel):
