@@ -71,7 +71,11 @@ FAST = ("yoshida4-shared", "translation")
                                   for c in CASES])
 def test_two_fsdp_ranks_match_one_process(case, text, tmp_path):
     """Every step's loss within 1e-5 and gradient norm within 1e-4 (the norm of sharded
-    gradients, made whole); the gathered checkpoints hold the same weights."""
+    gradients, made whole); the gathered checkpoints hold the same weights. The translation
+    run ends with its test BLEU, decoded on rank 0 from the gathered weights (sacrebleu: the
+    translate extra)."""
+    if case == "translation":
+        pytest.importorskip("sacrebleu")
     opts = [*_data("translate" if case == "translation" else "lm", text), *BASE, *CASES[case],
             "--steps", "4", "--eval-every", "2"]
     _one([*opts, "--out", str(tmp_path / "one")])
