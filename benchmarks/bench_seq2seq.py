@@ -46,18 +46,25 @@ class TorchSeq2Seq(torch.nn.Module):
         return o.head(y)
 
 
+def torch_reference(ours: SplitSeq2Seq) -> TorchSeq2Seq:
+    """``torch.nn.Transformer(norm_first=True)`` of ``ours``'s size with its weights mapped, inside
+    ``ours``'s embeddings and head (bench_vs_hf.py uses it too)."""
+    c = ours.config
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        tt = torch.nn.Transformer(c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers,
+                                  c.d_ff, dropout=0.0, activation="gelu", norm_first=True,
+                                  batch_first=True)
+    load_into_torch_transformer(tt, ours)
+    return TorchSeq2Seq(ours, tt)
+
+
 def _models(a):
     torch.manual_seed(0)
     ours = SplitSeq2Seq(a.vocab, a.vocab, a.d_model, a.n_heads, n_encoder_layers=a.layers,
                         n_decoder_layers=a.layers, max_len=max(a.seq_len, a.new_tokens) + 1,
                         pad_id=0, bos_id=1, eos_id=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        tt = torch.nn.Transformer(a.d_model, a.n_heads, a.layers, a.layers, 4 * a.d_model,
-                                  dropout=0.0, activation="gelu", norm_first=True,
-                                  batch_first=True)
-    load_into_torch_transformer(tt, ours)
-    return ours, TorchSeq2Seq(ours, tt)
+    return ours, torch_reference(ours)
 
 
 def _batch(a):

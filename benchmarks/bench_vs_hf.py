@@ -31,13 +31,12 @@ import os
 import statistics
 import sys
 import time
-import warnings
 
 import torch
 import torch.nn.functional as F
 
 from splitnet.nets.models import SplitTransformer
-from splitnet.nets.reference import RefGPT, load_into_torch_transformer
+from splitnet.nets.reference import RefGPT
 from splitnet.nets.seq2seq import SplitSeq2Seq
 
 PAD, BOS, EOS = 0, 1, 2
@@ -153,15 +152,9 @@ def _train_step(forward, targets, params):
 def seq2seq_train_rows(a) -> list[dict]:
     """A translation training step: ours against Marian and torch.nn.Transformer."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_seq2seq import TorchSeq2Seq
+    from bench_seq2seq import torch_reference
     ours, marian = seq2seq_pair(a)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        tt = torch.nn.Transformer(a.d_model, a.n_heads, a.layers, a.layers, 4 * a.d_model,
-                                  dropout=0.0, activation="gelu", norm_first=True,
-                                  batch_first=True)
-    load_into_torch_transformer(tt, ours)
-    ref = TorchSeq2Seq(ours, tt)
+    ref = torch_reference(ours)
     for m in (ours, marian, ref):
         m.train()
     src = _sources(a, a.train_batch)
