@@ -44,8 +44,6 @@ from collections.abc import Iterator
 
 import torch
 
-from ..reversible import end_pair, start_pair
-
 
 class KVCache:
     """Keys and values of one attention evaluation for the positions seen so far.
@@ -181,15 +179,7 @@ def forward_cached(model, idx: torch.Tensor, cache: GenerationCache) -> torch.Te
     of ``model(whole sequence)``. The caller holds ``torch.no_grad()``."""
     start = cache.length
     x = model.embed(idx, start=start)             # checks ids and start + n <= max_len
-    h = model.step_size
-    if getattr(model.config, "reversible", False):     # the pair (splitnet.reversible)
-        x1, x2 = start_pair(x, model.config.reversible_grid)
-        for k, (layer, caches) in enumerate(zip(model.layers, cache.layers)):
-            x1, x2 = layer.forward_cached(x1, x2, k * h, caches)
-        x = end_pair(x1, x2)
-    else:
-        for k, (layer, caches) in enumerate(zip(model.layers, cache.layers)):
-            x = layer.forward_cached(x, k * h, caches)
+    x = model.run_layers_cached(x, cache.layers)
     cache.length = start + idx.shape[1]
     return model.head(model.norm(x))
 

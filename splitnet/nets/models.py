@@ -164,6 +164,19 @@ class SplitTransformer(ConfigBuilt, nn.Module):
             x = layer(x, k * c.step_size)
         return x
 
+    def run_layers_cached(self, x: torch.Tensor, caches) -> torch.Tensor:
+        """:meth:`run_layers` for new tokens ``x`` whose earlier tokens' keys and values sit in
+        ``caches`` (one entry per layer: :class:`splitnet.nets.generation.GenerationCache`)."""
+        c = self.config
+        if c.reversible:
+            x1, x2 = start_pair(x, c.reversible_grid)
+            for k, (layer, cs) in enumerate(zip(self.layers, caches)):
+                x1, x2 = layer.forward_cached(x1, x2, k * c.step_size, cs)
+            return end_pair(x1, x2)
+        for k, (layer, cs) in enumerate(zip(self.layers, caches)):
+            x = layer.forward_cached(x, k * c.step_size, cs)
+        return x
+
     def _states(self, x: torch.Tensor):
         h, states = self.config.step_size, [x]
         if self.config.reversible:
