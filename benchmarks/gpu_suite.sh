@@ -11,6 +11,8 @@
 #              compile), and cold compile seconds, whole graph against regional
 #   train_*    splitnet train at the same size (byte vocabulary): steady-state tokens/s and MFU
 #              with the optimiser, compile seconds
+#   gpu_reversible  benchmarks/gpu_reversible.py: reversible vs plain from 6 to 48 layers at
+#              GPT-2-small width (peak memory, tokens/s) and bf16 reconstruction with/without grid
 #   compare_*  experiments/compare_schemes.py: GPU scale, 3 seeds of six models; gpu-deep (16
 #              layers), transformer against sandwich, 3 seeds
 #
@@ -128,6 +130,10 @@ bench regional_chunked  100 --compile --batch $B16 --compile-scope regional --lo
 if [ "${EXTRA:-0}" = 1 ]; then
     bench max_autotune  500 --compile --batch $B16 --compile-mode max-autotune-no-cudagraphs
 fi
+
+# -- 1b. reversible against plain as depth grows: peak memory, tokens/s, reconstruction ------
+if [ "${SMOKE:-0}" = 1 ]; then REV="--quick"; else REV="--device cuda"; fi
+step gpu_reversible 120 "$PY" benchmarks/gpu_reversible.py $REV --json "$DIR/gpu_reversible.json"
 
 # -- 2. every registry scheme (regional compile, cold: compile seconds per model) ------------
 for w in shared per-stage; do
