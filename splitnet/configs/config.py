@@ -316,7 +316,7 @@ class TrainConfig:
     adamw: str = option("auto", "AdamW implementation (auto: fused on CUDA, torch's default "
                         "elsewhere)", resume=FREE, choices=ADAMW_IMPLS)
     param_dtype: str = option("float32", "bfloat16: forward and backward on a bf16 copy of the "
-                              "weights, AdamW on the float32 master weights", resume=FREE,
+                              "weights (no autocast), AdamW on the float32 master weights", resume=FREE,
                               choices=PARAM_DTYPES)
     amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
     threads: int | None = option(None, "CPU threads (default: the cores other processes leave "

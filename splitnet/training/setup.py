@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -29,9 +30,9 @@ from ..runs import data as D
 from ..runs.runenv import RunEnv, available_memory, run_env
 from . import sharding
 
-__all__ = ["TEST_BATCH", "build_model", "build_optimizer", "compile_scope", "describe_model",
-           "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run", "resume_config",
-           "step_batch", "wrap_model"]
+__all__ = ["TEST_BATCH", "autocast", "build_model", "build_optimizer", "compile_scope",
+           "describe_model", "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run",
+           "resume_config", "step_batch", "wrap_model"]
 
 TEST_BATCH = 32     # sources decoded together for the test scores (translate_lines' default)
 
@@ -144,12 +145,17 @@ def flops_per_token(model, context: int) -> float:
     return 3.0 * forward_flops(model.config, context, evals=evals)
 
 
-def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
+def estimate_memory(cfg: TrainConfig, world: int = 1, device=None) -> float:
     """Rough bytes a training step needs on one process: weights, gradients and AdamW moments
-    (16 bytes per parameter, counted exactly), plus activations kept for the backward pass: per
-    token and stage about 18 d_model floats (norms, projections, residuals) and 4 d_ff for a
-    feed-forward stage, and the attention matrix when no fused kernel applies (heads x context
-    floats per token; also charged to a conv diffusion field, which needs less).
+    (16 bytes per parameter, counted exactly; 2 more for a bf16 compute copy), plus what the
+    backward pass keeps per token and stage (Korthikanti et al. 2022, in bytes of 16-bit
+    activations: an attention stage 13 d_model -- its norm, q, k, v, output, dropout mask --
+    and the probabilities 5 heads x context unless a fused kernel keeps them out, as flash and
+    memory-efficient SDPA do on CUDA; a feed-forward stage 5 d_model + 4 d_ff; twice as much
+    in float32), plus the logits (compute dtype, float32 copy, its gradient) of every token, or
+    of one chunk under ``--loss chunked``. A reversible network keeps one layer's worth and the
+    final pair. Measured on an H200 (2026-11-26, bf16 autocast, eager, Strang, d_model 768,
+    ``benchmarks/gpu_reversible.py``): 46.4 KB per token and layer, 42.2 KB by this rule.
     Used to refuse a run that cannot fit before anything is allocated."""
     if cfg.task == "translate":
         from ..translate.translation import estimate_memory as seq2seq_memory
@@ -162,20 +168,43 @@ def estimate_memory(cfg: TrainConfig, world: int = 1) -> float:
     d, ff = m.d_model, m.d_ff
     params = count_params(m)[0]                     # exact, from the field kinds' closed forms
     tokens = cfg.batch_size // (world * cfg.grad_accum) * cfg.context
-    per_token = m.n_layers * (n_d * (18 * d + m.n_heads * cfg.context) + n_c * (6 * d + 4 * ff))
-    per_token += 2 * 256     # logits and their float32 copy
+    cuda = _on_cuda(cfg, device)
+    width = 1.0 if cfg.param_dtype == "bfloat16" or (cuda and cfg.amp) else 2.0  # x 16-bit
+    probs = 0.0 if cuda else 5.0 * width * m.n_heads * cfg.context
+    layer = n_d * (13 * d * width + probs) + n_c * (5 * d + 4 * ff) * width
+    kept = layer + 4 * d * width if m.reversible else m.n_layers * layer
+    rows = min(tokens, cfg.loss_chunk) if cfg.loss == "chunked" else tokens
+    logits = rows * m.vocab_size * (2 * width + 8)
     low = 2.0 * params if cfg.param_dtype == "bfloat16" else 0.0    # the bf16 compute copy
-    return 16.0 * params + low + 4.0 * tokens * per_token
+    return 16.0 * params + low + tokens * kept + logits
+
+
+def autocast(cfg: TrainConfig, device: torch.device):
+    """The context forward passes run in: bf16 autocast on CUDA for float32 weights (``--amp``,
+    the default). Not for ``--param-dtype bfloat16``: its weights are bf16 already, and
+    autocast would only run norms and softmax in float32 and cast back, round trips the
+    benchmarks' master-weight lever does not make (on an H200, 2026-11-26: the trainer under
+    both at 34.7% MFU against the lever's 43.0% in ``benchmarks/bench_layers.py``)."""
+    if device.type == "cuda" and cfg.amp and cfg.param_dtype == "float32":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _on_cuda(cfg: TrainConfig, device) -> bool:
+    if device is not None:
+        return torch.device(device).type == "cuda"
+    return cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
 
 
 def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
-    need, have = estimate_memory(cfg, world), available_memory(device)
+    need, have = estimate_memory(cfg, world, device), available_memory(device)
     if have is None:
         return
-    if need > 0.9 * have:
+    if need > 0.9 * have:     # a margin: the estimate is rough, the allocator fragments
         raise ValueError(f"this run needs about {need / 2**30:.1f} GiB per process "
                          f"(context {cfg.context}, batch {cfg.batch_size}, d_model "
-                         f"{cfg.model.d_model}) but {device} has {have / 2**30:.1f} GiB free; "
+                         f"{cfg.model.d_model}) but {device} has {have / 2**30:.1f} GiB free "
+                         f"(a run may take 90%); "
                          f"lower --context or --batch-size, or raise --grad-accum")
     if need > 0.5 * have:
         log(f"warning: this run needs about {need / 2**30:.1f} GiB of the "

@@ -55,6 +55,7 @@ from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env
 from ..runs.shards import remove_others
 from . import sharding
 from .setup import (
+    autocast,
     build_model,
     build_optimizer,
     compile_scope,
@@ -122,15 +123,14 @@ def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, 
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and cfg.amp else nullcontext()
     peak = cfg.peak_tflops * 1e12 if cfg.peak_tflops else None
     if peak is None and cuda:
         name = torch.cuda.get_device_name(env.device)
         peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
     out = Path(cfg.out)
     return _Run(cfg=cfg, env=env, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
-                opt=opt, sched=sched, step=step, amp=amp, out=out, signals=signals,
-                fpt=flops_per_token(model, cfg.context), peak=peak,
+                opt=opt, sched=sched, step=step, amp=autocast(cfg, env.device), out=out,
+                signals=signals, fpt=flops_per_token(model, cfg.context), peak=peak,
                 vstarts=None if cfg.task == "translate" else
                 D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
                 n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
