@@ -4,7 +4,8 @@
 
 Reads the suite's outputs and nothing else (a step that has not run shows as "not run"):
 ``bench_*.json`` (``bench_layers.py --json``: ours and the reference under one lever setting,
-and per-scheme rows), ``train_*/metrics.jsonl`` (``splitnet train``: per-step figures, from which
+and per-scheme rows), ``gpu_reversible.json`` (``gpu_reversible.py``),
+``train_*/metrics.jsonl`` (``splitnet train``: per-step figures, from which
 the steady-state median and the compile time are taken exactly as the trainer's summary takes
 them) and ``compare-*/results.json`` (``experiments/compare_schemes.py``).
 """
@@ -80,6 +81,26 @@ def train_rows(d: Path) -> list[str]:
     return out if len(out) > 2 else []
 
 
+def reversible_rows(d: Path) -> list[str]:
+    """``gpu_reversible.json`` (benchmarks/gpu_reversible.py): peak memory and speed by depth."""
+    p = d / "gpu_reversible.json"
+    if not p.exists():
+        return []
+    res = json.loads(p.read_text())
+    rows = res["rows"]
+    out = ["| layers | plain peak GiB | reversible peak GiB | reversible / first | "
+           "plain tok/s | reversible tok/s | rev / plain speed |",
+           "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['n_layers']} | {r['plain_peak_bytes'] / 2**30:.2f} | "
+                   f"{r['rev_peak_bytes'] / 2**30:.2f} | "
+                   f"{r['rev_peak_bytes'] / max(rows[0]['rev_peak_bytes'], 1):.3f} | "
+                   f"{r['plain_tok_s']:,.0f} | {r['rev_tok_s']:,.0f} | "
+                   f"{r['rev_tok_s'] / r['plain_tok_s']:.2f} |")
+    rec = ", ".join(f"{k}: {v:.3g}" for k, v in res["reconstruction"].items())
+    return out + ["", f"reconstruction (max |x_rec - x| / max |x|, bf16 autocast): {rec}"]
+
+
 def compare_rows(d: Path) -> list[str]:
     out = []
     for p in sorted(d.glob("compare-*/results.json")):
@@ -104,6 +125,7 @@ def main(argv=None) -> int:
         return 2
     parts = [("Levers: ours (Lie–Trotter) and the nanoGPT-style reference", lever_rows(d)),
              ("Every scheme", scheme_rows(d)), ("Trainer (splitnet train)", train_rows(d)),
+             ("Reversible against plain, by depth", reversible_rows(d)),
              ("Scheme comparison", compare_rows(d))]
     text = []
     for title, rows in parts:
