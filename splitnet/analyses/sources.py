@@ -14,7 +14,8 @@ import torch
 
 def validation_loss(batches: Sequence[tuple], device) -> Callable:
     """``evaluate(model)``: mean cross-entropy (nats per target) over ``batches`` of (inputs,
-    targets), in the model's precision, accumulated in float64."""
+    targets), in the model's precision, accumulated in float64; targets of -100 (a masked
+    language model's unmasked bytes) are not counted."""
     import torch.nn.functional as F
 
     def evaluate(model) -> float:
@@ -24,7 +25,7 @@ def validation_loss(batches: Sequence[tuple], device) -> Callable:
                 logits = model(x.to(device))
                 tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
                                        y.to(device).reshape(-1), reduction="sum").double()
-                n += y.numel()
+                n += int((y != -100).sum())
         return float(tot / n)
 
     return evaluate
@@ -78,7 +79,14 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
         require_memory(study_memory(model.config, len(starts), context, batch_size),
                        f"a refinement study of {len(starts)} windows of {context} bytes, "
                        f"{batch_size} per pass,", "lower --windows or --batch-size", device)
-    batches = list(D.val_batches(corpus, starts, batch_size, context))
+    if tc.get("task") == "mlm":     # the held-out masked bytes the trainer scored
+        from ..mlm import masked_windows
+
+        x, y = masked_windows(corpus, starts, context, tc.get("seed", 0))
+        batches = [(x[i:i + batch_size], y[i:i + batch_size])
+                   for i in range(0, len(x), batch_size)]
+    else:
+        batches = list(D.val_batches(corpus, starts, batch_size, context))
     dev = torch.device(device)
     info = {"step": state.get("step"), "windows": len(starts), "context": context,
             "corpus": corpus.describe(), "val_bpb": _last_val_bpb(path)}

@@ -64,7 +64,11 @@ SDPA_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 LOSSES = ("plain", "chunked")
 ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
-TASKS = ("lm", "translate")
+TASKS = ("lm", "mlm", "translate")
+# a masked language model (--task mlm, splitnet.mlm) reads bytes 0..255 and one more id, the
+# mask token; its network is bidirectional (causal=False)
+MLM_MASK_ID = 256
+MLM_VOCAB = 257
 PARALLEL = ("ddp", "fsdp")   # how torchrun's processes share a run (splitnet.training.sharding)
 SCHEDULES = ("cosine", "inverse-sqrt")
 # The one check of options per task. The run options that only one task reads: given to a run
@@ -237,8 +241,10 @@ class TrainConfig:
 
     model: SplitConfig | Seq2SeqConfig = dataclasses.field(default_factory=_default_model,
                                                            metadata={"cli": False})
-    task: str = option("lm", "lm: a byte-level language model of --text; translate: an "
-                       "encoder–decoder on sentence pairs (--pairs)", choices=TASKS)
+    task: str = option("lm", "lm: a byte-level language model of --text; mlm: a masked "
+                       "language model of --text (a bidirectional encoder, 15%% of the bytes "
+                       "masked); translate: an encoder–decoder on sentence pairs (--pairs)",
+                       choices=TASKS)
     # data
     text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
                               ".tar.gz/.zip archive (default: the Python standard library's "
@@ -316,8 +322,8 @@ class TrainConfig:
     adamw: str = option("auto", "AdamW implementation (auto: fused on CUDA, torch's default "
                         "elsewhere)", resume=FREE, choices=ADAMW_IMPLS)
     param_dtype: str = option("float32", "bfloat16: forward and backward on a bf16 copy of the "
-                              "weights (no autocast), AdamW on the float32 master weights", resume=FREE,
-                              choices=PARAM_DTYPES)
+                              "weights (no autocast), AdamW on the float32 master weights",
+                              resume=FREE, choices=PARAM_DTYPES)
     amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
     threads: int | None = option(None, "CPU threads (default: the cores other processes leave "
                                  "free, at least 1)", resume=FREE)
@@ -407,6 +413,10 @@ class TrainConfig:
         if self.task == "lm" and self.model.vocab_size != 256:
             raise ValueError(f"a byte-level model needs vocab_size 256, got "
                              f"{self.model.vocab_size}")
+        if self.task == "mlm":        # bytes and the mask token, every token sees every other
+            if self.model == SplitConfig(max_len=self.model.max_len):  # the default: an encoder's
+                set_(self, "model", self.model.replace(init="xavier"))  # init, as translation's
+            set_(self, "model", self.model.replace(vocab_size=MLM_VOCAB, causal=False))
         if self.model.max_len != self.context:
             set_(self, "model", self.model.replace(max_len=self.context))
         if self.batch_size % self.grad_accum:
@@ -427,7 +437,10 @@ class TrainConfig:
         check_task_options(self.task, [f.name for f in dataclasses.fields(self)
                                        if f.name != "model" and getattr(self, f.name) !=
                                        _field_default(f)])
-        if self.task == "lm":
+        if self.task == "mlm" and self.loss == "chunked":
+            raise ValueError("--task mlm does not take --loss chunked (its loss counts the "
+                             "masked bytes only); use --loss plain")
+        if self.task != "translate":
             return
         if self.bpe and not 260 <= self.bpe <= 2**20:
             raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
@@ -509,6 +522,7 @@ def foreign_options(task: str, names) -> list[str]:
     (``model.x`` or ``x``: a field of one model config and not of the other). In the order
     given."""
     _choice("task", task, TASKS)
+    task = "translate" if task == "translate" else "lm"     # mlm reads what lm reads
     other = "translate" if task == "lm" else "lm"
     lm_model = {f.name for f in cli_fields(SplitConfig)}
     s2s_model = {f.name for f in cli_fields(Seq2SeqConfig)}
@@ -529,18 +543,20 @@ def check_task_options(task: str, names, resumed: bool = False) -> None:
     if not wrong:
         return
     s, it = ("", "it") if len(wrong) == 1 else ("s", "them")
-    if task == "lm":
-        how = "resumed from its checkpoint" if resumed else "--task lm, the default"
+    if task != "translate":
+        how = ("resumed from its checkpoint" if resumed else
+               "--task lm, the default" if task == "lm" else "--task mlm")
         fix = f"drop {it}" if resumed else f"add --task translate, or drop {it}"
+        kind = "language model" if task == "lm" else "masked language model"
         raise ValueError(f"{_flags(wrong)}: encoder–decoder option{s} (read by --task translate "
-                         f"only), but this run is a language model ({how}): {fix}")
+                         f"only), but this run is a {kind} ({how}): {fix}")
     hint = ""
     if "val_fraction" in wrong:
         hint = ("; a translation run splits its pairs by a fixed rule, 10% of the groups valid "
                 "and 10% test, so its test scores compare across runs")
     elif "text" in wrong:
         hint = "; its corpus is --pairs"
-    raise ValueError(f"{_flags(wrong)}: language-model option{s} (read by --task lm only), but "
+    raise ValueError(f"{_flags(wrong)}: language-model option{s} (read by --task lm and mlm), but "
                      f"this run is --task translate"
                      f"{' (resumed from its checkpoint)' if resumed else ''}{hint}")
 

@@ -139,6 +139,19 @@ def load_into_torch_transformer(tt: nn.Transformer, ours) -> None:
     tt.decoder.norm.load_state_dict(ours.decoder_norm.state_dict())
 
 
+def load_into_torch_encoder(enc: nn.TransformerEncoder, ours) -> None:
+    """Give ``torch.nn.TransformerEncoder`` ``enc`` (layers ``norm_first=True``, a final norm)
+    the sub-layer weights of a bidirectional Lie–Trotter ``SplitTransformer`` ``ours`` (a
+    masked language model; embeddings and head stay outside ``enc``)."""
+    def one(f):         # per-stage weights: Lie–Trotter has one stage of each field
+        return f[0] if isinstance(f, nn.ModuleList) else f
+
+    for mine, theirs in zip(ours.layers, enc.layers, strict=True):
+        _self_attention(one(mine.diffusion), theirs)
+        _feedforward(one(mine.convection), theirs, "norm2")
+    enc.norm.load_state_dict(ours.norm.state_dict())
+
+
 def _self_attention(att, layer) -> None:
     layer.norm1.load_state_dict(att.norm.state_dict())
     _copy(layer.self_attn.in_proj_weight, att.qkv.weight)
@@ -153,4 +166,4 @@ def _feedforward(ff, layer, norm: str) -> None:
 
 
 __all__ = ["RefAttention", "RefBlock", "RefGPT", "RefMLP", "load_into_gpt",
-           "load_into_torch_transformer"]
+           "load_into_torch_encoder", "load_into_torch_transformer"]

@@ -338,8 +338,14 @@ def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, 
 
         batch, tokens = train_batch(corpus, cfg, step, env.rank, env.world)
         return list(batch), tokens
-    x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
-                         env.rank, env.world)
+    if cfg.task == "mlm":            # the same windows, masked (splitnet.mlm)
+        from ..mlm import train_batch
+
+        x, y = train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed, env.rank,
+                           env.world)
+    else:
+        x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
+                             env.rank, env.world)
     return [x, y], cfg.batch_size * cfg.context
 
 

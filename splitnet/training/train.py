@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from ..analyses.refine import refined, refinement_at, scheme_label
 from ..configs.config import FIXED, FREE, TrainConfig
@@ -107,6 +106,7 @@ class _Run:
     block_start: float = 0.0                      # when the first pending step began
     compile_scope: str | None = None
     last_val: float | None = None
+    last_extra: dict = field(default_factory=dict)   # the last evaluation's other metrics
     metrics: object = None
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
@@ -136,40 +136,11 @@ def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, 
                 n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
 
 
-def _evaluate(run: _Run) -> float:
-    """Mean validation loss over the fixed windows (each rank a contiguous share, all-reduced),
-    on the float32 model, eagerly (compiled regions are bypassed rather than recompiled for
-    another batch shape)."""
-    from . import accel
+def _evaluate(run: _Run) -> tuple[float, dict]:
+    """The held-out loss (nats) and extra metrics (:func:`.evaluation.held_out`)."""
+    from .evaluation import held_out
 
-    cfg, env = run.cfg, run.env
-    run.model.eval()
-    if cfg.task == "translate":       # every rank the whole (small) validation split
-        from ..translate.translation import validation_loss
-
-        with run.amp, run.signals.interruptible(), accel.eager():
-            vl = validation_loss(run.model, run.corpus, env.device)
-        run.model.train()
-        return vl
-    tot = torch.zeros((), dtype=torch.float64, device=env.device)
-    n = 0
-    share = run.vstarts.tensor_split(env.world)[env.rank]
-    micro = cfg.batch_size // (env.world * cfg.grad_accum)
-    with torch.no_grad(), run.amp, run.signals.interruptible(), accel.eager():
-        for x, y in D.val_batches(run.corpus, share, max(micro, 32), cfg.context):
-            x, y = x.to(env.device), y.to(env.device)
-            logits = run.model(x)
-            tot += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
-                                   reduction="sum").double()
-            n += y.numel()
-    cnt = torch.tensor(float(n), dtype=torch.float64, device=env.device)
-    if env.distributed:
-        import torch.distributed as dist
-
-        dist.all_reduce(tot)
-        dist.all_reduce(cnt)
-    run.model.train()
-    return float(tot / cnt)
+    return held_out(run)
 
 
 @dataclass
@@ -400,13 +371,14 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     s = run.step
     if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
         try:
-            vl = _evaluate(run)
+            vl, extra = _evaluate(run)
         except Interrupted:
             for rec in recs:        # the steps themselves are complete: keep their lines
                 _log(run, rec)
             raise
-        run.last_val = vl / D.LN2
-        recs[-1].update(val_loss=vl, val_bpb=run.last_val, **coefficient_metrics(run.model))
+        run.last_val, run.last_extra = vl / D.LN2, extra
+        recs[-1].update(val_loss=vl, val_bpb=run.last_val, **extra,
+                        **coefficient_metrics(run.model))
     for rec in recs:
         _log(run, rec)
 
@@ -575,7 +547,7 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
     summary = {"step": run.step, "steps": cfg.steps, "val_bpb": run.last_val,
                "n_params": run.n_params, "out": str(run.out), "signal": sig,
                "flops_per_token": run.fpt, "startup_s": startup_s,
-               "compile_scope": run.compile_scope, **speed}
+               "compile_scope": run.compile_scope, **run.last_extra, **speed}
     if run.scores:
         summary.update(bleu=run.scores["bleu"], chrf=run.scores["chrf"])
     if sig is not None:
@@ -583,6 +555,8 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
                 f"{run.out / ck.CKPT}; continue with --resume")
     elif run.step == cfg.steps:
         vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
+        if "val_acc" in run.last_extra:       # a masked LM: bits per masked byte, restored
+            vb += f" (masked bytes), {run.last_extra['val_acc']:.1%} restored"
         mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
         first = ""
         if run.step_times:

@@ -109,6 +109,9 @@ def run(args) -> int:
     if hasattr(model, "decoder_layers"):
         raise ValueError(f"{args.checkpoint} holds a translation model: use 'splitnet translate "
                          f"--checkpoint {args.checkpoint}'")
+    if not model.config.causal:
+        raise ValueError(f"{args.checkpoint} holds a masked language model (bidirectional, "
+                         f"--task mlm): it restores masked bytes, it does not continue text")
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
                          f"{model.vocab_size}")

@@ -17,7 +17,8 @@ from .._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
 VERDICT = "training cannot go on: the loss is not finite (TrainingError)"
-HELP = "train a byte-level language model, or (--task translate) an encoder–decoder"
+HELP = ("train a byte-level language model, (--task mlm) a masked language model, or (--task "
+        "translate) an encoder–decoder")
 _MODEL_SKIP = ("max_len",)           # set from --context
 _LM = {f.name for f in cli_fields(SplitConfig)} - set(_MODEL_SKIP)
 _S2S = {f.name for f in cli_fields(Seq2SeqConfig)}
@@ -65,6 +66,8 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
         task = "translate" if to_s2s else "lm"
     cls = Seq2SeqConfig if task == "translate" else SplitConfig
     model = given_options(args, cls, skip=_MODEL_SKIP)
+    if task == "mlm":     # an encoder's default, as translation's (benchmarks/parity_mlm.py)
+        model.setdefault("init", "xavier")
     cfg = TrainConfig(model=cls(**model), **{**run, "task": task})
     return cfg, set(run) | {f"model.{k}" for k in model}
 
