@@ -22,10 +22,12 @@ OPTS = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32
         "--scheme", "strang", "--weights", "per-stage", "--device", "cpu"]
 
 
-@pytest.mark.parametrize("extra", [[], ["--reversible"]], ids=["plain", "reversible"])
+@pytest.mark.parametrize("extra", [[], ["--reversible"], ["--task", "mlm"]],
+                         ids=["plain", "reversible", "mlm"])
 def test_two_gloo_processes_match_one(tmp_path, extra):
     """The reversible network too: its stack's backward hands DDP ordinary parameter
-    gradients."""
+    gradients. And a masked language model: the masks are drawn for the global batch, the
+    same count in every row, so two ranks' mean is the single process's."""
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(400)))
     one, two = tmp_path / "one", tmp_path / "two"
@@ -51,5 +53,12 @@ def test_two_gloo_processes_match_one(tmp_path, extra):
     wb = ck.load(two)
     assert wb["world_size"] == 2 and wb["step"] == 4
     for k, v in wa["model"].items():
-        torch.testing.assert_close(wb["model"][k], v, atol=1e-5, rtol=1e-4)
+        w = wb["model"][k]
+        if "--task" in extra and k.endswith("qkv.bias"):
+            # the key bias: its gradient is zero in exact arithmetic (softmax ignores a shift
+            # shared by a query's scores; test_mlm.py checks it), and AdamW turns the summation
+            # order's round-off into whole steps, so bidirectional runs part there only
+            d = v.shape[0] // 3
+            v, w = torch.cat([v[:d], v[2 * d:]]), torch.cat([w[:d], w[2 * d:]])
+        torch.testing.assert_close(w, v, atol=1e-5, rtol=1e-4)
     assert sorted(p.name for p in two.iterdir()) == sorted([ck.CKPT, ck.METRICS, ck.LOCK])

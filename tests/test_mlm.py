@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from splitnet.configs.config import SplitConfig, TrainConfig
 from splitnet.mlm import IGNORE, MASK_ID, MLM_VOCAB, mask_tokens
@@ -26,13 +27,16 @@ def _bytes(n_rows=100, T=1000, seed=0):
 
 
 def test_masking_statistics_on_1e5_bytes():
-    """15 % chosen; of those 80 % the mask token, 10 % a random byte, 10 % kept (binomial
-    standard errors on 1e5 bytes: 0.11 points for the 15 %, under 0.4 for the split)."""
+    """15 % chosen, exactly 150 of each row of 1000, uniformly over the positions; of those
+    80 % the mask token, 10 % a random byte, 10 % kept (binomial standard errors on 15,000
+    chosen bytes: under 0.4 points)."""
     x = _bytes()
     inp, lab = mask_tokens(x, torch.Generator().manual_seed(1))
     chosen = lab != IGNORE
     n = chosen.sum().item()
-    assert abs(n / x.numel() - 0.15) < 0.005
+    assert (chosen.sum(1) == 150).all() and n == 15_000
+    per_tenth = chosen.reshape(100, 10, 100).sum((0, 2)).float() / n    # position uniform
+    assert (per_tenth - 0.1).abs().max() < 0.01
     masked = (inp == MASK_ID) & chosen
     kept = (inp == x) & chosen            # kept, or a random byte that drew its own value
     swapped = chosen & ~masked & ~kept
@@ -58,11 +62,11 @@ def test_no_leakage_the_hidden_bytes_never_reach_the_input():
 
 
 def test_every_row_has_a_target():
-    """A short window whose draws chose nothing gets its likeliest position (else a batch
-    could have no target and a NaN loss)."""
-    x = _bytes(2000, 4)
-    _, lab = mask_tokens(x, torch.Generator().manual_seed(0))
-    assert ((lab != IGNORE).sum(1) >= 1).all()
+    """A window of 4 bytes still has one (round(0.6) = 1; at least 1 for any length), so no
+    batch is without a target and a NaN loss."""
+    for T in (1, 2, 4, 10):
+        _, lab = mask_tokens(_bytes(50, T), torch.Generator().manual_seed(0))
+        assert ((lab != IGNORE).sum(1) == max(1, round(0.15 * T))).all()
 
 
 def test_the_global_batch_is_the_same_at_any_world_size():
@@ -106,6 +110,19 @@ def test_lie_trotter_encoder_equals_torch_transformer_encoder_in_float64(weights
     causal.load_state_dict(ours.state_dict())
     with torch.no_grad():                     # the same weights, causal: not the encoder
         assert (causal(idx) - theirs).abs().max().item() > 1e-3
+
+
+def test_the_key_bias_gradient_is_round_off():
+    """Why DDP's check leaves the key bias out: softmax(q.k + q.b) = softmax(q.k) over a
+    query's keys, so the loss's gradient in the key bias vanishes; float64 shows 1e-16 of the
+    query bias's."""
+    torch.manual_seed(0)
+    m = SplitTransformer(MLM_VOCAB, 32, 4, 2, max_len=24, causal=False).double()
+    x, y = mask_tokens(_bytes(4, 24), torch.Generator().manual_seed(2))
+    F.cross_entropy(m(x).reshape(-1, MLM_VOCAB), y.reshape(-1)).backward()
+    g = m.layers[0].diffusion.qkv.bias.grad
+    assert g[32:64].abs().max() < 1e-14 * g[:32].abs().max()
+    assert g[:32].abs().max() > 1e-6 and g[64:].abs().max() > 1e-6
 
 
 def test_the_config_makes_a_bidirectional_network_over_bytes_and_the_mask():

@@ -1,7 +1,9 @@
 """BERT's masking, on bytes.
 
-Of a window ``x`` (B, T), each position is chosen with probability ``p`` (0.15); a row with no
-chosen position gets its likeliest one (so no batch is without a target). A chosen position's
+Of each window of ``x`` (B, T), ``k = max(1, round(p T))`` positions are chosen (``p`` = 0.15),
+uniformly without replacement -- a fixed count per sequence, as BERT's own data preparation
+does (``num_to_predict``), so every row, micro-batch and rank weighs the same in a mean and the
+loss of any world size or gradient accumulation is the single process's. A chosen position's
 label is its byte; of the chosen, 80 % are replaced by ``MASK_ID``, 10 % by a uniformly random
 byte, 10 % kept. Unchosen labels are ``IGNORE`` (-100, what ``F.cross_entropy`` skips), so the
 loss is the mean cross-entropy over chosen positions::
@@ -36,9 +38,9 @@ def mask_tokens(x: torch.Tensor, generator: torch.Generator, p: float = P_MASK):
     u = torch.rand(x.shape, generator=generator)
     action = torch.rand(x.shape, generator=generator)
     noise = torch.randint(0, D.VOCAB_SIZE, x.shape, generator=generator)
-    chosen = u < p
-    empty = ~chosen.any(dim=1)
-    chosen[empty, u[empty].argmin(dim=1)] = True
+    k = max(1, round(p * x.shape[1]))
+    chosen = torch.zeros_like(x, dtype=torch.bool)
+    chosen.scatter_(1, u.topk(k, dim=1, largest=False).indices, True)
     inputs = x.clone()
     inputs[chosen & (action < SPLIT[0])] = MASK_ID
     swap = chosen & (action >= SPLIT[0]) & (action < SPLIT[0] + SPLIT[1])
