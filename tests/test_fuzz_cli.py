@@ -93,7 +93,13 @@ def scratch(tmp_path_factory):
                    "--steps", "2", "--bleu-sentences", "0", "--no-progress", "--no-plot",
                    "--threads", "1"])
     assert rc == 0, err
-    return {"tmp": root, "ckpt": hostile.good_checkpoint(root / "good"), "mt": mt}
+    mlm = root / "mlm"
+    rc, err = run(["train", "--task", "mlm", "--text", str(root / "text.txt"), "--out", str(mlm),
+                   "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+                   "--batch-size", "4", "--steps", "2", "--eval-windows", "4", "--no-progress",
+                   "--no-plot", "--threads", "1"])
+    assert rc == 0, err
+    return {"tmp": root, "ckpt": hostile.good_checkpoint(root / "good"), "mt": mt, "mlm": mlm}
 
 
 def known_baseline(command: str, s: dict) -> list[str] | None:
@@ -122,6 +128,9 @@ def known_baseline(command: str, s: dict) -> list[str] | None:
         "export": ["--checkpoint", str(s["ckpt"]), "--out", f"{out}/hf"],
         "translate": ["--checkpoint", str(s["mt"]), "--input", f"{tmp}/src.txt",
                       "--max-new-tokens", "4", "--no-progress"],
+        "evaluate": ["--checkpoint", str(s["mlm"]), "--wordnet",
+                     str(Path(ROOT) / "tests" / "data" / "wordnet"), "--seed", "4",
+                     "--max-train", "50", "--json", f"{out}/e.json"],
     }.get(command)
 
 

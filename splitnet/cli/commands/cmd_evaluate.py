@@ -1,0 +1,94 @@
+"""``splitnet evaluate``: a masked language model's encoder scored on offline tasks (a linear
+probe beside a bag-of-words regression and the majority class: splitnet.mlm.suite)."""
+
+from __future__ import annotations
+
+import sys
+
+from .._args import (
+    add_device_option,
+    add_model_source,
+    add_threads_option,
+    nonempty,
+    positive_int,
+    set_threads,
+    torch_device,
+)
+
+RANK = 62   # place in `splitnet --help`
+HELP = "score a masked language model's encoder on offline WordNet tasks"
+
+
+def configure(p) -> None:
+    p.description = (
+        "Score the encoder of a 'splitnet train --task mlm' checkpoint on tasks built from "
+        "WordNet 3.0 ('apt-get install wordnet-base'), split so no synset or lemma is in both "
+        "train and test: wn-lex (a definition -> one of 45 lexicographer classes). Each task "
+        "reports a linear probe on the frozen encoder's mean final state beside a bag-of-words "
+        "logistic regression and the majority class, as a table on stdout (and --json).")
+    add_model_source(p, task=" --task mlm")
+    p.add_argument("--suite", choices=("wordnet",), default="wordnet",
+                   help="the task suite (default wordnet)")
+    p.add_argument("--wordnet", metavar="DIR", type=nonempty, default=None,
+                   help="folder holding WordNet's data.noun ... (default $WNSEARCHDIR or "
+                        "/usr/share/wordnet)")
+    p.add_argument("--max-train", type=positive_int, default=20000, metavar="N",
+                   help="training examples per task at most, a seeded sample (default 20000)")
+    p.add_argument("--random-init", action="store_true",
+                   help="score the checkpoint's architecture freshly initialised instead (the "
+                        "encoder's own baseline)")
+    p.add_argument("--seed", type=int, default=0, help="split and sample seed (default 0)")
+    p.add_argument("--json", metavar="FILE", type=nonempty, default=None,
+                   help="also write the records as JSON (atomically)")
+    add_device_option(p)
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    add_threads_option(p)
+
+
+def _model(args, device):
+    from ...runs.checkpoint import load, model_from_state
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    if state.get("train_config", {}).get("task") != "mlm":
+        raise ValueError(f"{args.checkpoint} is not a masked language model (train one with "
+                         f"'splitnet train --task mlm')")
+    model = model_from_state(state, args.checkpoint)
+    if args.random_init:
+        import torch
+
+        torch.manual_seed(args.seed)
+        model = type(model)(config=model.config)
+    return model.to(device).eval()
+
+
+def run(args) -> int:
+    import json
+
+    from ..._io import atomic_write_text, check_output_file
+    from ...mlm import suite, wordnet
+
+    if args.json:
+        check_output_file(args.json, "--json")
+    wordnet.wordnet_root(args.wordnet)             # before the model loads: one line if absent
+    device = torch_device(args.device)
+    set_threads(args.threads)
+    model = _model(args, device)
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    from tqdm.auto import tqdm
+
+    def progress(name, total):
+        bar = tqdm(total=total, unit="text", desc=name, disable=not show, file=sys.stderr)
+        return bar.update
+
+    records = suite.evaluate(model, args.wordnet, max_train=args.max_train, seed=args.seed,
+                             device=device, progress=progress)
+    print(suite.table(records))
+    if args.json:
+        atomic_write_text(args.json, json.dumps({"checkpoint": str(args.checkpoint),
+                                                 "random_init": args.random_init,
+                                                 "records": records}, indent=1))
+    return 0
+
+
+__all__ = ["HELP", "RANK", "configure", "run"]

@@ -1,0 +1,123 @@
+"""Scoring a pre-trained encoder on a labelled text task, beside two baselines computed the same
+way (issue 29):
+
+* **linear probe**: the encoder frozen; each text's bytes (cut to the model's context, padded
+  with spaces) run through it, the final states (after the last norm) averaged over the text's
+  own positions; a multinomial logistic regression on the standardised features;
+* **bag of words**: the same regression on ``log(1 + count)`` of the training texts' words
+  (lower-case letters, at least 2 occurrences, at most ``max_words``), a sparse matrix;
+* **majority**: the commonest training label.
+
+The regression minimises ``mean CE(X W + b, y) + l2 ||W||^2`` by L-BFGS (full batch, strong
+Wolfe line search), deterministic for given data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+PAD_BYTE = 32          # a space: the texts are prose; its positions are left out of the mean
+
+
+def encode(texts: Sequence[str], context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids (N, T), lengths (N,))``: each text's UTF-8 bytes cut to ``context``, padded with
+    spaces to the longest (T <= context); an empty text is one space."""
+    raw = [t.encode("utf-8")[:context] or b" " for t in texts]
+    T = max((len(r) for r in raw), default=1)
+    ids = torch.full((len(raw), T), PAD_BYTE, dtype=torch.long)
+    for i, r in enumerate(raw):
+        ids[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
+    return ids, torch.tensor([len(r) for r in raw])
+
+
+@torch.no_grad()
+def features(model, texts: Sequence[str], batch_size: int = 64, device="cpu",
+             progress: Callable[[int], None] | None = None) -> torch.Tensor:
+    """Mean final state over each text's own positions (N, d_model), float32 on the CPU.
+    Texts are sorted by length so a batch pads little."""
+    model.eval()
+    context = model.config.max_len
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i].encode("utf-8")))
+    out = torch.zeros(len(texts), model.config.d_model)
+    for k in range(0, len(order), batch_size):
+        rows = order[k:k + batch_size]
+        ids, lengths = encode([texts[i] for i in rows], context)
+        h = model.norm(model.run_layers(model.embed(ids.to(device)))).float().cpu()
+        keep = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).float()
+        out[rows] = (h * keep[..., None]).sum(1) / lengths[:, None].float()
+        if progress is not None:
+            progress(len(rows))
+    return out
+
+
+def fit_logistic(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float = 1e-4,
+                 iters: int = 200) -> Callable[[torch.Tensor], torch.Tensor]:
+    """L-BFGS on the regularised cross-entropy (module docstring); ``X`` dense or sparse
+    (float32). Returns ``predict(X) -> labels``."""
+    torch.manual_seed(0)
+    W = torch.zeros(X.shape[1], n_classes, requires_grad=True)
+    b = torch.zeros(n_classes, requires_grad=True)
+    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=iters, history_size=20,
+                            line_search_fn="strong_wolfe")
+
+    def mm(A):
+        return torch.sparse.mm(A, W) if A.is_sparse else A @ W
+
+    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(mm(X) + b, y) + l2 * (W * W).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return lambda A: (mm(A) + b).argmax(-1).detach()
+
+
+def probe_accuracy(train_x, train_y, test_x, test_y, n_classes: int) -> float:
+    """Linear-probe accuracy: features standardised by the training set's mean and spread."""
+    mu, sd = train_x.mean(0), train_x.std(0, correction=0).clamp_min(1e-6)   # one row: 0
+    predict = fit_logistic((train_x - mu) / sd, train_y, n_classes)
+    return float((predict((test_x - mu) / sd) == test_y).float().mean())
+
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def bag_of_words(train: Sequence[str], test: Sequence[str], max_words: int = 20000):
+    """Sparse ``log(1 + count)`` matrices of ``train`` and ``test`` over the training texts'
+    words seen at least twice (the ``max_words`` commonest)."""
+    counts = Counter(w for t in train for w in _WORD.findall(t.lower()))
+    vocab = {w: i for i, (w, c) in enumerate(counts.most_common(max_words)) if c >= 2}
+
+    def matrix(texts):
+        rows, cols, vals = [], [], []
+        for r, t in enumerate(texts):
+            for w, c in Counter(_WORD.findall(t.lower())).items():
+                if w in vocab:
+                    rows.append(r)
+                    cols.append(vocab[w])
+                    vals.append(math.log1p(c))
+        idx = torch.tensor([rows, cols], dtype=torch.long).reshape(2, -1)
+        return torch.sparse_coo_tensor(idx, torch.tensor(vals, dtype=torch.float32),
+                                       (len(texts), max(1, len(vocab))), check_invariants=True)
+
+    return matrix(train).coalesce(), matrix(test).coalesce()
+
+
+def baselines(train_texts, train_y, test_texts, test_y, n_classes: int) -> dict:
+    """``{"majority": accuracy, "bag_of_words": accuracy}`` (module docstring)."""
+    ytr, yte = torch.as_tensor(train_y), torch.as_tensor(test_y)
+    majority = float((yte == torch.bincount(ytr, minlength=n_classes).argmax()).float().mean())
+    Xtr, Xte = bag_of_words(train_texts, test_texts)
+    predict = fit_logistic(Xtr, ytr, n_classes)
+    return {"majority": majority, "bag_of_words": float((predict(Xte) == yte).float().mean())}
+
+
+__all__ = ["PAD_BYTE", "bag_of_words", "baselines", "encode", "features", "fit_logistic",
+           "probe_accuracy"]
