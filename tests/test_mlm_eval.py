@@ -85,6 +85,25 @@ def test_the_baselines_on_the_fixture():
     assert b["majority"] == pytest.approx(ey.count(common) / len(ey))
 
 
+def test_wic_pairs_are_balanced_and_share_a_lemma():
+    """Positive pairs illustrate one synset, negative pairs two synsets of the same lemma, as
+    many of each per lemma; on the fixture the words tell them apart (a bag of words is
+    perfect), which a real WordNet does not allow."""
+    syn = W.read_synsets(FIXTURE)
+    by_id = {s.id: s for s in syn}
+    sp = W.split_synsets(syn, seed=4)
+    pairs, labels = W.wic_wn(sp["train"])
+    assert len(pairs) == 12 and sum(labels) == 6
+    def synsets_of(text):
+        return {i for i, s in by_id.items() if text in s.examples}
+    for (a, b), y in zip(pairs, labels):
+        shared = {x for s in synsets_of(a) for x in by_id[s].lemmas} & \
+                 {x for s in synsets_of(b) for x in by_id[s].lemmas}
+        assert shared and (y == 1) == bool(synsets_of(a) & synsets_of(b))
+    (tx, ty), (ex, ey), k = S.task_data("wic-wn", sp)
+    assert k == 2 and P.baselines(tx, ty, ex, ey, k) == {"majority": 0.5, "bag_of_words": 1.0}
+
+
 def test_encode_pads_with_spaces_and_features_ignore_the_padding():
     torch.manual_seed(0)
     from splitnet.nets.models import SplitTransformer
@@ -119,6 +138,8 @@ def test_the_command_on_the_fixture(tmp_path):
     assert "| wn-lex | 45 |" in r.stdout
     rec = json.loads((tmp_path / "e.json").read_text())["records"][0]
     assert rec["test"] == 7 and rec["bag_of_words"] == 1.0 and 0.0 <= rec["probe"] <= 1.0
+    wic = json.loads((tmp_path / "e.json").read_text())["records"][1]
+    assert wic["task"] == "wic-wn" and wic["test"] == 4 and "| wic-wn | 2 |" in r.stdout
     # one line and exit 2: no WordNet, not a masked LM, a split with no test synsets
     r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", tmp_path / "none")
     assert r.returncode == 2 and W.INSTALL in r.stderr and r.stderr.count("\n") == 1

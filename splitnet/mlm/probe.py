@@ -89,10 +89,12 @@ def probe_accuracy(train_x, train_y, test_x, test_y, n_classes: int) -> float:
 _WORD = re.compile(r"[a-z]+")
 
 
-def bag_of_words(train: Sequence[str], test: Sequence[str], max_words: int = 20000):
-    """Sparse ``log(1 + count)`` matrices of ``train`` and ``test`` over the training texts'
-    words seen at least twice (the ``max_words`` commonest)."""
-    counts = Counter(w for t in train for w in _WORD.findall(t.lower()))
+def bag_of_words(train: Sequence[str], test: Sequence[str], max_words: int = 20000,
+                 vocab_texts: Sequence[str] | None = None):
+    """Sparse ``log(1 + count)`` matrices of ``train`` and ``test`` over the words of
+    ``vocab_texts`` (default ``train``) seen at least twice (the ``max_words`` commonest)."""
+    source = train if vocab_texts is None else vocab_texts
+    counts = Counter(w for t in source for w in _WORD.findall(t.lower()))
     vocab = {w: i for i, (w, c) in enumerate(counts.most_common(max_words)) if c >= 2}
 
     def matrix(texts):
@@ -110,14 +112,32 @@ def bag_of_words(train: Sequence[str], test: Sequence[str], max_words: int = 200
     return matrix(train).coalesce(), matrix(test).coalesce()
 
 
+def pair_features(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Symmetric features of a pair of rows: ``[a * b, |a - b|]`` (dense or sparse)."""
+    if a.is_sparse:
+        return torch.cat([(a * b).coalesce(), (a - b).coalesce().abs()], dim=1).coalesce()
+    return torch.cat([a * b, (a - b).abs()], dim=1)
+
+
+def _bow(train, test):
+    """Bag-of-words matrices of single texts, or pair features of two texts' matrices."""
+    if not train or isinstance(train[0], str):
+        return bag_of_words(train, test)
+    flat = [t for pair in train for t in pair]
+    ta, ea = bag_of_words([a for a, _ in train], [a for a, _ in test], vocab_texts=flat)
+    tb, eb = bag_of_words([b for _, b in train], [b for _, b in test], vocab_texts=flat)
+    return pair_features(ta, tb), pair_features(ea, eb)
+
+
 def baselines(train_texts, train_y, test_texts, test_y, n_classes: int) -> dict:
-    """``{"majority": accuracy, "bag_of_words": accuracy}`` (module docstring)."""
+    """``{"majority": accuracy, "bag_of_words": accuracy}`` (module docstring); texts, or
+    pairs of texts (:func:`pair_features` of their bags)."""
     ytr, yte = torch.as_tensor(train_y), torch.as_tensor(test_y)
     majority = float((yte == torch.bincount(ytr, minlength=n_classes).argmax()).float().mean())
-    Xtr, Xte = bag_of_words(train_texts, test_texts)
+    Xtr, Xte = _bow(list(train_texts), list(test_texts))
     predict = fit_logistic(Xtr, ytr, n_classes)
     return {"majority": majority, "bag_of_words": float((predict(Xte) == yte).float().mean())}
 
 
 __all__ = ["PAD_BYTE", "bag_of_words", "baselines", "encode", "features", "fit_logistic",
-           "probe_accuracy"]
+           "pair_features", "probe_accuracy"]

@@ -1,9 +1,11 @@
 """``splitnet evaluate --suite wordnet``: a pre-trained encoder scored on offline tasks built
 from WordNet (:mod:`.wordnet`), each beside the baselines of :mod:`.probe`.
 
-Tasks (``TASKS``): **wn-lex**, a synset's definition -> its lexicographer class (45 classes),
-trained on (up to ``max_train`` of) the train split, scored on the test split, the splits
-disjoint by synset and lemma. (WN-polarity and WiC-WN, issue 29's other two, are not built yet.)
+Tasks (``TASKS``), trained on (up to ``max_train`` of) the train split, scored on the test
+split, the splits disjoint by synset and lemma: **wn-lex**, a synset's definition -> its
+lexicographer class (45 classes); **wic-wn**, two example sentences using one lemma -> same
+synset or not (balanced; a pair's features are ``[a * b, |a - b|]`` of the two texts').
+(WN-polarity, issue 29's third, needs a sentiment lexicon a fresh machine does not have.)
 """
 
 from __future__ import annotations
@@ -16,15 +18,26 @@ import torch
 from . import probe
 from . import wordnet as W
 
-TASKS = ("wn-lex",)
+TASKS = ("wn-lex", "wic-wn")
 SUITES = ("wordnet",)
 
 
 def task_data(name: str, splits: dict) -> tuple[tuple[list, list], tuple[list, list], int]:
-    """``((train texts, labels), (test texts, labels), classes)`` of task ``name``."""
-    if name != "wn-lex":
-        raise ValueError(f"unknown task {name!r}; the suite has: {', '.join(TASKS)}")
-    return W.wn_lex(splits["train"]), W.wn_lex(splits["test"]), len(W.LEXNAMES)
+    """``((train inputs, labels), (test inputs, labels), classes)`` of task ``name``; an
+    input is a text, or a pair of texts."""
+    if name == "wn-lex":
+        return W.wn_lex(splits["train"]), W.wn_lex(splits["test"]), len(W.LEXNAMES)
+    if name == "wic-wn":
+        return W.wic_wn(splits["train"]), W.wic_wn(splits["test"]), 2
+    raise ValueError(f"unknown task {name!r}; the suite has: {', '.join(TASKS)}")
+
+
+def _features(model, inputs: list, device, step):
+    if inputs and not isinstance(inputs[0], str):
+        fa = probe.features(model, [a for a, _ in inputs], device=device, progress=step)
+        fb = probe.features(model, [b for _, b in inputs], device=device, progress=step)
+        return probe.pair_features(fa, fb)
+    return probe.features(model, inputs, device=device, progress=step)
 
 
 def _subsample(texts: list, labels: list, n: int | None, seed: int):
@@ -49,9 +62,9 @@ def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed:
                              f"--seed, or the full 'wordnet-base')")
         tx, ty = _subsample(tx, ty, max_train, seed)
         ytr, yte = torch.tensor(ty), torch.tensor(ey)
-        step = progress(name, len(tx) + len(ex)) if progress else None
-        ftr = probe.features(model, tx, device=device, progress=step)
-        fte = probe.features(model, ex, device=device, progress=step)
+        texts = (len(tx) + len(ex)) * (1 if isinstance(tx[0], str) else 2)
+        step = progress(name, texts) if progress else None
+        ftr, fte = _features(model, tx, device, step), _features(model, ex, device, step)
         rec = {"task": name, "classes": k, "train": len(tx), "test": len(ex),
                "probe": probe.probe_accuracy(ftr, ytr, fte, yte, k)}
         rec.update(probe.baselines(tx, ty, ex, ey, k))

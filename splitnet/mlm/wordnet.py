@@ -6,7 +6,8 @@
 
 ``w_cnt`` in hexadecimal; the gloss is a definition, then example sentences in double quotes,
 separated by ``; ``. ``lex_filenum`` names one of the 45 lexicographer classes
-(:data:`LEXNAMES`: noun.animal, verb.motion, ...), WN-lex's label.
+(:data:`LEXNAMES`: noun.animal, verb.motion, ...), WN-lex's label; the example sentences that
+use a lemma make WiC-WN's pairs (same synset or not).
 
 Splits (:func:`split_synsets`) keep every synset and every lemma on one side: synsets that share
 a lemma are joined (union-find), and each group goes to train, valid or test whole, by a hash of
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +141,35 @@ def split_synsets(synsets: list[Synset], held_out: float = 0.1, giant: int = 100
     return out
 
 
+def _occurrences(split: list[Synset]) -> dict[str, list[tuple[str, str]]]:
+    """lemma -> ``(synset id, example)`` for each example sentence that contains the lemma as
+    a whole word (underscores read as spaces, any case)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for s in split:
+        for lemma in s.lemmas:
+            pat = re.compile(r"\b" + re.escape(lemma.replace("_", " ")) + r"\b", re.IGNORECASE)
+            out.setdefault(lemma, []).extend((s.id, ex) for ex in s.examples if pat.search(ex))
+    return out
+
+
+def wic_wn(split: list[Synset], seed: int = 0) -> tuple[list[tuple[str, str]], list[int]]:
+    """WiC-WN: two example sentences that use one lemma -> 1 when they illustrate the same
+    synset, 0 when two of its synsets; per lemma as many of each as the rarer kind allows, so
+    the task is balanced (a seeded choice). The splits being disjoint by lemma, no lemma is in
+    two splits' pairs."""
+    rng = random.Random(seed)
+    pairs, labels = [], []
+    for _, occ in sorted(_occurrences(split).items()):
+        same = [(a, b) for i, a in enumerate(occ) for b in occ[i + 1:] if a[0] == b[0]]
+        other = [(a, b) for i, a in enumerate(occ) for b in occ[i + 1:] if a[0] != b[0]]
+        n = min(len(same), len(other))
+        for label, kind in ((1, same), (0, other)):
+            for a, b in rng.sample(kind, n):
+                pairs.append((a[1], b[1]))
+                labels.append(label)
+    return pairs, labels
+
+
 def wn_lex(split: list[Synset]) -> tuple[list[str], list[int]]:
     """WN-lex: each synset's definition -> its lexicographer class (an index of LEXNAMES)."""
     keep = [s for s in split if s.definition]
@@ -145,4 +177,4 @@ def wn_lex(split: list[Synset]) -> tuple[list[str], list[int]]:
 
 
 __all__ = ["DEFAULT_ROOT", "INSTALL", "LEXNAMES", "POS_FILES", "SPLITS", "Synset", "parse_line",
-           "read_synsets", "split_synsets", "wn_lex", "wordnet_root"]
+           "read_synsets", "split_synsets", "wic_wn", "wn_lex", "wordnet_root"]

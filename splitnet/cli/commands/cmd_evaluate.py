@@ -23,7 +23,8 @@ def configure(p) -> None:
     p.description = (
         "Score the encoder of a 'splitnet train --task mlm' checkpoint on tasks built from "
         "WordNet 3.0 ('apt-get install wordnet-base'), split so no synset or lemma is in both "
-        "train and test: wn-lex (a definition -> one of 45 lexicographer classes). Each task "
+        "train and test: wn-lex (a definition -> one of 45 lexicographer classes) and wic-wn "
+        "(two example sentences using one lemma -> the same sense or not, balanced). Each task "
         "reports a linear probe on the frozen encoder's mean final state beside a bag-of-words "
         "logistic regression and the majority class, as a table on stdout (and --json).")
     add_model_source(p, task=" --task mlm")

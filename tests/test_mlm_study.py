@@ -1,0 +1,65 @@
+"""experiments/mlm_study.py at a toy size, so the study cannot rot: its arrangements have equal
+parameters, a run records its curve and WN-lex (on the WordNet fixture), the report writes the
+doc's table from the cached records, and the table in docs/mlm.md is the cache's."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments" / "mlm_study.py"
+
+
+@pytest.fixture(scope="module")
+def study():
+    spec = importlib.util.spec_from_file_location("mlm_study", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mlm_study"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_arrangements_have_equal_parameters(study):
+    from splitnet.configs.config import SplitConfig
+    from splitnet.mlm import MLM_VOCAB
+    from splitnet.nets.cost import count_params
+
+    n = [count_params(SplitConfig(scheme=s, weights=w, vocab_size=MLM_VOCAB, max_len=64,
+                                  causal=False, **study.MODEL))[0]
+         for s, w in study.ARRANGEMENTS.values()]
+    assert max(n) / min(n) < 1.005
+
+
+def test_a_toy_study_and_its_report(study, tmp_path, monkeypatch):
+    monkeypatch.setenv("WNSEARCHDIR", str(ROOT / "tests" / "data" / "wordnet"))
+    for name, value in (("CACHE", tmp_path / "cache"), ("RUNS", tmp_path / "runs"),
+                        ("DOC", tmp_path / "mlm.md"), ("FIGURE", tmp_path / "f.png"),
+                        ("STEPS", 6), ("SEEDS", (0, 1)),
+                        ("ARRANGEMENTS", {k: study.ARRANGEMENTS[k]
+                                          for k in ("Transformer", "Macaron")}),
+                        ("MODEL", {**study.MODEL, "d_model": 16, "n_heads": 2, "n_layers": 1}),
+                        ("RUN", {**study.RUN, "context": 16, "batch_size": 4,
+                                 "eval_every": 3})):
+        monkeypatch.setattr(study, name, value)
+    study.study()
+    rec = json.loads((tmp_path / "cache" / "Macaron-1.json").read_text())
+    assert [s for s, _, _ in rec["curve"]] == [3, 6] and rec["wn_lex"]["task"] == "wn-lex"
+    (tmp_path / "mlm.md").write_text("x\n<!-- mlm-study:begin -->\nold\n<!-- mlm-study:end -->\n")
+    study.report()
+    doc = (tmp_path / "mlm.md").read_text()
+    assert "| Macaron |" in doc and "old" not in doc and (tmp_path / "f.png").stat().st_size
+
+
+def test_the_doc_table_is_the_caches(study):
+    recs = study._records()
+    if set(recs) != set(study.ARRANGEMENTS) or any(len(v) < 3 for v in recs.values()):
+        pytest.skip("the study's cache is not complete")
+    assert study.table(recs) in (ROOT / "docs" / "mlm.md").read_text()
+
+
+def test_paired_t(study):
+    # differences 1, 1.5, 1.5: mean 4/3, standard deviation sqrt(1/12), t = 8
+    assert study._paired_t([2.0, 3.0, 4.0], [1.0, 1.5, 2.5]) == pytest.approx(8.0)
