@@ -74,8 +74,8 @@ PUBLIC_NAMES = {
     "particle_system": "problems", "partitioned_system": "problems",
 }
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
-PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "nets",
-            "order", "plots", "reversible", "runs", "spec", "training", "translate")
+PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "mlm",
+            "nets", "order", "plots", "reversible", "runs", "spec", "training", "translate")
 
 # Public modules that need an optional extra to import (name -> the pip extra). They are served
 # (`sn.hf`, `import splitnet.hf`: without the extra, one ImportError naming it), but `__all__`

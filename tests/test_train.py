@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from splitnet import checkpoint as ck
 from splitnet import train as T
@@ -187,7 +188,7 @@ def test_sigterm_saves_checkpoint(text, tmp_path):
 
 def _poison_loss_from_step_6(monkeypatch) -> None:
     """The training loss becomes NaN from the 6th call of cross_entropy (the 6th step) on."""
-    real = T.F.cross_entropy
+    real = F.cross_entropy
     calls = {"n": 0}
 
     def poisoned(*a, **k):
@@ -195,7 +196,7 @@ def _poison_loss_from_step_6(monkeypatch) -> None:
         out = real(*a, **k)
         return out * float("nan") if calls["n"] > 5 else out
 
-    monkeypatch.setattr(T.F, "cross_entropy", poisoned)
+    monkeypatch.setattr(F, "cross_entropy", poisoned)
 
 
 def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys):

@@ -583,7 +583,8 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 __all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
            "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_BEAM",
-           "MAX_SEED", "METHODS", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS",
+           "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL",
+           "PARAM_DTYPES", "POSITIONS",
            "SCHEDULES", "SDPA_BACKENDS", "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY",
            "WEIGHTS", "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options",
            "cli_fields", "config_from_call", "config_signature", "foreign_options", "int_list",

@@ -176,5 +176,5 @@ def wn_lex(split: list[Synset]) -> tuple[list[str], list[int]]:
     return [s.definition for s in keep], [s.lex for s in keep]
 
 
-__all__ = ["DEFAULT_ROOT", "INSTALL", "LEXNAMES", "POS_FILES", "SPLITS", "Synset", "parse_line",
-           "read_synsets", "split_synsets", "wic_wn", "wn_lex", "wordnet_root"]
+__all__ = ["DEFAULT_ROOT", "INSTALL", "LEXNAMES", "POS_FILES", "POS_LETTER", "SPLITS", "Synset",
+           "parse_line", "read_synsets", "split_synsets", "wic_wn", "wn_lex", "wordnet_root"]
