@@ -130,7 +130,7 @@ def known_baseline(command: str, s: dict) -> list[str] | None:
                       "--max-new-tokens", "4", "--no-progress"],
         "evaluate": ["--checkpoint", str(s["mlm"]), "--wordnet",
                      str(Path(ROOT) / "tests" / "data" / "wordnet"), "--seed", "4",
-                     "--max-train", "50", "--json", f"{out}/e.json"],
+                     "--max-train", "50", "--random-init", "--json", f"{out}/e.json"],
     }.get(command)
 
 

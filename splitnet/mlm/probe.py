@@ -1,6 +1,8 @@
 """Scoring a pre-trained encoder on a labelled text task, beside two baselines computed the same
 way (issue 29):
 
+* **fine-tuning** (optional): the encoder and a linear head on its pooled features trained
+  together (:func:`fine_tune_accuracy`);
 * **linear probe**: the encoder frozen; each text's bytes (cut to the model's context, padded
   with spaces) run through it, the final states (after the last norm) averaged over the text's
   own positions; a multinomial logistic regression on the standardised features;
@@ -36,24 +38,75 @@ def encode(texts: Sequence[str], context: int) -> tuple[torch.Tensor, torch.Tens
     return ids, torch.tensor([len(r) for r in raw])
 
 
+def pooled(model, texts: Sequence[str], device="cpu") -> torch.Tensor:
+    """Mean final state (after the last norm) over each text's own positions, (N, d_model),
+    on ``device``, differentiable."""
+    ids, lengths = encode(texts, model.config.max_len)
+    ids, lengths = ids.to(device), lengths.to(device)
+    h = model.norm(model.run_layers(model.embed(ids))).float()
+    keep = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).float()
+    return (h * keep[..., None]).sum(1) / lengths[:, None].float()
+
+
 @torch.no_grad()
 def features(model, texts: Sequence[str], batch_size: int = 64, device="cpu",
              progress: Callable[[int], None] | None = None) -> torch.Tensor:
-    """Mean final state over each text's own positions (N, d_model), float32 on the CPU.
-    Texts are sorted by length so a batch pads little."""
+    """:func:`pooled` of every text, float32 on the CPU, the model in eval mode. Texts are
+    sorted by length so a batch pads little."""
     model.eval()
-    context = model.config.max_len
     order = sorted(range(len(texts)), key=lambda i: len(texts[i].encode("utf-8")))
     out = torch.zeros(len(texts), model.config.d_model)
     for k in range(0, len(order), batch_size):
         rows = order[k:k + batch_size]
-        ids, lengths = encode([texts[i] for i in rows], context)
-        h = model.norm(model.run_layers(model.embed(ids.to(device)))).float().cpu()
-        keep = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).float()
-        out[rows] = (h * keep[..., None]).sum(1) / lengths[:, None].float()
+        out[rows] = pooled(model, [texts[i] for i in rows], device).cpu()
         if progress is not None:
             progress(len(rows))
     return out
+
+
+def _inputs_features(model, inputs: Sequence, device) -> torch.Tensor:
+    """:func:`pooled` of texts, or :func:`pair_features` of two texts' (differentiable)."""
+    if inputs and not isinstance(inputs[0], str):
+        return pair_features(pooled(model, [a for a, _ in inputs], device),
+                             pooled(model, [b for _, b in inputs], device))
+    return pooled(model, inputs, device)
+
+
+def fine_tune_accuracy(model, train_x: Sequence, train_y, test_x: Sequence, test_y,
+                       n_classes: int, steps: int = 500, batch_size: int = 32, lr: float = 3e-4,
+                       seed: int = 0, device="cpu") -> float:
+    """Fine-tuning: a copy of the encoder and a linear head on its pooled features (a pair's:
+    ``[a * b, |a - b|]``) trained together, cross-entropy, AdamW (``lr``, linear warm-up over
+    the first tenth of ``steps``, batches drawn with a seeded generator), then scored on the
+    test inputs. ``model`` itself is left unchanged."""
+    import copy
+
+    torch.manual_seed(seed)
+    enc = copy.deepcopy(model).to(device).train()
+    width = model.config.d_model * (1 if not train_x or isinstance(train_x[0], str) else 2)
+    head = torch.nn.Linear(width, n_classes).to(device)
+    params = [*enc.parameters(), *head.parameters()]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    g = torch.Generator().manual_seed(seed)
+    ytr = torch.as_tensor(train_y)
+    for _ in range(steps):
+        rows = torch.randint(0, len(train_x), (batch_size,), generator=g).tolist()
+        logits = head(_inputs_features(enc, [train_x[i] for i in rows], device))
+        loss = F.cross_entropy(logits, ytr[rows].to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+    enc.eval()
+    right = 0
+    with torch.no_grad():
+        for k in range(0, len(test_x), 64):
+            pred = head(_inputs_features(enc, list(test_x[k:k + 64]), device)).argmax(-1)
+            right += int((pred.cpu() == torch.as_tensor(test_y[k:k + 64])).sum())
+    return right / len(test_x)
 
 
 def fit_logistic(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float = 1e-4,
@@ -139,5 +192,5 @@ def baselines(train_texts, train_y, test_texts, test_y, n_classes: int) -> dict:
     return {"majority": majority, "bag_of_words": float((predict(Xte) == yte).float().mean())}
 
 
-__all__ = ["PAD_BYTE", "bag_of_words", "baselines", "encode", "features", "fit_logistic",
-           "pair_features", "probe_accuracy"]
+__all__ = ["PAD_BYTE", "bag_of_words", "baselines", "encode", "features", "fine_tune_accuracy",
+           "fit_logistic", "pair_features", "pooled", "probe_accuracy"]

@@ -48,9 +48,10 @@ def _subsample(texts: list, labels: list, n: int | None, seed: int):
 
 
 def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed: int = 0,
-             device="cpu", progress: Callable[[str, int], Callable[[int], None]] | None = None
-             ) -> list[dict]:
-    """One record per task: sizes, the encoder's linear-probe accuracy, the baselines'.
+             device="cpu", progress: Callable[[str, int], Callable[[int], None]] | None = None,
+             fine_tune: int = 0) -> list[dict]:
+    """One record per task: sizes, the encoder's linear-probe accuracy, the baselines', and
+    with ``fine_tune`` steps the fine-tuned encoder's (:func:`probe.fine_tune_accuracy`).
     ``progress(description, total)`` returns an ``update(n)`` for the feature passes."""
     splits = W.split_synsets(W.read_synsets(root), seed=seed)
     out = []
@@ -68,16 +69,24 @@ def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed:
         rec = {"task": name, "classes": k, "train": len(tx), "test": len(ex),
                "probe": probe.probe_accuracy(ftr, ytr, fte, yte, k)}
         rec.update(probe.baselines(tx, ty, ex, ey, k))
+        if fine_tune:
+            rec["fine_tune"] = probe.fine_tune_accuracy(model, tx, ty, ex, ey, k,
+                                                        steps=fine_tune, seed=seed,
+                                                        device=device)
+            rec["fine_tune_steps"] = fine_tune
         out.append(rec)
     return out
 
 
 def table(records: list[dict]) -> str:
-    lines = ["| task | classes | train | test | encoder (linear probe) | bag of words | "
-             "majority |", "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['task']} | {r['classes']} | {r['train']:,} | {r['test']:,} | "
-              f"{r['probe']:.1%} | {r['bag_of_words']:.1%} | {r['majority']:.1%} |"
-              for r in records]
+    tuned = any("fine_tune" in r for r in records)
+    lines = ["| task | classes | train | test | encoder (linear probe) | "
+             + ("encoder (fine-tuned) | " if tuned else "") + "bag of words | majority |",
+             "|---|---:|---:|---:|---:|" + ("---:|" if tuned else "") + "---:|---:|"]
+    for r in records:
+        ft = f"{r['fine_tune']:.1%} | " if "fine_tune" in r else ("— | " if tuned else "")
+        lines.append(f"| {r['task']} | {r['classes']} | {r['train']:,} | {r['test']:,} | "
+                     f"{r['probe']:.1%} | {ft}{r['bag_of_words']:.1%} | {r['majority']:.1%} |")
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from .._args import (
     add_threads_option,
     nonempty,
     positive_int,
+    seed,
     set_threads,
     torch_device,
 )
@@ -35,10 +36,14 @@ def configure(p) -> None:
                         "/usr/share/wordnet)")
     p.add_argument("--max-train", type=positive_int, default=20000, metavar="N",
                    help="training examples per task at most, a seeded sample (default 20000)")
+    p.add_argument("--fine-tune", type=positive_int, default=None, metavar="STEPS",
+                   help="also fine-tune a copy of the encoder with a linear head for STEPS "
+                        "AdamW steps of batch 32 per task and report its accuracy")
     p.add_argument("--random-init", action="store_true",
                    help="score the checkpoint's architecture freshly initialised instead (the "
                         "encoder's own baseline)")
-    p.add_argument("--seed", type=int, default=0, help="split and sample seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0,
+                   help="split, sample and initialisation seed (default 0)")
     p.add_argument("--json", metavar="FILE", type=nonempty, default=None,
                    help="also write the records as JSON (atomically)")
     add_device_option(p)
@@ -83,7 +88,7 @@ def run(args) -> int:
         return bar.update
 
     records = suite.evaluate(model, args.wordnet, max_train=args.max_train, seed=args.seed,
-                             device=device, progress=progress)
+                             device=device, progress=progress, fine_tune=args.fine_tune or 0)
     print(suite.table(records))
     if args.json:
         atomic_write_text(args.json, json.dumps({"checkpoint": str(args.checkpoint),
