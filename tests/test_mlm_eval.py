@@ -104,6 +104,24 @@ def test_wic_pairs_are_balanced_and_share_a_lemma():
     assert k == 2 and P.baselines(tx, ty, ex, ey, k) == {"majority": 0.5, "bag_of_words": 1.0}
 
 
+def test_the_lexicon_and_wn_polarity(tmp_path):
+    from splitnet.mlm import lexicon as L
+
+    lex = L.read_tsv(FIXTURE / "lexicon.tsv")
+    assert len(lex) == 9 and lex["happy"] == 1 and lex["bitter"] == 0
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("happy\tglad\n")
+    with pytest.raises(ValueError, match=r"line 1: expected 'word<TAB>positive\|negative'"):
+        L.read_tsv(bad)
+    syn = W.read_synsets(FIXTURE)
+    x, y = W.wn_polarity(syn, lex)
+    assert len(x) == 9 and sum(y) == 5 and all(t.startswith("being ") for t in x)
+    with pytest.raises(ValueError, match="names the head lemma of no adjective"):
+        S.task_data("wn-polarity", {"train": syn, "test": syn}, {"zzz": 1})
+    with pytest.raises(FileNotFoundError, match="r-cran-tidytext"):
+        L.read_tidytext(tmp_path / "Rdata")
+
+
 def test_encode_pads_with_spaces_and_features_ignore_the_padding():
     torch.manual_seed(0)
     from splitnet.nets.models import SplitTransformer
@@ -158,6 +176,11 @@ def test_the_command_on_the_fixture(tmp_path):
     wic = json.loads((tmp_path / "e.json").read_text())["records"][1]
     assert wic["task"] == "wic-wn" and wic["test"] == 4 and "| wic-wn | 2 |" in r.stdout
     assert "encoder (fine-tuned)" in r.stdout and wic["fine_tune_steps"] == 5
+    # wn-polarity with the fixture's lexicon; without a lexicon it is left out with a note
+    r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", FIXTURE, "--seed", "4",
+                  "--lexicon", FIXTURE / "lexicon.tsv")
+    assert r.returncode == 0, r.stderr
+    assert "| wn-polarity | 2 |" in r.stdout
     # one line and exit 2: no WordNet, not a masked LM, a split with no test synsets
     r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", tmp_path / "none")
     assert r.returncode == 2 and W.INSTALL in r.stderr and r.stderr.count("\n") == 1

@@ -4,8 +4,10 @@ from WordNet (:mod:`.wordnet`), each beside the baselines of :mod:`.probe`.
 Tasks (``TASKS``), trained on (up to ``max_train`` of) the train split, scored on the test
 split, the splits disjoint by synset and lemma: **wn-lex**, a synset's definition -> its
 lexicographer class (45 classes); **wic-wn**, two example sentences using one lemma -> same
-synset or not (balanced; a pair's features are ``[a * b, |a - b|]`` of the two texts').
-(WN-polarity, issue 29's third, needs a sentiment lexicon a fresh machine does not have.)
+synset or not (balanced; a pair's features are ``[a * b, |a - b|]`` of the two texts');
+**wn-polarity**, an adjective synset's definition -> the polarity of its head lemma in a
+sentiment lexicon (:mod:`.lexicon`: Bing's, from tidytext, or a TSV), left out with a note when
+no lexicon is at hand.
 """
 
 from __future__ import annotations
@@ -17,14 +19,24 @@ import torch
 
 from . import probe
 from . import wordnet as W
+from .lexicon import load_lexicon
 
-TASKS = ("wn-lex", "wic-wn")
+TASKS = ("wn-lex", "wic-wn", "wn-polarity")
 SUITES = ("wordnet",)
 
 
-def task_data(name: str, splits: dict) -> tuple[tuple[list, list], tuple[list, list], int]:
+def task_data(name: str, splits: dict, lexicon: dict | None = None
+              ) -> tuple[tuple[list, list], tuple[list, list], int]:
     """``((train inputs, labels), (test inputs, labels), classes)`` of task ``name``; an
-    input is a text, or a pair of texts."""
+    input is a text, or a pair of texts. ``lexicon``: wn-polarity's word -> polarity."""
+    if name == "wn-polarity":
+        if lexicon is None:
+            raise ValueError("wn-polarity needs a sentiment lexicon")
+        train = W.wn_polarity(splits["train"], lexicon)
+        if not train[0]:
+            raise ValueError("wn-polarity: the lexicon names the head lemma of no adjective in "
+                             "the training split (is it a lexicon of English words?)")
+        return train, W.wn_polarity(splits["test"], lexicon), 2
     if name == "wn-lex":
         return W.wn_lex(splits["train"]), W.wn_lex(splits["test"]), len(W.LEXNAMES)
     if name == "wic-wn":
@@ -49,14 +61,25 @@ def _subsample(texts: list, labels: list, n: int | None, seed: int):
 
 def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed: int = 0,
              device="cpu", progress: Callable[[str, int], Callable[[int], None]] | None = None,
-             fine_tune: int = 0) -> list[dict]:
+             fine_tune: int = 0, lexicon=None, warn: Callable[[str], None] | None = None
+             ) -> list[dict]:
     """One record per task: sizes, the encoder's linear-probe accuracy, the baselines', and
     with ``fine_tune`` steps the fine-tuned encoder's (:func:`probe.fine_tune_accuracy`).
     ``progress(description, total)`` returns an ``update(n)`` for the feature passes."""
     splits = W.split_synsets(W.read_synsets(root), seed=seed)
+    words = None
+    if "wn-polarity" in tasks:
+        try:
+            words = load_lexicon(lexicon)
+        except FileNotFoundError as e:
+            if lexicon is not None:
+                raise
+            tasks = [t for t in tasks if t != "wn-polarity"]
+            if warn is not None:
+                warn(f"wn-polarity left out: {e}")
     out = []
     for name in tasks:
-        (tx, ty), (ex, ey), k = task_data(name, splits)
+        (tx, ty), (ex, ey), k = task_data(name, splits, words)
         if not tx or not ex:
             raise ValueError(f"{name}: the split left {len(tx)} training and {len(ex)} test "
                              f"examples; WordNet's data files look truncated (try another "

@@ -170,6 +170,13 @@ def wic_wn(split: list[Synset], seed: int = 0) -> tuple[list[tuple[str, str]], l
     return pairs, labels
 
 
+def wn_polarity(split: list[Synset], lexicon: dict[str, int]) -> tuple[list[str], list[int]]:
+    """WN-polarity (an SST-2 analogue): an adjective synset whose head lemma the sentiment
+    ``lexicon`` lists -> its polarity (1 positive, 0 negative), from the synset's definition."""
+    keep = [s for s in split if s.id[0] == "a" and s.definition and s.lemmas[0] in lexicon]
+    return [s.definition for s in keep], [lexicon[s.lemmas[0]] for s in keep]
+
+
 def wn_lex(split: list[Synset]) -> tuple[list[str], list[int]]:
     """WN-lex: each synset's definition -> its lexicographer class (an index of LEXNAMES)."""
     keep = [s for s in split if s.definition]
@@ -177,4 +184,5 @@ def wn_lex(split: list[Synset]) -> tuple[list[str], list[int]]:
 
 
 __all__ = ["DEFAULT_ROOT", "INSTALL", "LEXNAMES", "POS_FILES", "POS_LETTER", "SPLITS", "Synset",
-           "parse_line", "read_synsets", "split_synsets", "wic_wn", "wn_lex", "wordnet_root"]
+           "parse_line", "read_synsets", "split_synsets", "wic_wn", "wn_lex", "wn_polarity",
+           "wordnet_root"]

@@ -25,7 +25,8 @@ def configure(p) -> None:
         "Score the encoder of a 'splitnet train --task mlm' checkpoint on tasks built from "
         "WordNet 3.0 ('apt-get install wordnet-base'), split so no synset or lemma is in both "
         "train and test: wn-lex (a definition -> one of 45 lexicographer classes) and wic-wn "
-        "(two example sentences using one lemma -> the same sense or not, balanced). Each task "
+        "(two example sentences using one lemma -> the same sense or not, balanced) and "
+        "wn-polarity (an adjective's definition -> its sentiment in a lexicon). Each task "
         "reports a linear probe on the frozen encoder's mean final state beside a bag-of-words "
         "logistic regression and the majority class, as a table on stdout (and --json).")
     add_model_source(p, task=" --task mlm")
@@ -34,6 +35,10 @@ def configure(p) -> None:
     p.add_argument("--wordnet", metavar="DIR", type=nonempty, default=None,
                    help="folder holding WordNet's data.noun ... (default $WNSEARCHDIR or "
                         "/usr/share/wordnet)")
+    p.add_argument("--lexicon", metavar="FILE", type=nonempty, default=None,
+                   help="wn-polarity's sentiment lexicon, lines 'word<TAB>positive|negative' "
+                        "(default: Bing's, from the r-cran-tidytext package, read with the "
+                        "rdata package; without either the task is left out)")
     p.add_argument("--max-train", type=positive_int, default=20000, metavar="N",
                    help="training examples per task at most, a seeded sample (default 20000)")
     p.add_argument("--fine-tune", type=positive_int, default=None, metavar="STEPS",
@@ -77,6 +82,10 @@ def run(args) -> int:
     if args.json:
         check_output_file(args.json, "--json")
     wordnet.wordnet_root(args.wordnet)             # before the model loads: one line if absent
+    if args.lexicon is not None:
+        from ..._io import input_kind
+
+        input_kind(args.lexicon, "--lexicon")
     device = torch_device(args.device)
     set_threads(args.threads)
     model = _model(args, device)
@@ -87,9 +96,13 @@ def run(args) -> int:
         bar = tqdm(total=total, unit="text", desc=name, disable=not show, file=sys.stderr)
         return bar.update
 
+    notes: list[str] = []
     records = suite.evaluate(model, args.wordnet, max_train=args.max_train, seed=args.seed,
-                             device=device, progress=progress, fine_tune=args.fine_tune or 0)
+                             device=device, progress=progress, fine_tune=args.fine_tune or 0,
+                             lexicon=args.lexicon, warn=notes.append)
     print(suite.table(records))
+    for note in notes:       # after the table: an error stays the one line on stderr
+        print(f"splitnet evaluate: note: {note}", file=sys.stderr)
     if args.json:
         atomic_write_text(args.json, json.dumps({"checkpoint": str(args.checkpoint),
                                                  "random_init": args.random_init,

@@ -1,0 +1,70 @@
+"""A sentiment lexicon for WN-polarity: word -> positive (1) or negative (0).
+
+Bing Liu's opinion lexicon (6,786 words) ships in the Debian package ``r-cran-tidytext`` as the
+``sentiments`` data frame of an R lazy-load database (``data/Rdata.rdx``: a gzipped index of
+variables, ``data/Rdata.rdb``: each variable a 4-byte length and a zlib-compressed R
+serialisation), which the ``rdata`` package parses. A plain ``word<TAB>positive|negative`` file
+serves as well (any other lexicon, and the tests' fixture).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+TIDYTEXT = Path("/usr/lib/R/site-library/tidytext/data/Rdata")
+RECIPE = "apt-get install r-cran-tidytext and pip install rdata, or give --lexicon FILE"
+LABELS = {"negative": 0, "positive": 1}
+
+
+def read_tsv(path) -> dict[str, int]:
+    """``word<TAB>positive|negative`` lines (blank lines and ``#`` comments skipped)."""
+    out = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        word, _, label = line.partition("\t")
+        if label.strip() not in LABELS:
+            raise ValueError(f"{path} line {n}: expected 'word<TAB>positive|negative', got "
+                             f"{line[:60]!r}")
+        out[word.strip().lower()] = LABELS[label.strip()]
+    return out
+
+
+def read_tidytext(base: Path = TIDYTEXT) -> dict[str, int]:
+    """The Bing lexicon out of tidytext's lazy-load database (module docstring)."""
+    try:
+        import rdata
+    except ImportError:
+        raise FileNotFoundError(f"no sentiment lexicon: reading tidytext's needs the rdata "
+                                f"package ({RECIPE})") from None
+    index = Path(str(base) + ".rdx")
+    if not index.is_file():
+        raise FileNotFoundError(f"no sentiment lexicon: {index} is missing ({RECIPE})")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        offset, length = (int(x) for x in rdata.read_rds(index)["variables"]["sentiments"])
+    with open(str(base) + ".rdb", "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length)
+    (size,) = struct.unpack(">I", raw[:4])
+    data = zlib.decompress(raw[4:])
+    if len(data) != size:
+        raise ValueError(f"{base}.rdb: the sentiments entry is damaged")
+    import warnings
+
+    with warnings.catch_warnings():     # rdata names the tibble classes it maps to data.frame
+        warnings.simplefilter("ignore", UserWarning)
+        frame = rdata.conversion.convert(rdata.parser.parse_data(data, expand_altrep=True))
+    return {str(w).lower(): LABELS[str(s)] for w, s in zip(frame["word"], frame["sentiment"])}
+
+
+def load_lexicon(path=None) -> dict[str, int]:
+    """``path`` (a TSV) when given, else tidytext's Bing lexicon."""
+    return read_tsv(path) if path is not None else read_tidytext()
+
+
+__all__ = ["LABELS", "RECIPE", "TIDYTEXT", "load_lexicon", "read_tidytext", "read_tsv"]
