@@ -27,12 +27,15 @@ from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import saved_bytes
 
 
-def _pair(a, scheme, device):
+def _pair(a, scheme, device, n_layers=None, **extra):
+    """The plain network and the reversible one (``extra``: its options) with the same
+    parameters, seed 0, in training mode (``benchmarks/gpu_reversible.py`` uses it too)."""
     torch.manual_seed(0)
     kw = {"vocab_size": a.vocab, "d_model": a.d_model, "n_heads": a.n_heads,
-          "n_layers": a.n_layers, "scheme": scheme, "max_len": a.seq_len}
+          "n_layers": a.n_layers if n_layers is None else n_layers, "scheme": scheme,
+          "max_len": a.seq_len}
     plain = SplitTransformer(**kw).to(device)
-    rev = SplitTransformer(**kw, reversible=True).to(device)
+    rev = SplitTransformer(**kw, reversible=True, **extra).to(device)
     rev.load_state_dict(plain.state_dict())
     return plain.train(), rev.train()
 

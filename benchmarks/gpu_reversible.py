@@ -23,12 +23,15 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import run_stack, start_pair
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_reversible import _pair
 
 
 def _sync(device):
@@ -37,13 +40,7 @@ def _sync(device):
 
 
 def _models(a, n_layers, device, **extra):
-    torch.manual_seed(0)
-    kw = {"vocab_size": a.vocab, "d_model": a.d_model, "n_heads": a.n_heads,
-          "n_layers": n_layers, "scheme": a.scheme, "max_len": a.seq_len}
-    plain = SplitTransformer(**kw).to(device)
-    rev = SplitTransformer(**kw, reversible=True, **extra).to(device)
-    rev.load_state_dict(plain.state_dict())
-    return plain.train(), rev.train()
+    return _pair(a, a.scheme, device, n_layers, **extra)
 
 
 def _step(model, idx, device) -> tuple[float, int]:

@@ -130,6 +130,10 @@ def test_encode_pads_with_spaces_and_features_ignore_the_padding():
     assert ids.tolist()[0] == [97, 98, 32, 32] and n.tolist() == [2, 4, 1]
     alone = P.features(m, ["ab"])
     mixed = P.features(m, ["abcdefgh", "ab"])         # padded beside a longer text
+    with torch.no_grad():                             # the mean over the text's own 2 bytes
+        ids = torch.tensor([[97, 98, 32, 32, 32, 32, 32, 32]])
+        h = m.norm(m.run_layers(m.embed(ids)))[0, :2].mean(0)
+    torch.testing.assert_close(mixed[1], h, rtol=1e-5, atol=1e-6)
     assert torch.equal(P.features(m, ["ab", "abcdefgh"])[0], mixed[1])
     assert not torch.allclose(alone[0], mixed[1])    # bidirectional: the pads are seen
 
