@@ -73,3 +73,23 @@ def test_autocast_only_for_float32_weights_on_cuda(param_dtype, amp, on):
     ctx = autocast(cfg, torch.device("cuda"))
     assert isinstance(ctx, torch.autocast) is on
     assert isinstance(autocast(cfg, torch.device("cpu")), contextlib.nullcontext)
+
+
+def _seq2seq(**kw):
+    from splitnet.configs.seq2seq import Seq2SeqConfig
+
+    model = Seq2SeqConfig(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6)
+    return TrainConfig(task="translate", model=model, batch_size=256, context=128, **kw)
+
+
+def test_a_translation_step_on_cuda_keeps_16_bit_floats_and_no_scores():
+    """The seed-scale run (benchmarks/gpu_seed_scale.py): 75.9 GiB per process said on the
+    CPU rule, so six runs could not share one H200 although their batches are short."""
+    cfg = _seq2seq()
+    cpu, cuda = estimate_memory(cfg, device="cpu"), estimate_memory(cfg, device="cuda")
+    m = cfg.model
+    weights = 16.0 * (12 * (8 * 512 ** 2 + 2 * 512 * m.d_ff) + 2 * m.tgt_vocab * 512)
+    scores = 4.0 * 2 * 256 * 128 * 12 * 2 * 8 * 128
+    assert cpu - weights == pytest.approx(2 * (cuda - weights) + scores)
+    assert estimate_memory(_seq2seq(amp=False), device="cuda") == cpu
+    assert cuda < 40 * GIB < cpu

@@ -235,3 +235,29 @@ def test_two_gloo_processes_match_one(copy_tsv, tmp_path):
         assert abs(ra["loss"] - rb["loss"]) < 1e-5 and abs(ra["grad_norm"] - rb["grad_norm"]) \
             < 1e-4, (ra, rb)
     assert abs(a[-1]["val_loss"] - b[-1]["val_loss"]) < 1e-5
+
+
+def test_a_signal_during_the_final_beam_search_stops_cleanly_and_resume_scores(
+        copy_tsv, tmp_path, monkeypatch, capsys):
+    """A job scheduler's SIGTERM while the test pairs are translated: the exit status says
+    so (128 + 15, no traceback), the last step's checkpoint is whole, and --resume scores."""
+    import signal
+
+    from splitnet.translate import translation
+
+    real = translation.test_scores
+
+    def killed(*a, **kw):
+        os.kill(os.getpid(), signal.SIGTERM)     # raises at once: the section is armed
+        time.sleep(5)
+        raise AssertionError("the signal did not stop the beam search")
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(translation, "test_scores", killed)
+    assert _train(out, copy_tsv, "--steps", "6", "--eval-every", "3") == 128 + signal.SIGTERM
+    assert "checkpoint saved at step 6" in capsys.readouterr().err
+    assert ck.load(out)["step"] == 6
+    assert not any("test_bleu" in r for r in _metrics(out))
+    monkeypatch.setattr(translation, "test_scores", real)
+    assert main(["train", "--resume", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    assert next(r for r in _metrics(out) if "test_bleu" in r)["step"] == 6

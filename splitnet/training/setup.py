@@ -160,7 +160,7 @@ def estimate_memory(cfg: TrainConfig, world: int = 1, device=None) -> float:
     if cfg.task == "translate":
         from ..translate.translation import estimate_memory as seq2seq_memory
 
-        return seq2seq_memory(cfg, world)
+        return seq2seq_memory(cfg, world, _on_cuda(cfg, device))
     m = cfg.model
     sch = m.resolved_scheme()
     n_d = sch.n_stages("diffusion")

@@ -503,7 +503,7 @@ def _session(run: _Run, t_start: float) -> dict:
     try:
         sig = _loop(run)
         if sig is None and run.step == cfg.steps:
-            _final_scores(run)
+            sig = _final_scores(run)
     finally:
         run.bar.close()
         if run.metrics is not None:
@@ -513,19 +513,23 @@ def _session(run: _Run, t_start: float) -> dict:
     return _summary(run, sig, t_loop - t_start)
 
 
-def _final_scores(run: _Run) -> None:
+def _final_scores(run: _Run) -> int | None:
     """Translation: BLEU and chrF of beam search on the test pairs, logged and written to
-    metrics.jsonl (rank 0; ``bleu_sentences`` 0: none)."""
+    metrics.jsonl (rank 0; ``bleu_sentences`` 0: none). A signal during the beam search stops
+    it and is returned: the last step's checkpoint is complete, and ``--resume`` scores."""
     cfg = run.cfg
     if cfg.task != "translate" or not cfg.bleu_sentences:
-        return
+        return None
     model = sharding.scoring_model(run.model, cfg, run.env)    # fsdp: gathered to rank 0
     if not run.env.is_main:
-        return
+        return None
     from ..translate.translation import test_scores
-    with run.signals.interruptible():
-        run.scores = test_scores(model, run.corpus, cfg.bleu_sentences, cfg.beam,
-                                 cfg.length_penalty, run.env.device, run.log)
+    try:
+        with run.signals.interruptible():
+            run.scores = test_scores(model, run.corpus, cfg.bleu_sentences, cfg.beam,
+                                     cfg.length_penalty, run.env.device, run.log)
+    except Interrupted as e:
+        return e.signum
     run.model.train()
     if run.scores:
         _log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})

@@ -216,16 +216,20 @@ def test_scores(model, data: PairData, n: int, beam: int, length_penalty: float,
     return scores
 
 
-def estimate_memory(cfg, world: int = 1) -> float:
+def estimate_memory(cfg, world: int = 1, cuda: bool = False) -> float:
     """Rough bytes a translation step needs on one process (as
     :func:`splitnet.training.setup.estimate_memory`): 16 bytes per parameter, and per token of
-    source and target about 30 d_model floats and 4 d_ff per layer, plus attention scores."""
+    source and target about 30 d_model floats and 4 d_ff per layer, plus the attention scores
+    (heads x context per layer) and the logits. On CUDA under bf16 autocast (``cuda=True``,
+    ``--amp``, float32 weights) the floats kept are 16-bit and fused SDPA keeps no scores."""
     m = cfg.model
     d, ff, L = m.d_model, m.d_ff, m.n_encoder_layers + m.n_decoder_layers
     params = L * (8 * d * d + 2 * d * ff) + 2 * m.tgt_vocab * d
     tokens = 2 * cfg.batch_size // (world * cfg.grad_accum) * cfg.context
-    per_token = L * (30 * d + 4 * ff + 2 * m.n_heads * cfg.context) + 2 * m.tgt_vocab
-    return 16.0 * params + 4.0 * tokens * per_token
+    fused = cuda and cfg.amp and cfg.param_dtype == "float32"
+    scores = 0 if fused else 2 * m.n_heads * cfg.context
+    per_token = L * (30 * d + 4 * ff + scores) + 2 * m.tgt_vocab
+    return 16.0 * params + (2.0 if fused else 4.0) * tokens * per_token
 
 
 __all__ = ["PairData", "Seq2SeqLoss", "estimate_memory", "load_data", "model_config",
