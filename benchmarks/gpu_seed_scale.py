@@ -60,6 +60,9 @@ def _args(argv=None):
     p.add_argument("--warmup", type=int, default=400,
                    help="warm-up steps (the paper's 4000 is longer than the run) (default 400)")
     p.add_argument("--calib-steps", type=int, default=40)
+    p.add_argument("--steps", type=int,
+                   help="every run's steps, instead of the calibrated count (the budget still "
+                        "stops a run that goes past it)")
     p.add_argument("--evals", type=int, default=8, help="validations per run (default 8)")
     p.add_argument("--final-s", type=float, default=75.0,
                    help="seconds kept for the final validation and beam search (default 75)")
@@ -236,6 +239,8 @@ def main(argv=None) -> int:
         return 1
     steps, every, t_step = plan(a, names, time.monotonic() - t0,
                                 a.budget_s - (time.monotonic() - start))
+    if a.steps:
+        steps, every = a.steps, max(1, a.steps // a.evals)
     info.update(steps=steps, eval_every=every, t_step=t_step)
     print(f"calibrated: {t_step:.3f} s/step (slowest); {steps} steps, validation every {every}",
           flush=True)
