@@ -71,6 +71,10 @@ def _args(argv=None):
     p.add_argument("--out", type=Path,
                    default=Path(os.environ.get("OUT") or ROOT / "runs") / "seed_scale")
     p.add_argument("--smoke", action="store_true", help="tiny CPU models on the copy task")
+    p.add_argument("--table", type=Path, nargs="+", metavar="DIR",
+                   help="print the per-arrangement table of recorded runs (DIR/summary.json)")
+    p.add_argument("--doc", type=Path, help="with --table: write each table between the "
+                   "markers <!-- seed_scale:DIRNAME --> of this document")
     return p.parse_args(argv)
 
 
@@ -205,6 +209,29 @@ def table(rows: list[dict], info: dict) -> str:
     return "\n".join(out)
 
 
+def arm_table(summary: dict) -> str:
+    """One row per arrangement: each seed's value, then the mean (the docs' table)."""
+    def cell(vals, p):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        each = " / ".join(f"{v:.{p}f}" for v in vals)
+        return f"{each} (**{sum(vals) / len(vals):.{p}f}**)" if len(vals) > 1 else each
+
+    arms = list(dict.fromkeys(r["arm"] for r in summary["runs"]))
+    out = ["| arrangement | seeds | steps | final val loss | best val loss | BLEU | chrF | "
+           "s/step | device MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm in arms:
+        rs = [r for r in summary["runs"] if r["arm"] == arm]
+        out.append(f"| {arm} | {len(rs)} | {min(r['step'] for r in rs)} | "
+                   f"{cell([r['val_loss'] for r in rs], 3)} | "
+                   f"{cell([r['best_val_loss'] for r in rs], 3)} | "
+                   f"{cell([r['bleu'] for r in rs], 2)} | {cell([r['chrf'] for r in rs], 2)} | "
+                   f"{cell([r['step_s_median'] for r in rs], 3)} | "
+                   f"{cell([r['gpu_mib'] for r in rs], 0)} |")
+    return "\n".join(out)
+
+
 def _info(a, corpus: str) -> dict:
     import torch
 
@@ -220,6 +247,16 @@ def _info(a, corpus: str) -> dict:
 
 def main(argv=None) -> int:
     a = _args(argv)
+    if a.table:
+        tables = {d.name: arm_table(json.loads((d / "summary.json").read_text()))
+                  for d in a.table}
+        if a.doc is not None:
+            sys.path.insert(0, str(ROOT))
+            from splitnet.dev.docblocks import write_blocks
+
+            write_blocks(a.doc, "seed_scale", tables)
+        print("\n\n".join(tables.values()))
+        return 0
     start = time.monotonic()
     a.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(a.runs, ignore_errors=True)

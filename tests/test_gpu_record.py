@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "data" / "gpu-h200-2026-11-26"
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -42,3 +44,42 @@ def test_the_reversible_benchmark_runs_on_the_cpu(tmp_path):
     res = json.loads(out.read_text())
     assert [row["n_layers"] for row in res["rows"]] == [2, 4]
     assert res["reconstruction"]["grid=10"] == 0.0 < res["reconstruction"]["grid=None"]
+
+
+SEED_SCALE = DATA / "seed_scale"
+
+
+def test_the_translation_doc_quotes_the_recorded_seed_scale_runs():
+    """docs/translation.md's seed-scale tables are the recorded H200 summaries, rendered; its
+    reading's numbers are theirs."""
+    import gpu_seed_scale
+
+    doc = (ROOT / "docs" / "translation.md").read_text()
+    for d in ("steps2800", "steps944"):
+        summary = json.loads((SEED_SCALE / d / "summary.json").read_text())
+        assert summary["device"] == "NVIDIA H200" and summary["date"] == "2026-11-26"
+        assert all(r["rc"] == 0 and r["step"] == summary["steps"] for r in summary["runs"])
+        assert gpu_seed_scale.arm_table(summary) in doc
+    runs = json.loads((SEED_SCALE / "steps2800" / "summary.json").read_text())["runs"]
+    bleu = {a: sum(r["bleu"] for r in runs if r["arm"] == a) / 2
+            for a in ("Transformer", "Macaron", "Strang")}
+    assert [f"{v:.1f}" for v in bleu.values()] == ["32.9", "31.3", "33.5"]
+    assert "BLEU 32.9, 31.3, 33.5" in doc
+    best = [min(range(len(r["curve"])), key=lambda i: r["curve"][i][1]) for r in runs]
+    assert {runs[0]["curve"][i][0] for i in best} == {1750, 2100}     # "lowest at 1,750 or 2,100"
+    assert all(r["curve"][-1][1] > r["best_val_loss"] for r in runs)  # "rises after"
+
+
+@pytest.mark.slow
+def test_the_seed_scale_script_runs_on_the_cpu(tmp_path):
+    """The device call's path, tiny: calibration, the resumed runs, the table."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_seed_scale.py"), "--smoke",
+                        "--seeds", "0", "--arms", "Transformer,Strang", "--calib-steps", "10",
+                        "--steps", "30", "--budget-s", "240", "--runs", str(tmp_path / "runs"),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [(x["run"], x["step"], x["rc"]) for x in s["runs"]] == [("Transformer-s0", 30, 0),
+                                                                   ("Strang-s0", 30, 0)]
+    assert all(x["bleu"] is not None for x in s["runs"])

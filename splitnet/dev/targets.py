@@ -36,6 +36,7 @@ class Target:
 
 _SEEDS8 = "0,1,2,3,4,5,6,7"
 _LONG_MODELS = "transformer,macaron,sandwich,sdu-gates"
+_SEED_SCALE = "docs/data/gpu-h200-2026-11-26/seed_scale"
 
 TARGETS = {t.name: t for t in [
     Target("imports", "docs/architecture.md (the import map)", "seconds",
@@ -82,6 +83,10 @@ TARGETS = {t.name: t for t in [
            "~7 h on one thread (3 search + 12 study runs of ~27 min; cached in "
            "experiments/cache/translation/v2)",
            (("experiments/translation_study.py", "--search", "--study", "--report"),)),
+    Target("seed-scale", "docs/translation.md (the seed-scale tables, from the H200 runs "
+           "recorded in docs/data/gpu-h200-2026-11-26/seed_scale)", "seconds",
+           (("benchmarks/gpu_seed_scale.py", "--doc", "docs/translation.md", "--table",
+             f"{_SEED_SCALE}/steps2800", f"{_SEED_SCALE}/steps944"),)),
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",
            "~35 min on two threads (12 runs of 1-5 min; cached in experiments/cache/mlm)",
            (("experiments/mlm_study.py", "--study", "--report"),)),
