@@ -83,3 +83,16 @@ def test_the_seed_scale_script_runs_on_the_cpu(tmp_path):
     assert [(x["run"], x["step"], x["rc"]) for x in s["runs"]] == [("Transformer-s0", 30, 0),
                                                                    ("Strang-s0", 30, 0)]
     assert all(x["bleu"] is not None for x in s["runs"])
+
+
+def test_the_trainer_remeasure_is_the_recorded_one():
+    """The bf16 trainer after the autocast fix: the steady median of its recorded steps."""
+    import gzip
+    import statistics
+
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    for name, quoted in (("bf16_master", "653,489"), ("lt", "624,922")):
+        with gzip.open(DATA / "trainer_remeasure" / f"train_{name}.jsonl.gz", "rt") as f:
+            steps = [json.loads(x)["step_s"] for x in f if x.strip()]
+        assert len(steps) == 150
+        assert f"{16 * 1024 / statistics.median(steps[15:]):,.0f}" == quoted and quoted in doc
