@@ -3,6 +3,8 @@ arrangements at equal parameters, pre-trained on the same masked batches, then s
 
     python3 experiments/mlm_study.py --study      # the runs (cached; ~35 min on two threads)
     python3 experiments/mlm_study.py --report     # docs/mlm.md's tables and figure
+    python3 experiments/mlm_study.py --corpus austen --study --report
+                                                  # the same on Austen's novels (held-out novel)
 
 Arrangements (``ARRANGEMENTS``), each a bidirectional ``SplitTransformer`` (d_model 64, 4 heads,
 2 layers, context 64, init xavier): the Transformer (Lie–Trotter), the seed's Macaron encoder
@@ -12,12 +14,14 @@ fourth-order composition (shared: 7 stages a layer). Each pre-trains ``STEPS`` s
 lr 3e-3, cosine) on the standard library's bytes, seeds 0, 1, 2; for a seed every arrangement
 sees the same batches and masks, so differences are paired (paired t over seeds, against the
 Transformer). Reported: the held-out masked loss and accuracy (the trainer's fixed masked
-validation windows: the corpus's held-out files, not a held-out novel -- the Austen package is
-not on a fresh machine), and WN-lex by a linear probe (``splitnet.mlm.suite``, 20,000 training
-definitions) when WordNet is installed.
+validation windows of the corpus's held-out files), and WN-lex by a linear probe
+(``splitnet.mlm.suite``, 20,000 training definitions) when WordNet is installed. With
+``--corpus austen`` (``apt-get install r-cran-janeaustenr``) the same runs pre-train on five of
+Jane Austen's novels and are scored on the held-out sixth, *Persuasion*; their probes add
+WiC-WN and, with the Bing lexicon installed, WN-polarity.
 
-Each run's record is cached under ``experiments/cache/mlm/`` (never trained again); its
-checkpoint is in ``runs/mlm_study/`` (not committed).
+Each run's record is cached under ``experiments/cache/mlm/`` (``.../mlm/austen/`` for Austen;
+never trained again); its checkpoint is in ``runs/mlm_study/`` (not committed).
 """
 
 from __future__ import annotations
@@ -43,27 +47,40 @@ ARRANGEMENTS = {   # label -> (scheme, weights)
     "Strang": ("strang", "shared"),
     "Yoshida4": ("yoshida4", "shared"),
 }
+CORPORA = ("stdlib", "austen")
+
+
+def setting(corpus: str) -> tuple:
+    """(cache, runs, doc block, figure, probe tasks) of a pre-training corpus."""
+    if corpus == "stdlib":
+        return CACHE, RUNS, "mlm-study", FIGURE, ("wn-lex",)
+    return (CACHE / corpus, RUNS / corpus, f"mlm-study-{corpus}",
+            FIGURE.with_name(f"mlm_curves_{corpus}.png"), ("wn-lex", "wic-wn", "wn-polarity"))
+
+
 MODEL = {"d_model": 64, "n_heads": 4, "n_layers": 2, "init": "xavier"}
 RUN = {"context": 64, "batch_size": 32, "lr": 3e-3, "eval_every": 300, "ckpt_every": 1000}
 
 
-def _config(label: str, seed: int, out: Path, resume: bool):
+def _config(label: str, seed: int, out: Path, resume: bool, corpus: str = "stdlib"):
     from splitnet.configs.config import SplitConfig, TrainConfig
 
     scheme, weights = ARRANGEMENTS[label]
+    named = {} if corpus == "stdlib" else {"corpus": corpus}
     return TrainConfig(task="mlm", model=SplitConfig(scheme=scheme, weights=weights, **MODEL),
                        steps=STEPS, seed=seed, threads=2, progress=False, plot=False,
-                       out=str(out), resume=resume, overwrite=not resume, **RUN)
+                       out=str(out), resume=resume, overwrite=not resume, **RUN, **named)
 
 
-def run_one(label: str, seed: int) -> dict:
+def run_one(label: str, seed: int, corpus: str = "stdlib") -> dict:
     from splitnet.mlm import suite, wordnet
     from splitnet.runs import checkpoint as ck
     from splitnet.training.train import train
 
-    out = RUNS / f"{label}-{seed}"
+    _, runs, _, _, tasks = setting(corpus)
+    out = runs / f"{label}-{seed}"
     t0 = time.perf_counter()
-    summary = train(_config(label, seed, out, resume=(out / ck.CKPT).exists()))
+    summary = train(_config(label, seed, out, (out / ck.CKPT).exists(), corpus))
     wall = time.perf_counter() - t0
     metrics = [json.loads(x) for x in (out / ck.METRICS).read_text().splitlines() if x.strip()]
     curve = [(r["step"], r["val_loss"], r["val_acc"]) for r in metrics if "val_loss" in r]
@@ -78,19 +95,21 @@ def run_one(label: str, seed: int) -> dict:
     import torch
 
     torch.set_num_threads(2)
-    rec["wn_lex"] = suite.evaluate(ck.load_model(out), tasks=("wn-lex",), seed=0)[0]
+    for r in suite.evaluate(ck.load_model(out), tasks=tasks, seed=0):
+        rec[r["task"].replace("-", "_")] = r
     return rec
 
 
-def study() -> None:
-    CACHE.mkdir(parents=True, exist_ok=True)
+def study(corpus: str = "stdlib") -> None:
+    cache = setting(corpus)[0]
+    cache.mkdir(parents=True, exist_ok=True)
     for seed in SEEDS:
         for label in ARRANGEMENTS:
-            path = CACHE / f"{label}-{seed}.json"
+            path = cache / f"{label}-{seed}.json"
             if path.exists():
                 continue
             t0 = time.perf_counter()
-            rec = run_one(label, seed)
+            rec = run_one(label, seed, corpus)
             path.write_text(json.dumps(rec, indent=1))
             print(f"{label} seed {seed}: val loss {rec['val_loss']:.4f}, acc "
                   f"{rec['val_acc']:.4f}, wn-lex {rec.get('wn_lex', {}).get('probe')}, "
@@ -103,11 +122,11 @@ def _paired_t(a: list[float], b: list[float]) -> float:
     return math.inf if sd == 0 else statistics.mean(d) / (sd / math.sqrt(len(d)))
 
 
-def _records() -> dict[str, list[dict]]:
+def _records(cache: Path = CACHE) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for label in ARRANGEMENTS:
-        recs = [json.loads((CACHE / f"{label}-{s}.json").read_text()) for s in SEEDS
-                if (CACHE / f"{label}-{s}.json").exists()]
+        recs = [json.loads((cache / f"{label}-{s}.json").read_text()) for s in SEEDS
+                if (cache / f"{label}-{s}.json").exists()]
         if recs:
             out[label] = recs
     return out
@@ -126,41 +145,53 @@ def _t(label: str, vals: list[float], base: list[dict], key) -> str:
     return f"{_paired_t(vals, [key(r) for r in base]):+.1f}"
 
 
+PROBES = {"wn_lex": "WN-lex probe", "wic_wn": "WiC-WN probe", "wn_polarity": "WN-polarity probe"}
+
+
+def _probe_cells(label: str, rs: list[dict], base: list[dict], key: str) -> str:
+    vals = [r[key]["probe"] for r in rs if key in r]
+    kbase = [r for r in base if key in r]
+    if not vals:
+        return "— | — |"
+    return (f"{_cell(vals, 100, 1)} % | "
+            f"{_t(label, vals, kbase, lambda r: r[key]['probe'])} |")
+
+
 def table(recs: dict[str, list[dict]]) -> str:
     base = recs["Transformer"]
+    probes = [k for k in PROBES if any(k in r for r in base)] or ["wn_lex"]
     rows = ["| arrangement | params | MFLOP/token | held-out masked loss (nats) | t | restored "
-            "| t | WN-lex probe | t |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| t | " + "".join(f"{PROBES[k]} | t | " for k in probes).rstrip(),
+            "|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(probes)]
     for label, rs in recs.items():
         loss = [r["val_loss"] for r in rs]
         acc = [r["val_acc"] for r in rs]
-        wn = [r["wn_lex"]["probe"] for r in rs if "wn_lex" in r]
-        wbase = [r for r in base if "wn_lex" in r]
         rows.append(
             f"| {label} | {rs[0]['n_params']:,} | {rs[0]['flops_per_token'] / 1e6:.2f} | "
             f"{_cell(loss)} | {_t(label, loss, base, lambda r: r['val_loss'])} | "
             f"{_cell(acc, 100, 1)} % | {_t(label, acc, base, lambda r: r['val_acc'])} | "
-            f"{_cell(wn, 100, 1) + ' %' if wn else '—'} | "
-            f"{_t(label, wn, wbase, lambda r: r['wn_lex']['probe']) if wn else '—'} |")
+            + " ".join(_probe_cells(label, rs, base, k) for k in probes))
     return "\n".join(rows)
 
 
-def figure(recs: dict[str, list[dict]]) -> None:
+def figure(recs: dict[str, list[dict]], path: Path = FIGURE, what: str = "") -> None:
     from splitnet.plots import plot_seed_curves
 
     curves = {f"{label} ({len(rs)} seeds)": [[(st, lo) for st, lo, _ in r["curve"]] for r in rs]
               for label, rs in recs.items()}
-    plot_seed_curves(curves, FIGURE, "optimiser step", "held-out masked loss (nats)",
+    plot_seed_curves(curves, path, "optimiser step", f"held-out masked loss (nats){what}",
                      title="masked-LM pre-training at equal parameters (mean ± sd over seeds)",
                      zoom_from=STEPS // 2)
 
 
-def report() -> None:
-    recs = _records()
+def report(corpus: str = "stdlib") -> None:
+    cache, _, block, fig, _ = setting(corpus)
+    recs = _records(cache)
     if "Transformer" not in recs:
-        sys.exit("mlm_study: no Transformer runs cached; run --study first")
-    figure(recs)
+        sys.exit(f"mlm_study: no Transformer runs cached in {cache}; run --study first")
+    figure(recs, fig, ", Persuasion" if corpus == "austen" else "")
     text = DOC.read_text()
-    start, end = "<!-- mlm-study:begin -->", "<!-- mlm-study:end -->"
+    start, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
     i, j = text.index(start) + len(start), text.index(end)
     DOC.write_text(text[:i] + "\n" + table(recs) + "\n" + text[j:])
     print(table(recs))
@@ -170,11 +201,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--study", action="store_true")
     p.add_argument("--report", action="store_true")
+    p.add_argument("--corpus", choices=CORPORA, default="stdlib",
+                   help="pre-training corpus (austen: apt-get install r-cran-janeaustenr)")
     a = p.parse_args(argv)
     if a.study:
-        study()
+        study(a.corpus)
     if a.report or not a.study:
-        report()
+        report(a.corpus)
     return 0
 
 

@@ -63,3 +63,37 @@ def test_the_doc_table_is_the_caches(study):
 def test_paired_t(study):
     # differences 1, 1.5, 1.5: mean 4/3, standard deviation sqrt(1/12), t = 8
     assert study._paired_t([2.0, 3.0, 4.0], [1.0, 1.5, 2.5]) == pytest.approx(8.0)
+
+
+def test_the_austen_setting_caches_apart_and_reports_every_probe(study, tmp_path, monkeypatch):
+    """--corpus austen: its own cache, runs, block and figure; its table has a column pair for
+    each probe the records hold (a fake novel database stands in for the R package)."""
+    import numpy as np
+
+    from splitnet.mlm import corpora
+
+    base = tmp_path / "Rdata"
+    (tmp_path / "Rdata.rdx").write_bytes(b"")
+    monkeypatch.setattr(corpora, "AUSTEN", base)
+    monkeypatch.setattr(corpora, "read_variable", lambda b, name, recipe: np.array(
+        [f"{name}: it is a truth universally acknowledged, line {i}" for i in range(200)]))
+    monkeypatch.setenv("WNSEARCHDIR", str(ROOT / "tests" / "data" / "wordnet"))
+    real = study.setting      # the fixture's synsets leave WN-polarity no test split at seed 0
+    monkeypatch.setattr(study, "setting", lambda c: (*real(c)[:4], ("wn-lex", "wic-wn")))
+    for name, value in (("CACHE", tmp_path / "cache"), ("RUNS", tmp_path / "runs"),
+                        ("DOC", tmp_path / "mlm.md"), ("FIGURE", tmp_path / "f.png"),
+                        ("STEPS", 4), ("SEEDS", (0,)),
+                        ("ARRANGEMENTS", {"Transformer": study.ARRANGEMENTS["Transformer"]}),
+                        ("MODEL", {**study.MODEL, "d_model": 16, "n_heads": 2, "n_layers": 1}),
+                        ("RUN", {**study.RUN, "context": 16, "batch_size": 4,
+                                 "eval_every": 2})):
+        monkeypatch.setattr(study, name, value)
+    study.study("austen")
+    rec = json.loads((tmp_path / "cache" / "austen" / "Transformer-0.json").read_text())
+    assert {"wn_lex", "wic_wn"} <= set(rec) and rec["val_loss"] > 0
+    (tmp_path / "mlm.md").write_text("<!-- mlm-study-austen:begin -->\n"
+                                     "<!-- mlm-study-austen:end -->\n")
+    study.report("austen")
+    doc = (tmp_path / "mlm.md").read_text()
+    assert "| WN-lex probe | t | WiC-WN probe | t |" in doc
+    assert (tmp_path / "mlm_curves_austen.png").stat().st_size

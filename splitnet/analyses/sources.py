@@ -65,8 +65,10 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"windows must be an int >= 1, got {n!r}")
     model = ck.model_from_state(state, path)
-    corpus = D.load_corpus(tc.get("text"), tc.get("val_fraction", 0.05),
-                           exclude=[ck.checkpoint_file(path).parent])   # as training did
+    from ..mlm.corpora import load_run_corpus
+
+    corpus = load_run_corpus(tc.get("text"), tc.get("corpus"), tc.get("val_fraction", 0.05),
+                             exclude=[ck.checkpoint_file(path).parent])   # as training did
     if warn is not None and state.get("corpus") not in (None, corpus.fingerprint()):
         warn(f"the corpus changed since the checkpoint was written (checkpoint: "
              f"{D.describe_fingerprint(state.get('corpus'))}; now: "

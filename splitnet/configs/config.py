@@ -77,7 +77,7 @@ SCHEDULES = ("cosine", "inverse-sqrt")
 # valid, 10% test), so its test scores compare across runs and stored checkpoints keep their
 # split: --val-fraction is the language model's alone. The model options of one network only
 # (--scheme, --n-encoder-layers, ...) follow from the fields of the two model configs.
-TASK_OPTIONS = {"lm": ("text", "val_fraction"),
+TASK_OPTIONS = {"lm": ("text", "corpus", "val_fraction"),
                 "translate": ("pairs", "src_lang", "tgt_lang", "bpe", "label_smoothing", "beam",
                               "length_penalty", "bleu_sentences")}
 TRANSLATE_ONLY = TASK_OPTIONS["translate"]
@@ -87,6 +87,8 @@ MAX_BEAM = 1024
 # --pairs values that name a source rather than a path (translate.pairs.NAMED_SOURCES, kept
 # equal by tests/test_hostile_files.py): every other value is stored resolved, as --text is
 PAIR_NAMES = ("gettext", "bible", "copy", "reverse")
+# --corpus: named corpora of the language-model tasks (splitnet.mlm.corpora; tests/test_corpora)
+CORPORA = ("stdlib", "austen", "wordnet")
 # ---------------------------------------------------------------------------------------------
 # the model
 
@@ -249,6 +251,9 @@ class TrainConfig:
     text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
                               ".tar.gz/.zip archive (default: the Python standard library's "
                               ".py files)", metavar="PATH")
+    corpus: str | None = option(None, "a named corpus instead of --text: stdlib (default), austen "
+                                "(Jane Austen's novels, Persuasion held out; r-cran-janeaustenr)"
+                                ", wordnet (WordNet's glosses; wordnet-base)", choices=CORPORA)
     val_fraction: float = option(0.05, "validation share of the language model's corpus (a "
                                  "translation run splits its pairs by a fixed rule)")
     context: int = option(128, "sequence length in bytes (translate: the longest source or "
@@ -403,6 +408,10 @@ class TrainConfig:
             if not str(self.text).strip():
                 raise ValueError("text is empty: give a file, a directory, a glob or an archive")
             set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
+        if self.text is not None and self.corpus is not None:
+            raise ValueError("--text and --corpus both name the corpus: give one")
+        if self.corpus is not None:
+            _choice("corpus", self.corpus, CORPORA)
         if self.pairs is not None and str(self.pairs) not in PAIR_NAMES:
             if not str(self.pairs).strip():
                 raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
@@ -581,11 +590,10 @@ def cli_fields(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
-__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CUDAGRAPH_MODES",
-           "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS", "LOSSES", "MAX_BEAM",
-           "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL",
-           "PARAM_DTYPES", "POSITIONS",
-           "SCHEDULES", "SDPA_BACKENDS", "SESSION", "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY",
-           "WEIGHTS", "MissingDependency", "SplitConfig", "TrainConfig", "check_task_options",
-           "cli_fields", "config_from_call", "config_signature", "foreign_options", "int_list",
-           "option", "require"]
+__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CORPORA",
+           "CUDAGRAPH_MODES", "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS",
+           "LOSSES", "MAX_BEAM", "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES",
+           "PARALLEL", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "SESSION",
+           "TASKS", "TASK_OPTIONS", "TRANSLATE_ONLY", "WEIGHTS", "MissingDependency", "SplitConfig",
+           "TrainConfig", "check_task_options", "cli_fields", "config_from_call",
+           "config_signature", "foreign_options", "int_list", "option", "require"]

@@ -9,9 +9,9 @@ serves as well (any other lexicon, and the tests' fixture).
 
 from __future__ import annotations
 
-import struct
-import zlib
 from pathlib import Path
+
+from .rlazy import read_variable
 
 TIDYTEXT = Path("/usr/lib/R/site-library/tidytext/data/Rdata")
 RECIPE = "apt-get install r-cran-tidytext and pip install rdata, or give --lexicon FILE"
@@ -35,30 +35,9 @@ def read_tsv(path) -> dict[str, int]:
 def read_tidytext(base: Path = TIDYTEXT) -> dict[str, int]:
     """The Bing lexicon out of tidytext's lazy-load database (module docstring)."""
     try:
-        import rdata
-    except ImportError:
-        raise FileNotFoundError(f"no sentiment lexicon: reading tidytext's needs the rdata "
-                                f"package ({RECIPE})") from None
-    index = Path(str(base) + ".rdx")
-    if not index.is_file():
-        raise FileNotFoundError(f"no sentiment lexicon: {index} is missing ({RECIPE})")
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        offset, length = (int(x) for x in rdata.read_rds(index)["variables"]["sentiments"])
-    with open(str(base) + ".rdb", "rb") as fh:
-        fh.seek(offset)
-        raw = fh.read(length)
-    (size,) = struct.unpack(">I", raw[:4])
-    data = zlib.decompress(raw[4:])
-    if len(data) != size:
-        raise ValueError(f"{base}.rdb: the sentiments entry is damaged")
-    import warnings
-
-    with warnings.catch_warnings():     # rdata names the tibble classes it maps to data.frame
-        warnings.simplefilter("ignore", UserWarning)
-        frame = rdata.conversion.convert(rdata.parser.parse_data(data, expand_altrep=True))
+        frame = read_variable(base, "sentiments", RECIPE)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"no sentiment lexicon: {e}") from None
     return {str(w).lower(): LABELS[str(s)] for w, s in zip(frame["word"], frame["sentiment"])}
 
 

@@ -406,7 +406,9 @@ def _corpus(cfg: TrainConfig, state: dict | None, log):
 
         return load_data(cfg, state, log)
     # the run directory is never part of its own corpus (--out inside the --text folder)
-    corpus = D.load_corpus(cfg.text, cfg.val_fraction, exclude=[cfg.out])
+    from ..mlm.corpora import load_run_corpus
+
+    corpus = load_run_corpus(cfg.text, cfg.corpus, cfg.val_fraction, exclude=[cfg.out])
     D.check_context(corpus, cfg.context)
     if state is not None and state.get("corpus") != corpus.fingerprint():
         msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
