@@ -73,6 +73,10 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
         warn(f"the corpus changed since the checkpoint was written (checkpoint: "
              f"{D.describe_fingerprint(state.get('corpus'))}; now: "
              f"{D.describe_fingerprint(corpus.fingerprint())})")
+    if state.get("tokenizer") is not None:      # a BPE masked LM: its windows are tokens
+        from ..mlm.tokens import text_tokens, tokenize
+
+        corpus = tokenize(corpus, text_tokens(state))
     context = tc["context"]
     starts = D.val_starts(corpus, n, context, seed=0)
     if check_memory:

@@ -65,8 +65,7 @@ LOSSES = ("plain", "chunked")
 ADAMW_IMPLS = ("auto", "fused", "foreach", "for-loop")
 PARAM_DTYPES = ("float32", "bfloat16")
 TASKS = ("lm", "mlm", "translate")
-# a masked language model (--task mlm, splitnet.mlm) reads bytes 0..255 and one more id, the
-# mask token; its network is bidirectional (causal=False)
+# --task mlm (splitnet.mlm): bytes 0..255 and the mask token (--bpe N: N + 1 ids); bidirectional
 MLM_MASK_ID = 256
 MLM_VOCAB = 257
 PARALLEL = ("ddp", "fsdp")   # how torchrun's processes share a run (splitnet.training.sharding)
@@ -267,8 +266,8 @@ class TrainConfig:
     src_lang: str | None = option(None, "translate: source language (default en)", metavar="L")
     tgt_lang: str | None = option(None, "translate: target language (default de for the "
                                   "catalogues)", metavar="L")
-    bpe: int = option(0, "translate: a byte-level BPE of N tokens trained on the training pairs "
-                      "(tokenizers; 0 = byte tokens)", metavar="N")
+    bpe: int = option(0, "translate, mlm: a byte-level BPE of N tokens trained on the training "
+                      "pairs or text (tokenizers; 0 = byte tokens)", metavar="N")
     label_smoothing: float = option(0.1, "translate: label smoothing of the training loss")
     beam: int = option(4, "translate: beam width of the BLEU and chrF at the end", resume=FREE)
     length_penalty: float = option(0.6, "translate: beam search ranks log p / length^A",
@@ -425,7 +424,8 @@ class TrainConfig:
         if self.task == "mlm":        # bytes and the mask token, every token sees every other
             if self.model == SplitConfig(max_len=self.model.max_len):  # the default: an encoder's
                 set_(self, "model", self.model.replace(init="xavier"))  # init, as translation's
-            set_(self, "model", self.model.replace(vocab_size=MLM_VOCAB, causal=False))
+            vocab = self.model.vocab_size if self.bpe else MLM_VOCAB    # a BPE's: plan_run's
+            set_(self, "model", self.model.replace(vocab_size=vocab, causal=False))
         if self.model.max_len != self.context:
             set_(self, "model", self.model.replace(max_len=self.context))
         if self.batch_size % self.grad_accum:
@@ -447,13 +447,13 @@ class TrainConfig:
                                        if f.name != "model" and getattr(self, f.name) !=
                                        _field_default(f)])
         if self.task == "mlm" and self.loss == "chunked":
-            raise ValueError("--task mlm does not take --loss chunked (its loss counts the "
-                             "masked bytes only); use --loss plain")
-        if self.task != "translate":
-            return
+            raise ValueError("--task mlm does not take --loss chunked (its loss counts masked "
+                             "tokens only)")
         if self.bpe and not 260 <= self.bpe <= 2**20:
             raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
                              f"got {self.bpe}")
+        if self.task != "translate":
+            return
         clash = [n for n, v in (("refine_prob", self.refine_prob > 0),
                                 ("loss chunked", self.loss == "chunked"),
                                 ("compile", self.compile)) if v]
@@ -531,6 +531,7 @@ def foreign_options(task: str, names) -> list[str]:
     (``model.x`` or ``x``: a field of one model config and not of the other). In the order
     given."""
     _choice("task", task, TASKS)
+    names = [n for n in names if not (task == "mlm" and n == "bpe")]   # mlm reads --bpe too
     task = "translate" if task == "translate" else "lm"     # mlm reads what lm reads
     other = "translate" if task == "lm" else "lm"
     lm_model = {f.name for f in cli_fields(SplitConfig)}

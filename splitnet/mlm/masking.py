@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from ..configs.config import MLM_MASK_ID, MLM_VOCAB
 from ..runs import data as D
+from .tokens import mask_id_of
 
 MASK_ID = MLM_MASK_ID
 IGNORE = -100
@@ -30,19 +31,21 @@ P_MASK = 0.15
 SPLIT = (0.8, 0.1, 0.1)          # of the chosen: mask token, random byte, kept
 
 
-def mask_tokens(x: torch.Tensor, generator: torch.Generator, p: float = P_MASK):
-    """``(inputs, labels)`` of byte ids ``x`` (B, T) int64, as the module docstring says."""
+def mask_tokens(x: torch.Tensor, generator: torch.Generator, p: float = P_MASK,
+                mask_id: int = MASK_ID):
+    """``(inputs, labels)`` of ids ``x`` (B, T) int64, as the module docstring says; the random
+    replacements are ids below ``mask_id`` (bytes: 0..255; a BPE's: its vocabulary)."""
     if x.dim() != 2 or x.dtype != torch.long:
         raise ValueError(f"mask_tokens needs int64 ids of shape (B, T), got {x.dtype} "
                          f"{tuple(x.shape)}")
     u = torch.rand(x.shape, generator=generator)
     action = torch.rand(x.shape, generator=generator)
-    noise = torch.randint(0, D.VOCAB_SIZE, x.shape, generator=generator)
+    noise = torch.randint(0, mask_id, x.shape, generator=generator)
     k = max(1, round(p * x.shape[1]))
     chosen = torch.zeros_like(x, dtype=torch.bool)
     chosen.scatter_(1, u.topk(k, dim=1, largest=False).indices, True)
     inputs = x.clone()
-    inputs[chosen & (action < SPLIT[0])] = MASK_ID
+    inputs[chosen & (action < SPLIT[0])] = mask_id
     swap = chosen & (action >= SPLIT[0]) & (action < SPLIT[0] + SPLIT[1])
     inputs[swap] = noise[swap]
     labels = torch.where(chosen, x, torch.full_like(x, IGNORE))
@@ -56,7 +59,7 @@ def train_batch(corpus, step: int, global_batch: int, context: int, seed: int, r
     if global_batch % world:
         raise ValueError(f"global batch {global_batch} is not divisible by world size {world}")
     x, _ = D.train_batch(corpus, step, global_batch, context, seed)      # the global batch
-    inputs, labels = mask_tokens(x, D.step_generator(seed + 1, step))
+    inputs, labels = mask_tokens(x, D.step_generator(seed + 1, step), mask_id=mask_id_of(corpus))
     b = global_batch // world
     return inputs[rank * b:(rank + 1) * b], labels[rank * b:(rank + 1) * b]
 
@@ -64,7 +67,7 @@ def train_batch(corpus, step: int, global_batch: int, context: int, seed: int, r
 def masked_windows(corpus, starts: torch.Tensor, context: int, seed: int):
     """``(inputs, labels)`` of the validation windows at ``starts``, each masked by the
     generator of (seed, its start): the same at every evaluation and in every tool."""
-    pairs = [mask_tokens(x, D.step_generator(seed + 2, int(s)))
+    pairs = [mask_tokens(x, D.step_generator(seed + 2, int(s)), mask_id=mask_id_of(corpus))
              for s in starts for x, _ in D.val_batches(corpus, s.view(1), 1, context)]
     if not pairs:
         empty = torch.zeros(0, context, dtype=torch.long)

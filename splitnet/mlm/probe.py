@@ -24,24 +24,29 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-PAD_BYTE = 32          # a space: the texts are prose; its positions are left out of the mean
+from .tokens import BYTE_PAD, ByteText
+
+PAD_BYTE = BYTE_PAD     # a space: the texts are prose; its positions are left out of the mean
 
 
-def encode(texts: Sequence[str], context: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids (N, T), lengths (N,))``: each text's UTF-8 bytes cut to ``context``, padded with
-    spaces to the longest (T <= context); an empty text is one space."""
-    raw = [t.encode("utf-8")[:context] or b" " for t in texts]
+def encode(texts: Sequence[str], context: int, tokens=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids (N, T), lengths (N,))``: each text's ids cut to ``context``, padded to the longest
+    (T <= context) with the padding id; an empty text is one padding id. ``tokens``: the
+    checkpoint's (:func:`splitnet.mlm.tokens.text_tokens`; default UTF-8 bytes, padded with
+    spaces)."""
+    tokens = ByteText() if tokens is None else tokens
+    raw = [tokens.encode(t)[:context] or [tokens.pad_id] for t in texts]
     T = max((len(r) for r in raw), default=1)
-    ids = torch.full((len(raw), T), PAD_BYTE, dtype=torch.long)
+    ids = torch.full((len(raw), T), tokens.pad_id, dtype=torch.long)
     for i, r in enumerate(raw):
         ids[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
     return ids, torch.tensor([len(r) for r in raw])
 
 
-def pooled(model, texts: Sequence[str], device="cpu") -> torch.Tensor:
+def pooled(model, texts: Sequence[str], device="cpu", tokens=None) -> torch.Tensor:
     """Mean final state (after the last norm) over each text's own positions, (N, d_model),
     on ``device``, differentiable."""
-    ids, lengths = encode(texts, model.config.max_len)
+    ids, lengths = encode(texts, model.config.max_len, tokens)
     ids, lengths = ids.to(device), lengths.to(device)
     h = model.norm(model.run_layers(model.embed(ids))).float()
     keep = (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).float()
@@ -50,7 +55,7 @@ def pooled(model, texts: Sequence[str], device="cpu") -> torch.Tensor:
 
 @torch.no_grad()
 def features(model, texts: Sequence[str], batch_size: int = 64, device="cpu",
-             progress: Callable[[int], None] | None = None) -> torch.Tensor:
+             progress: Callable[[int], None] | None = None, tokens=None) -> torch.Tensor:
     """:func:`pooled` of every text, float32 on the CPU, the model in eval mode. Texts are
     sorted by length so a batch pads little."""
     model.eval()
@@ -58,23 +63,23 @@ def features(model, texts: Sequence[str], batch_size: int = 64, device="cpu",
     out = torch.zeros(len(texts), model.config.d_model)
     for k in range(0, len(order), batch_size):
         rows = order[k:k + batch_size]
-        out[rows] = pooled(model, [texts[i] for i in rows], device).cpu()
+        out[rows] = pooled(model, [texts[i] for i in rows], device, tokens).cpu()
         if progress is not None:
             progress(len(rows))
     return out
 
 
-def _inputs_features(model, inputs: Sequence, device) -> torch.Tensor:
+def _inputs_features(model, inputs: Sequence, device, tokens=None) -> torch.Tensor:
     """:func:`pooled` of texts, or :func:`pair_features` of two texts' (differentiable)."""
     if inputs and not isinstance(inputs[0], str):
-        return pair_features(pooled(model, [a for a, _ in inputs], device),
-                             pooled(model, [b for _, b in inputs], device))
-    return pooled(model, inputs, device)
+        return pair_features(pooled(model, [a for a, _ in inputs], device, tokens),
+                             pooled(model, [b for _, b in inputs], device, tokens))
+    return pooled(model, inputs, device, tokens)
 
 
 def fine_tune_accuracy(model, train_x: Sequence, train_y, test_x: Sequence, test_y,
                        n_classes: int, steps: int = 500, batch_size: int = 32, lr: float = 3e-4,
-                       seed: int = 0, device="cpu") -> float:
+                       seed: int = 0, device="cpu", tokens=None) -> float:
     """Fine-tuning: a copy of the encoder and a linear head on its pooled features (a pair's:
     ``[a * b, |a - b|]``) trained together, cross-entropy, AdamW (``lr``, linear warm-up over
     the first tenth of ``steps``, batches drawn with a seeded generator), then scored on the
@@ -93,7 +98,7 @@ def fine_tune_accuracy(model, train_x: Sequence, train_y, test_x: Sequence, test
     ytr = torch.as_tensor(train_y)
     for _ in range(steps):
         rows = torch.randint(0, len(train_x), (batch_size,), generator=g).tolist()
-        logits = head(_inputs_features(enc, [train_x[i] for i in rows], device))
+        logits = head(_inputs_features(enc, [train_x[i] for i in rows], device, tokens))
         loss = F.cross_entropy(logits, ytr[rows].to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -104,7 +109,8 @@ def fine_tune_accuracy(model, train_x: Sequence, train_y, test_x: Sequence, test
     right = 0
     with torch.no_grad():
         for k in range(0, len(test_x), 64):
-            pred = head(_inputs_features(enc, list(test_x[k:k + 64]), device)).argmax(-1)
+            pred = head(_inputs_features(enc, list(test_x[k:k + 64]), device,
+                                         tokens)).argmax(-1)
             right += int((pred.cpu() == torch.as_tensor(test_y[k:k + 64])).sum())
     return right / len(test_x)
 

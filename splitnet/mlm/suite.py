@@ -44,12 +44,14 @@ def task_data(name: str, splits: dict, lexicon: dict | None = None
     raise ValueError(f"unknown task {name!r}; the suite has: {', '.join(TASKS)}")
 
 
-def _features(model, inputs: list, device, step):
+def _features(model, inputs: list, device, step, tokens=None):
     if inputs and not isinstance(inputs[0], str):
-        fa = probe.features(model, [a for a, _ in inputs], device=device, progress=step)
-        fb = probe.features(model, [b for _, b in inputs], device=device, progress=step)
+        fa = probe.features(model, [a for a, _ in inputs], device=device, progress=step,
+                            tokens=tokens)
+        fb = probe.features(model, [b for _, b in inputs], device=device, progress=step,
+                            tokens=tokens)
         return probe.pair_features(fa, fb)
-    return probe.features(model, inputs, device=device, progress=step)
+    return probe.features(model, inputs, device=device, progress=step, tokens=tokens)
 
 
 def _subsample(texts: list, labels: list, n: int | None, seed: int):
@@ -61,11 +63,12 @@ def _subsample(texts: list, labels: list, n: int | None, seed: int):
 
 def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed: int = 0,
              device="cpu", progress: Callable[[str, int], Callable[[int], None]] | None = None,
-             fine_tune: int = 0, lexicon=None, warn: Callable[[str], None] | None = None
-             ) -> list[dict]:
+             fine_tune: int = 0, lexicon=None, warn: Callable[[str], None] | None = None,
+             tokens=None) -> list[dict]:
     """One record per task: sizes, the encoder's linear-probe accuracy, the baselines', and
     with ``fine_tune`` steps the fine-tuned encoder's (:func:`probe.fine_tune_accuracy`).
-    ``progress(description, total)`` returns an ``update(n)`` for the feature passes."""
+    ``progress(description, total)`` returns an ``update(n)`` for the feature passes;
+    ``tokens``: how the encoder reads text (:func:`splitnet.mlm.tokens.text_tokens`)."""
     splits = W.split_synsets(W.read_synsets(root), seed=seed)
     words = None
     if "wn-polarity" in tasks:
@@ -88,14 +91,15 @@ def evaluate(model, root=None, tasks=TASKS, max_train: int | None = 20000, seed:
         ytr, yte = torch.tensor(ty), torch.tensor(ey)
         texts = (len(tx) + len(ex)) * (1 if isinstance(tx[0], str) else 2)
         step = progress(name, texts) if progress else None
-        ftr, fte = _features(model, tx, device, step), _features(model, ex, device, step)
+        ftr = _features(model, tx, device, step, tokens)
+        fte = _features(model, ex, device, step, tokens)
         rec = {"task": name, "classes": k, "train": len(tx), "test": len(ex),
                "probe": probe.probe_accuracy(ftr, ytr, fte, yte, k)}
         rec.update(probe.baselines(tx, ty, ex, ey, k))
         if fine_tune:
             rec["fine_tune"] = probe.fine_tune_accuracy(model, tx, ty, ex, ey, k,
                                                         steps=fine_tune, seed=seed,
-                                                        device=device)
+                                                        device=device, tokens=tokens)
             rec["fine_tune_steps"] = fine_tune
         out.append(rec)
     return out

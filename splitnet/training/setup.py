@@ -162,6 +162,8 @@ def estimate_memory(cfg: TrainConfig, world: int = 1, device=None) -> float:
 
         return seq2seq_memory(cfg, world, _on_cuda(cfg, device))
     m = cfg.model
+    if cfg.task == "mlm" and cfg.bpe:         # the vocabulary the tokenizer will give
+        m = m.replace(vocab_size=cfg.bpe + 1)
     sch = m.resolved_scheme()
     n_d = sch.n_stages("diffusion")
     n_c = sch.n_stages("convection")
@@ -417,6 +419,11 @@ def _corpus(cfg: TrainConfig, state: dict | None, log):
         if not cfg.allow_data_change:
             raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
         log(f"warning: {msg}; going on (--allow-data-change)")
+    if cfg.task == "mlm" and cfg.bpe:
+        from ..mlm.tokens import bpe_corpus
+
+        corpus = bpe_corpus(corpus, cfg.bpe, state, log)
+        D.check_context(corpus, cfg.context)
     return corpus
 
 
@@ -441,6 +448,12 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
                              "(edited by hand?)")
         cfg = cfg.replace(model=model)
         _check_decode_memory(cfg, env.device)
+    elif cfg.task == "mlm" and cfg.bpe:           # the BPE's vocabulary and the mask token
+        model = cfg.model.replace(vocab_size=corpus.mask_id + 1)
+        if state is not None and model != cfg.model:
+            raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
+                             "(edited by hand?)")
+        cfg = cfg.replace(model=model)
     return cfg, state, corpus
 
 

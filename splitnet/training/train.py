@@ -240,7 +240,7 @@ def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
     """The checkpoint, then the loss plot (atomically); ``shards``: a sharded run's folder."""
     model_state, opt_state = ({}, {}) if shards else (run.model.state_dict(), run.opt.state_dict())
     extra = {"model_kind": ck.model_kind(run.model), **({"shards": shards} if shards else {})}
-    if run.cfg.task == "translate":
+    if getattr(run.corpus, "tokenizer", None) is not None:     # translate, mlm --bpe
         extra["tokenizer"] = run.corpus.tokenizer.to_dict()
     ck.save({"version": ck.VERSION, "step": run.step, **extra,
              "model_config": run.model.config.to_dict(), "model": model_state,
@@ -560,7 +560,8 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
     elif run.step == cfg.steps:
         vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
         if "val_acc" in run.last_extra:       # a masked LM: bits per masked byte, restored
-            vb += f" (masked bytes), {run.last_extra['val_acc']:.1%} restored"
+            unit = "tokens" if cfg.bpe else "bytes"
+            vb += f" (masked {unit}), {run.last_extra['val_acc']:.1%} restored"
         mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
         first = ""
         if run.step_times:

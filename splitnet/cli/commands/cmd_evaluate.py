@@ -70,7 +70,9 @@ def _model(args, device):
 
         torch.manual_seed(args.seed)
         model = type(model)(config=model.config)
-    return model.to(device).eval()
+    from ...mlm.tokens import text_tokens
+
+    return model.to(device).eval(), text_tokens(state)
 
 
 def run(args) -> int:
@@ -88,7 +90,7 @@ def run(args) -> int:
         input_kind(args.lexicon, "--lexicon")
     device = torch_device(args.device)
     set_threads(args.threads)
-    model = _model(args, device)
+    model, tokens = _model(args, device)
     show = sys.stderr.isatty() if args.progress is None else args.progress
     from tqdm.auto import tqdm
 
@@ -99,7 +101,7 @@ def run(args) -> int:
     notes: list[str] = []
     records = suite.evaluate(model, args.wordnet, max_train=args.max_train, seed=args.seed,
                              device=device, progress=progress, fine_tune=args.fine_tune or 0,
-                             lexicon=args.lexicon, warn=notes.append)
+                             lexicon=args.lexicon, warn=notes.append, tokens=tokens)
     print(suite.table(records))
     for note in notes:       # after the table: an error stays the one line on stderr
         print(f"splitnet evaluate: note: {note}", file=sys.stderr)
