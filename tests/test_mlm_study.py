@@ -60,6 +60,18 @@ def test_the_doc_table_is_the_caches(study):
     assert study.table(recs) in (ROOT / "docs" / "mlm.md").read_text()
 
 
+def test_the_austen_table_is_its_cache(study):
+    cache = study.setting("austen")[0]
+    recs = study._records(cache)
+    if set(recs) != set(study.ARRANGEMENTS) or any(len(v) < 3 for v in recs.values()):
+        pytest.skip("the Austen study's cache is not complete")
+    doc = (ROOT / "docs" / "mlm.md").read_text()
+    assert study.table(recs) in doc
+    loss = {k: [r["val_loss"] for r in v] for k, v in recs.items()}
+    assert all(m < t for m, t in zip(loss["Macaron"], loss["Transformer"]))   # "every seed"
+    assert min(loss["Yoshida4"]) > 2.7 and "stays at 2.71–2.74" in doc
+
+
 def test_paired_t(study):
     # differences 1, 1.5, 1.5: mean 4/3, standard deviation sqrt(1/12), t = 8
     assert study._paired_t([2.0, 3.0, 4.0], [1.0, 1.5, 2.5]) == pytest.approx(8.0)

@@ -41,7 +41,8 @@ from ..names import unknown_name
 from .docblocks import write_blocks
 from .targets import ROOT
 
-__all__ = ["CAUGHT", "DOC", "MODULES", "PROG", "SCORES", "SKIP_PATTERNS", "WORK", "Score",
+__all__ = ["ALSO_COPY", "CAUGHT", "DOC", "MODULES", "PROG", "SCORES", "SKIP_PATTERNS", "WORK",
+           "Score",
            "add_parser", "changed_lines", "config_text", "dotted", "format_list", "load_scores",
            "mutant_globs", "mutate_one", "render_table", "run", "score_of", "select",
            "touched_functions"]
@@ -55,13 +56,16 @@ MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/integrators/flows.py": ("tests/test_flows.py", "tests/test_mutation_flows.py"),
     "splitnet/integrators/subflows.py": ("tests/test_subflows.py",),
     "splitnet/fields/attention.py": ("tests/test_fields.py", "tests/test_mutation_fields.py"),
-    "splitnet/fields/cross.py": ("tests/test_fields.py", "tests/test_mutation_fields.py"),
+    "splitnet/fields/cross.py": ("tests/test_parity.py", "tests/test_seq2seq.py"),
     "splitnet/nets/learned.py": ("tests/test_learned.py", "tests/test_mutation_learned.py"),
     "splitnet/nets/generation.py": ("tests/test_generation.py", "tests/test_kvcache.py"),
     "splitnet/nets/decoding.py": ("tests/test_seq2seq.py",),
     "splitnet/runs/checkpoint.py": ("tests/test_checkpoint_integrity.py",),
 }
 # Lines whose statements are not mutated (regular expressions, mutmut's do_not_mutate_patterns).
+# what some tests read beside the package (test_parity imports benchmarks/parity.py,
+# test_seq2seq checks docs/translation.md and README.md against experiments/)
+ALSO_COPY = ("benchmarks", "docs", "experiments", "README.md")
 SKIP_PATTERNS = (r"^\s*raise\b", r"^\s*warnings\.warn\(")
 SCORES = ROOT / "tests" / "data" / "mutation_scores.json"
 DOC = ROOT / "docs" / "testing.md"
@@ -202,6 +206,7 @@ def config_text(module: str, pyproject: str) -> str:
     return base.rstrip("\n") + "\n\n" + "\n".join([
         "[tool.mutmut]   # written by python3 -m splitnet.dev mutate",
         'source_paths = ["splitnet"]',
+        f"also_copy = {_toml_list(ALSO_COPY)}",
         f"only_mutate = {_toml_list([module])}",
         f"pytest_add_cli_args_test_selection = {_toml_list(_tests(module))}",
         f"do_not_mutate_patterns = {_toml_list(SKIP_PATTERNS)}",
@@ -210,10 +215,11 @@ def config_text(module: str, pyproject: str) -> str:
 
 
 def _workdir(module: str) -> Path:
-    """``mutants/<module>/``: links to the package and the tests, and the configuration."""
+    """``mutants/<module>/``: links to the package, the tests and :data:`ALSO_COPY`, and the
+    configuration."""
     work = WORK / dotted(module)
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("splitnet", "tests"):
+    for name in ("splitnet", "tests", *ALSO_COPY):
         if not (work / name).is_symlink():
             (work / name).symlink_to(ROOT / name, target_is_directory=True)
     text = config_text(module, (ROOT / "pyproject.toml").read_text())
