@@ -80,5 +80,5 @@ def load_run_corpus(text=None, corpus=None, val_fraction: float = 0.05, exclude=
     raise ValueError(f"unknown corpus {corpus!r}: one of {', '.join(CORPORA)}")
 
 
-__all__ = ["AUSTEN", "AUSTEN_NOVELS", "CORPORA", "load_austen", "load_run_corpus",
+__all__ = ["AUSTEN", "AUSTEN_NOVELS", "AUSTEN_RECIPE", "CORPORA", "load_austen", "load_run_corpus",
            "load_wordnet"]
