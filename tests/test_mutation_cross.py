@@ -112,6 +112,13 @@ def test_the_memory_cache_as_keys_and_values_or_a_dict():
         m(0.0, x, memory_cache={})
 
 
+def test_the_defaults_no_dropout_and_the_given_norm_eps():
+    m = CrossAttention(D, 2).double().train()          # training mode, default dropout: none
+    x, mem = torch.randn(2, 3, D, dtype=torch.float64), torch.randn(2, 4, D, dtype=torch.float64)
+    torch.testing.assert_close(m(0.0, x, memory=mem), m(0.0, x, memory=mem), rtol=0, atol=0)
+    assert m.dropout == 0.0 and CrossAttention(D, 2, norm_eps=1e-3).norm.eps == 1e-3
+
+
 def test_dropout_only_in_training():
     m = _module(2, dropout=0.5)
     x = torch.randn(2, 3, D, dtype=torch.float64)
