@@ -149,3 +149,77 @@ def test_a_missing_field_is_named_with_the_scheme():
     with pytest.raises(ValueError, match="scheme 'scheme' advances diffusion, convection; no "
                                          "callable given for diffusion"):
         field_map(("diffusion", "convection"), convection=_Field())
+
+
+def test_a_sum_stage_runs_each_component_on_its_own_clock_scaled_by_the_step():
+    """``d:0.5, d+c:1, c:0.5``: in the sum stage the diffusion's clock is 0.5 step ahead of the
+    convection's (which has not moved), so the sum's offsets are ``h (c_j - c_0)``."""
+    from splitnet.integrators.flows import stage_fields
+
+    stages = parse("d:0.5,d+c:1,c:0.5")
+    a, b = _Field(1.0), _Field(2.0)
+    for h, kw in ((1.0, {}), (0.5, {"step_size": 0.5})):     # 1.0: the default step size
+        out = stage_fields(stages, {"diffusion": a, "convection": b}, **kw)
+        assert out[0] is a and out[2] is b
+        assert isinstance(out[1], SumField) and out[1].fields == [a, b]
+        assert out[1].offsets == [0.0, -0.5 * h]
+    x = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(out[1](0.5, x), (1.0 + 0.5) * x + (2.0 + 0.25) * x)
+
+
+def test_step_checks_by_default_and_passes_the_method_options():
+    stages = sn.schemes.get("strang").stages
+    x0 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    big = {"diffusion": lambda t, x: torch.full_like(x, 1.7e308), "convection": _Field(0.0)}
+    with pytest.raises(ValueError, match="NaN/inf"):
+        step(stages, big, x0, 0.0, 2.0, "euler")
+    assert not torch.isfinite(step(stages, big, x0, 0.0, 2.0, "euler", check=False)).all()
+    assert not torch.isfinite(integrate(stages, big, x0, (0.0, 2.0), 2.0, method="euler",
+                                        check=False)[-1]).all()
+    fields = {"diffusion": _Field(0.5), "convection": _Field(-0.25)}
+    for call in (lambda: step(stages, fields, x0, 0.0, 0.25, "euler", rtol=1e-3),
+                 lambda: integrate(stages, fields, x0, (0.0, 0.5), 0.25, method="euler",
+                                   rtol=1e-3)):
+        with pytest.raises(ValueError, match="its options"):
+            call()
+    loose = step(stages, fields, x0, 0.0, 0.25, "exact", rtol=1e-2, atol=1e-2)
+    tight = step(stages, fields, x0, 0.0, 0.25, "exact")
+    assert not torch.equal(loose, tight)
+    torch.testing.assert_close(loose, tight, rtol=0.1, atol=0.1)     # the same flow, looser
+
+
+def test_the_interval_tolerance_is_relative_to_at_least_one():
+    """``|n h - (T - t0)| <= 1e-9 max(1, |T - t0|)``: 0.5 off by 1.5e-9 is refused."""
+    with pytest.raises(ValueError, match="not an integer"):
+        n_steps_for((0.0, 0.5 + 1.5e-9), 0.25)
+    assert n_steps_for((0.0, 0.5 + 0.5e-9), 0.25)[2] == 2
+
+
+def test_the_cache_itself_reaches_the_component_that_takes_it():
+    seen = []
+
+    class Taker(_Field):
+        def __call__(self, t, x, **kw):
+            seen.append(kw.get("cache"))
+            return super().__call__(t, x, **kw)
+
+    cache = object()
+    SumField([Taker(supports_cache=True), _Field(mixes_tokens=False)], [0, 0])(
+        0.0, torch.ones(2), cache=cache)
+    assert seen == [cache]
+
+
+def test_a_field_the_scheme_does_not_advance_is_refused():
+    f = _Field()
+    with pytest.raises(ValueError, match="cross"):
+        field_map(["diffusion", "convection"], fields={"diffusion": f, "convection": f,
+                                                         "cross": f})
+
+
+def test_integrate_passes_the_method_options_to_every_step():
+    stages = sn.schemes.get("strang").stages
+    fields = {"diffusion": _Field(0.5), "convection": _Field(-0.25)}
+    x0 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    loose = integrate(stages, fields, x0, (0.0, 0.5), 0.25, rtol=1e-2, atol=1e-2)
+    tight = integrate(stages, fields, x0, (0.0, 0.5), 0.25)
+    assert not torch.equal(loose[-1], tight[-1])
