@@ -77,3 +77,16 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield                         # a module-level importorskip skips the whole file
     _fail_if_extra(collector.config, outcome.get_result())
+
+
+def load_script(path: Path):
+    """An ``experiments/`` or ``benchmarks/`` script imported as a module under its own name
+    (registered in ``sys.modules``, so dataclasses and pickling inside it work)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod
+    spec.loader.exec_module(mod)
+    return mod

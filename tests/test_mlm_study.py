@@ -2,12 +2,11 @@
 parameters, a run records its curve and WN-lex (on the WordNet fixture), the report writes the
 doc's table from the cached records, and the table in docs/mlm.md is the cache's."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "experiments" / "mlm_study.py"
@@ -15,11 +14,7 @@ SCRIPT = ROOT / "experiments" / "mlm_study.py"
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("mlm_study", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mlm_study"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def test_the_arrangements_have_equal_parameters(study):

@@ -3,22 +3,17 @@ equal parameters, the bytes saved for backward are flat in depth for the reversi
 grow with depth for the plain network, reconstruction is round-off in float64 and bit for bit in
 exact mode, and the tables and the depth figure are written from those rows."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "reversible_study.py"
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("reversible_study", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["reversible_study"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")

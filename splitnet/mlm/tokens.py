@@ -25,7 +25,6 @@ class ByteText:
     """Texts as UTF-8 bytes, for the probe: ``encode`` and the padding id."""
 
     pad_id = BYTE_PAD
-    mask_id = MLM_MASK_ID
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
