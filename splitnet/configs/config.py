@@ -37,6 +37,7 @@ from .options import (
     SESSION,
     WEIGHTS,
     check_network,
+    check_parallel,
     check_reversible,
     int_list,
     kind_options,
@@ -307,6 +308,9 @@ class TrainConfig:
     parallel: str = option("ddp", "how torchrun's processes share the run: ddp (each holds the "
                            "whole model) or fsdp (parameters, gradients and AdamW state sharded "
                            "over the ranks: PyTorch's FSDP2)", resume=FREE, choices=PARALLEL)
+    tp: int = option(1, "tensor parallelism (with --parallel fsdp): each field split over N "
+                     "ranks, FSDP over world/N (this launch's: not restored)", resume=SESSION,
+                     metavar="N")
     sync_every: int | None = option(None, "read losses back to the host every N steps (fewer "
                                     "syncs; default 10 on CUDA, 1 on the CPU)", resume=FREE)
     compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
@@ -384,7 +388,7 @@ class TrainConfig:
         set_(self, "order_penalty", _real("order_penalty", self.order_penalty, lo=0.0))
         self._check_learned()
         _choice("device", self.device, DEVICES)
-        self._check_parallel()
+        check_parallel(self, PARALLEL)
         for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
                               ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),
                               ("param_dtype", PARAM_DTYPES)):
@@ -473,20 +477,6 @@ class TrainConfig:
         if self.refine_prob > 0 and self.model.learn_coefficients:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
-
-    def _check_parallel(self) -> None:
-        _choice("parallel", self.parallel, PARALLEL)
-        if self.parallel != "fsdp":
-            return
-        clash = [n for n, v in (
-            ("--refine-prob", self.refine_prob > 0), ("--order-penalty", self.order_penalty > 0),
-            ("--reversible", getattr(self.model, "reversible", False)),
-            ("--param-dtype bfloat16", self.param_dtype == "bfloat16"),
-            ("--compile", self.compile)) if v]
-        if clash:
-            raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
-                             f"or swap whole layers outside the sharded forward); use "
-                             f"--parallel ddp")
 
     def _check_tensorboard(self) -> None:
         tb = self.tensorboard

@@ -216,6 +216,27 @@ def check_reversible(cfg, stacks) -> None:
                          f"is its exact flow), got {cfg.method!r}")
 
 
+def check_parallel(cfg, choices) -> None:
+    """``--parallel`` and ``--tp`` of a TrainConfig: what FSDP (splitnet.training.sharding) and
+    tensor parallelism (splitnet.training.tensor_parallel) do not take yet is refused."""
+    check_choice("parallel", cfg.parallel, choices)
+    if isinstance(cfg.tp, bool) or not isinstance(cfg.tp, int) or cfg.tp < 1:
+        raise ValueError(f"--tp must be a whole number >= 1, got {cfg.tp!r}")
+    if cfg.tp > 1 and cfg.parallel != "fsdp":
+        raise ValueError(f"--tp {cfg.tp} needs --parallel fsdp (FSDP over world/tp ranks)")
+    if cfg.parallel != "fsdp":
+        return
+    clash = [n for n, v in (
+        ("--refine-prob", cfg.refine_prob > 0), ("--order-penalty", cfg.order_penalty > 0),
+        ("--reversible", getattr(cfg.model, "reversible", False)),
+        ("--param-dtype bfloat16", cfg.param_dtype == "bfloat16"),
+        ("--compile", cfg.compile)) if v]
+    if clash:
+        raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
+                         f"or swap whole layers outside the sharded forward); use "
+                         f"--parallel ddp")
+
+
 def check_network(cfg) -> None:
     """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
     ``step_size``, ``d_ff`` (default ``4 d_model``), ``dropout``, ``method``, ``activation``,
@@ -240,6 +261,7 @@ def check_network(cfg) -> None:
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
            "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice",
-           "check_int", "check_network", "check_real", "check_reversible", "config_from_dict",
+           "check_int", "check_network", "check_parallel", "check_real", "check_reversible",
+           "config_from_dict",
            "int_list", "kind_option_fields", "kind_options", "option", "positive_ints",
            "scheme_spec"]

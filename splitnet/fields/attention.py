@@ -76,9 +76,12 @@ class Attention(nn.Module):
         h = self.norm(x)
         if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
             h = h.reshape(-1, n, d)                             # (B, n, d)
-        q, k, v = self.qkv(h).split(d, dim=-1)
+        # (B, n, 3 d') -> q, k, v: d' = d, or this rank's heads' width under --tp (whose plan,
+        # splitnet.training.tensor_parallel, hands each rank the q, k and v rows of its heads)
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
         hd = d // self.n_heads
-        q, k, v = (z.view(-1, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        heads = q.shape[-1] // hd
+        q, k, v = (z.view(-1, n, heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         mask, causal = None, self.causal
@@ -90,7 +93,7 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal)
-        y = y.transpose(1, 2).reshape(*lead, n, d)              # (..., n, d)
+        y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
         return self.resid_dropout(self.proj(y))
 
     def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:

@@ -47,9 +47,9 @@ class CrossAttention(nn.Module):
         if memory.dim() == 2:
             memory = memory.unsqueeze(0)
         b, m, d = memory.shape
-        k, v = self.kv(memory).split(d, dim=-1)
+        k, v = self.kv(memory).chunk(2, dim=-1)    # (B, M, d') each: d' = d / tp under --tp
         hd = d // self.n_heads
-        return tuple(z.view(b, m, self.n_heads, hd).transpose(1, 2) for z in (k, v))
+        return tuple(z.view(b, m, -1, hd).transpose(1, 2) for z in (k, v))
 
     def forward(self, t, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, memory_cache=None) -> torch.Tensor:
@@ -70,7 +70,7 @@ class CrossAttention(nn.Module):
         k, v = memory_cache
         *lead, n, d = x.shape
         hd = d // self.n_heads
-        q = self.q(self.norm(x)).reshape(-1, n, self.n_heads, hd).transpose(1, 2)
+        q = self.q(self.norm(x)).reshape(-1, n, k.shape[1], hd).transpose(1, 2)   # (B,H',n,hd)
         if k.shape[0] != q.shape[0]:
             k, v = k.expand(q.shape[0], -1, -1, -1), v.expand(q.shape[0], -1, -1, -1)
         mask = None
@@ -78,7 +78,7 @@ class CrossAttention(nn.Module):
             mask = ~memory_mask.bool()[:, None, None, :]
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(*lead, n, d)
+        y = y.transpose(1, 2).reshape(*lead, n, k.shape[1] * hd)
         return self.resid_dropout(self.proj(y))
 
     def extra_repr(self) -> str:

@@ -26,12 +26,22 @@ __all__ = ["Interrupted", "RunEnv", "Signals", "available_memory", "default_thre
 @dataclass
 class RunEnv:
     """Where this process runs: ``world`` processes, this one ``rank`` (``local_rank`` on its
-    node), on ``device``."""
+    node), on ``device``; ``tp`` consecutive ranks split each field (``--tp``) and so take the
+    same data: the batch is split over ``replicas`` = world / tp, this rank in ``replica``."""
 
     world: int
     rank: int
     local_rank: int
     device: torch.device
+    tp: int = 1
+
+    @property
+    def replicas(self) -> int:
+        return self.world // self.tp
+
+    @property
+    def replica(self) -> int:
+        return self.rank // self.tp
 
     @property
     def distributed(self) -> bool:

@@ -52,8 +52,8 @@ def held_out(run) -> tuple[float, dict]:
                 from ..translate.translation import validation_loss
 
                 return validation_loss(run.model, run.corpus, env.device), {}
-            share = run.vstarts.tensor_split(env.world)[env.rank]
-            batch = max(cfg.batch_size // (env.world * cfg.grad_accum), 32)
+            share = run.vstarts.tensor_split(env.replicas)[env.replica]
+            batch = max(cfg.batch_size // (env.replicas * cfg.grad_accum), 32)
             if cfg.task == "mlm":
                 from ..mlm import validation
 

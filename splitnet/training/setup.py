@@ -266,7 +266,7 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
             raise _damaged(cfg, e) from None
     if env.distributed and cfg.parallel == "fsdp":     # shards after the full state is in
         opt = sharding.restore(model, opt, lambda m: build_optimizer(m, cfg), env.device,
-                               env.world, cfg.amp)
+                               env.world, cfg.amp, env.tp)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
     if state is not None:
@@ -339,16 +339,16 @@ def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, 
     if cfg.task == "translate":
         from ..translate.translation import train_batch
 
-        batch, tokens = train_batch(corpus, cfg, step, env.rank, env.world)
+        batch, tokens = train_batch(corpus, cfg, step, env.replica, env.replicas)
         return list(batch), tokens
     if cfg.task == "mlm":            # the same windows, masked (splitnet.mlm)
         from ..mlm import train_batch
 
-        x, y = train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed, env.rank,
-                           env.world)
+        x, y = train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed, env.replica,
+                           env.replicas)
     else:
         x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
-                             env.rank, env.world)
+                             env.replica, env.replicas)
     return [x, y], cfg.batch_size * cfg.context
 
 
@@ -392,9 +392,14 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
                          f"gradients are taken before DDP averages them); use float32 with "
                          f"torchrun")
-    if cfg.batch_size % (env.world * cfg.grad_accum):
-        raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by world size "
-                         f"{env.world} x --grad-accum {cfg.grad_accum}")
+    env.tp = cfg.tp               # tp ranks share a batch (RunEnv)
+    if cfg.tp > 1:
+        from .tensor_parallel import check_tp
+
+        check_tp(cfg.tp, env.world, cfg.model)
+    if cfg.batch_size % (env.replicas * cfg.grad_accum):
+        raise ValueError(f"--batch-size {cfg.batch_size} must be divisible by the data-"
+                         f"parallel ranks {env.replicas} x --grad-accum {cfg.grad_accum}")
     if cfg.tensorboard_dir() is not None and env.is_main:
         from .tracking import check
 

@@ -42,19 +42,22 @@ def _fsdp():
     return fully_shard, MixedPrecisionPolicy
 
 
-def _options():
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(full_state_dict=True, cpu_offload=True)
-
-
-def shard(model, device: torch.device, world: int, amp: bool = True):
+def shard(model, device: torch.device, world: int, amp: bool = True, tp: int = 1):
     """Shard ``model`` in place over a 1-D mesh of ``world`` ranks on ``device``'s type: each
-    layer of each stack a unit, then the root. Returns the model (now an FSDP module)."""
+    layer of each stack a unit, then the root. With ``tp`` > 1 the mesh is 2-D, ``(world / tp,
+    tp)``: each field is split over ``tp`` first (:mod:`splitnet.training.tensor_parallel`),
+    then FSDP shards over ``dp``. Returns the model (now an FSDP module)."""
     fully_shard, MixedPrecisionPolicy = _fsdp()
     from torch.distributed.device_mesh import init_device_mesh
 
-    mesh = init_device_mesh(device.type, (world,))
+    if tp > 1:
+        from .tensor_parallel import parallelize
+
+        mesh = init_device_mesh(device.type, (world // tp, tp), mesh_dim_names=("dp", "tp"))
+        parallelize(model, mesh["tp"])
+        mesh = mesh["dp"]
+    else:
+        mesh = init_device_mesh(device.type, (world,))
     kw = {"mesh": mesh}
     if device.type == "cuda" and amp:
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
@@ -84,8 +87,10 @@ def save_shards(model, opt, out, step: int, is_main: bool) -> str | None:
         get_model_state_dict,
         get_optimizer_state_dict,
     )
+    from torch.utils._pytree import tree_map
 
     from ..runs import shards
+    from .tensor_parallel import checkpoint_ready
 
     torn = shards.folder_for(out, step, torn=True)
     if is_main and torn.exists():           # a save of this step that was interrupted
@@ -93,7 +98,7 @@ def save_shards(model, opt, out, step: int, is_main: bool) -> str | None:
     dist.barrier()
     state = {"model": get_model_state_dict(model),
              "optimizer": get_optimizer_state_dict(model, opt)}
-    dcp.save(state, checkpoint_id=str(torn))
+    dcp.save(tree_map(checkpoint_ready, state), checkpoint_id=str(torn))   # (--tp: re-laid)
     dist.barrier()
     return shards.publish(out, step) if is_main else None
 
@@ -119,9 +124,24 @@ def load_optimizer(model, opt, state: dict) -> None:
             if k != "params":
                 mine.setdefault(k, v)
     set_optimizer_state_dict(model, opt, state, options=StateDictOptions(full_state_dict=True))
+    _fix_headwise_state(model, opt, state["state"])
 
 
-def restore(model, opt, build_optimizer, device, world: int, amp: bool):
+def _fix_headwise_state(model, opt, named: dict) -> None:
+    """Under ``--tp``: the AdamW state of a per-head split tensor laid out as its parameter
+    (``set_optimizer_state_dict`` distributes a whole tensor by DTensor's labels, which do not
+    describe that layout: :mod:`splitnet.training.tensor_parallel`)."""
+    from .tensor_parallel import headwise_groups, local_rows
+
+    for name, p in model.named_parameters():
+        if not headwise_groups(p) or name not in named:
+            continue
+        for key, value in opt.state[p].items():
+            if key in named[name] and hasattr(value, "to_local") and value.shape == p.shape:
+                value.to_local().copy_(local_rows(named[name][key], p))
+
+
+def restore(model, opt, build_optimizer, device, world: int, amp: bool, tp: int = 1):
     """``model`` and ``opt`` (unsharded, their states already loaded) sharded: the optimiser
     state taken by name, the model sharded, a new optimiser built on the shards and given that
     state. Returns the new optimiser."""
@@ -133,7 +153,7 @@ def restore(model, opt, build_optimizer, device, world: int, amp: bool):
     fresh = not opt.state                 # a new run: nothing to carry over
     named = None if fresh else get_optimizer_state_dict(
         model, opt, options=StateDictOptions(full_state_dict=True))
-    shard(model, device, world, amp)
+    shard(model, device, world, amp, tp)
     new = build_optimizer(model)
     if named is not None:   # (setting a state on a fresh optimiser would step it once first)
         load_optimizer(model, new, named)
@@ -161,11 +181,10 @@ def scoring_model(model, cfg, env):
     (every rank takes part in the gathering; the others get None)."""
     if not (env.distributed and cfg.parallel == "fsdp"):
         return model
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
     from ..nets.models import SplitSeq2Seq, SplitTransformer
+    from .tensor_parallel import whole
 
-    state = get_model_state_dict(model, options=_options())
+    state = {k: whole(v).cpu() for k, v in model.state_dict().items()}   # every rank gathers
     if not env.is_main:
         return None
     cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
@@ -187,6 +206,27 @@ def local_norm(gnorm):
     return gnorm.full_tensor() if hasattr(gnorm, "full_tensor") else gnorm
 
 
-__all__ = ["FSDP_TORCH", "STACKS", "is_sharded", "load_optimizer", "local_norm",
+def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` for gradients that may be DTensors on several meshes
+    (``--tp``: the split fields' on the 2-D mesh, the rest on ``dp`` alone, which one foreach
+    call cannot mix): the 2-norm of each mesh's gradients made whole, their root sum of squares
+    the total, each group scaled by ``min(1, max_norm / total)``. Returns the total."""
+    from torch.nn.utils import clip_grads_with_norm_, get_total_norm
+
+    groups: dict = {}
+    for p in params:
+        if p.grad is not None:
+            groups.setdefault(getattr(p.grad, "device_mesh", None), []).append(p)
+    norms = [local_norm(get_total_norm([p.grad for p in g])) for g in groups.values()]
+    if len(norms) == 1:                  # (one mesh, or none: clip_grad_norm_'s own number)
+        total = norms[0]
+    else:
+        total = torch.stack(norms).square().sum().sqrt() if norms else torch.zeros(())
+    for g in groups.values():
+        clip_grads_with_norm_(g, max_norm, total)
+    return total
+
+
+__all__ = ["FSDP_TORCH", "STACKS", "clip_grad_norm", "is_sharded", "load_optimizer", "local_norm",
            "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "save_shards",
            "scoring_model", "shard"]

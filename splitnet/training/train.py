@@ -161,7 +161,7 @@ def _train_step(run: _Run) -> _Pending:
     run on a non-finite loss before anything is saved)."""
     cfg, env = run.cfg, run.env
     accum = cfg.grad_accum
-    micro = cfg.batch_size // (env.world * accum)
+    micro = cfg.batch_size // (env.replicas * accum)
     batch, tokens = step_batch(cfg, run.corpus, run.step, env)
     loss_sum = torch.zeros((), device=env.device)
     # ODE-consistent training: this step's forward may run a refinement of the own scheme
@@ -185,11 +185,10 @@ def _train_step(run: _Run) -> _Pending:
         import torch.distributed as dist
 
         dist.all_reduce(loss_t)
-        loss_t /= env.world
+        loss_t /= env.world      # (the tp ranks of a replica hold equal losses)
     gnorm = None
-    if cfg.clip > 0:    # of sharded gradients (fsdp): a DTensor, made whole
-        gnorm = sharding.local_norm(torch.nn.utils.clip_grad_norm_(run.model.parameters(),
-                                                                   cfg.clip))
+    if cfg.clip > 0:    # of sharded gradients (fsdp): made whole
+        gnorm = sharding.clip_grad_norm(run.model.parameters(), cfg.clip)
     run.opt.step()
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
@@ -495,7 +494,8 @@ def _session(run: _Run, t_start: float) -> dict:
     run.log(f"splitnet train: {run.corpus.describe()}")
     run.log(f"model: {describe_model(run.model)} weights={cfg.model.weights} d_model="
             f"{cfg.model.d_model} params={run.n_params:,}; device={run.env.device} world="
-            f"{run.env.world} batch={cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
+            f"{run.env.world}{f' (tp {run.env.tp})' if run.env.tp > 1 else ''} batch="
+            f"{cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
             f"steps {run.step} -> {cfg.steps}")
     run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
                    disable=not run.env.is_main or not cfg.progress, file=sys.stderr)
