@@ -54,13 +54,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/order/check.py": ("tests/test_check.py", "tests/test_mutation_order.py"),
     "splitnet/order/conditions.py": ("tests/test_learned.py", "tests/test_mutation_order.py"),
     "splitnet/integrators/flows.py": ("tests/test_flows.py", "tests/test_mutation_flows.py"),
-    "splitnet/integrators/subflows.py": ("tests/test_subflows.py",),
+    "splitnet/integrators/subflows.py": ("tests/test_subflows.py",
+                                         "tests/test_mutation_subflows.py"),
     "splitnet/fields/attention.py": ("tests/test_fields.py", "tests/test_mutation_fields.py"),
     "splitnet/fields/cross.py": ("tests/test_parity.py", "tests/test_seq2seq.py",
                                  "tests/test_mutation_cross.py"),
     "splitnet/nets/learned.py": ("tests/test_learned.py", "tests/test_mutation_learned.py"),
     "splitnet/nets/generation.py": ("tests/test_generation.py", "tests/test_kvcache.py"),
-    "splitnet/nets/decoding.py": ("tests/test_seq2seq.py",),
+    "splitnet/nets/decoding.py": ("tests/test_seq2seq.py", "tests/test_reversible_seq2seq.py",
+                                  "tests/test_mutation_decoding.py"),
     "splitnet/runs/checkpoint.py": ("tests/test_checkpoint_integrity.py",),
 }
 # Lines whose statements are not mutated (regular expressions, mutmut's do_not_mutate_patterns).

@@ -92,9 +92,10 @@ def decode_memory(config, sources: int, src_len: int, max_new_tokens: int, beam:
     return sources * beam * per_row
 
 
-def step_function(model, memory, mask, use_cache: bool, rows: int, capacity: int) -> Callable:
+def step_function(model, memory, mask, use_cache: bool, capacity: int) -> Callable:
     """``next(seq, reorder=None) -> log-probabilities (R, V)`` of the token after each row of
-    ``seq`` (R, L) (bos first), for ``rows`` = R decoder rows reading ``memory`` (R, S, D).
+    ``seq`` (R, L) (bos first), its R decoder rows reading ``memory`` (R, S, D), the caches
+    holding up to ``capacity`` tokens.
     ``reorder`` (R,) int64: the row of the previous step each row continues (beam search),
     applied to the caches first. ``pad_id`` and ``bos_id`` get ``-inf``."""
     c = model.config
@@ -145,7 +146,7 @@ def greedy(model, memory, mask, max_new_tokens: int, use_cache: bool = True) -> 
     """The argmax continuation of every row (see the module docstring)."""
     c = model.config
     B = memory.shape[0]
-    nxt = step_function(model, memory, mask, use_cache, B, max_new_tokens)
+    nxt = step_function(model, memory, mask, use_cache, max_new_tokens)
     seq = torch.full((B, 1), c.bos_id, dtype=torch.long, device=memory.device)
     done = torch.zeros(B, dtype=torch.bool, device=memory.device)
     for _ in range(max_new_tokens):
@@ -165,7 +166,7 @@ def beam_search(model, memory, mask, max_new_tokens: int, beam: int,
     B, K, dev = memory.shape[0], beam, memory.device
     memory = memory.repeat_interleave(K, dim=0)                 # (B K, S, D): row b K + j
     mask = None if mask is None else mask.repeat_interleave(K, dim=0)
-    nxt = step_function(model, memory, mask, use_cache, B * K, max_new_tokens)
+    nxt = step_function(model, memory, mask, use_cache, max_new_tokens)
     seq = torch.full((B * K, 1), c.bos_id, dtype=torch.long, device=dev)
     scores = torch.full((B, K), float("-inf"), dtype=torch.float64, device=dev)
     scores[:, 0] = 0.0                                          # one live hypothesis at first

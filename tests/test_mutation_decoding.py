@@ -1,0 +1,223 @@
+"""What the mutation run of ``nets/decoding.py`` showed unstated (issue 33): the beam's
+bookkeeping (which extensions finish, which finished hypotheses are kept, when a source is
+done), that a search stops once every source is, that padded sources decode as if alone, that
+the caches are used (the decoder is not re-run on the whole prefix; the memory's keys and values
+are projected once), the memory estimate's closed form and the arguments' bounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from splitnet.configs.config import MAX_BEAM
+from splitnet.fields.cross import CrossAttention
+from splitnet.nets import decoding as Dg
+from splitnet.nets.seq2seq import SplitSeq2Seq
+
+V, D, H = 11, 16, 2
+PAD, BOS, EOS = 0, 1, 2
+
+
+def _model(seed=0, **kw):
+    opts = {"n_encoder_layers": 1, "n_decoder_layers": 2, "d_ff": 24, "max_len": 32, "pad_id": PAD,
+                "bos_id": BOS, "eos_id": EOS, "tie_head": False, "shared_embeddings": False}
+    opts.update(kw)
+    torch.manual_seed(seed)
+    return SplitSeq2Seq(V, V, D, H, **opts).double().eval()
+
+
+def _ids(b, n, seed):
+    return torch.randint(3, V, (b, n), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# the beam's bookkeeping, one source at a time
+
+def test_only_eos_extensions_among_the_best_k_finish():
+    """K = 2, V = 4: the candidates ranked 0..3; eos at ranks 1 and 2. Rank 1 finishes (score
+    over t ** alpha), rank 2 is neither finished (not among the best K) nor live."""
+    seq = torch.tensor([[BOS, 5], [BOS, 6]])
+    V_ = 4
+    top = [-1.0, -2.0, -3.0, -4.0]
+    idx = [0 * V_ + 3, 1 * V_ + EOS, 0 * V_ + EOS, 1 * V_ + 3]
+    finished: list = []
+    live = Dg._extend(0, 2, V_, 2, top, idx, seq, finished, 1.0, EOS, last=False, skip=False)
+    assert finished == [(-2.0 / 2, [6, EOS])]
+    assert live == [(0, 3, -1.0), (1, 3, -4.0)]
+
+
+def test_the_best_k_finished_hypotheses_are_kept_best_first():
+    seq = torch.tensor([[BOS, 5], [BOS, 6]])
+    finished = [(-0.5, [9]), (-3.0, [8])]
+    Dg._extend(0, 2, 4, 2, [-2.0], [EOS], seq, finished, 1.0, EOS, last=False, skip=False)
+    assert finished == [(-0.5, [9]), (-1.0, [5, EOS])]
+    assert Dg._extend(0, 2, 4, 2, [-0.1], [EOS], seq, finished, 1.0, EOS, last=False,
+                      skip=True) == [] and len(finished) == 2        # a done source: untouched
+
+
+@pytest.mark.parametrize("finished,live,t,alpha,done", [
+    ([-1.0], [(0, 3, -9.0)], 2, 1.0, False),                 # fewer than K finished
+    ([-1.0, -2.0], [], 2, 1.0, True),                        # nothing live
+    ([-1.0, -2.0], [(0, 3, -3.0)], 2, 1.0, False),           # -1.5 beats the worst, -2
+    ([-1.0, -2.0], [(0, 3, -5.0)], 2, 1.0, True),            # -2.5 does not
+    ([-1.0, -2.0], [(0, 3, -4.0)], 2, 1.0, True),            # a tie does not beat it
+    ([-1.0, -2.0], [(0, 3, -3.0)], 4, 0.5, False),           # -3 / 4 ** 0.5 = -1.5 beats it
+    ([-1.0, -2.0], [(0, 3, -7.0)], 4, 0.5, True),            # -7 / 4 ** 0.5 = -3.5 does not
+    ([-1.0, -2.0, -3.0], [(0, 3, -5.0)], 2, 1.0, False),     # K = 3: -2.5 beats -3
+])
+def test_a_source_is_done_when_no_live_hypothesis_can_beat_the_worst_kept(finished, live, t,
+                                                                          alpha, done):
+    kept = [(s, [EOS]) for s in finished]
+    K = 2 if len(finished) < 3 else 3
+    assert Dg._done(kept, live, K, t, alpha) is done
+
+
+# ---------------------------------------------------------------------------------------------
+# searches on a real network
+
+def _count_steps(monkeypatch):
+    calls = []
+    real = Dg.step_function
+
+    def counting(*a, **kw):
+        nxt = real(*a, **kw)
+
+        def step(*b, **kb):
+            calls.append(1)
+            return nxt(*b, **kb)
+        return step
+    monkeypatch.setattr(Dg, "step_function", counting)
+    return calls
+
+
+def _eos_first(m):
+    """The decoder's output is its final norm's bias: every position's most likely token is
+    eos, whatever came before."""
+    with torch.no_grad():
+        m.decoder_norm.weight.zero_()
+        m.decoder_norm.bias.copy_(m.head.weight[EOS] * 50)
+    return m
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_search_stops_once_every_source_is_done(beam, monkeypatch):
+    """Every row ends at once with eos: one step, one column, for greedy and beam search."""
+    m = _eos_first(_model())
+    calls = _count_steps(monkeypatch)
+    out = m.generate(_ids(3, 5, 1), 12, beam=beam)
+    assert out.tolist() == [[EOS]] * 3 and len(calls) <= 2
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_padded_sources_decode_as_if_alone(beam):
+    """A batch of sources of lengths 6 and 3 (padded) decodes each as that source alone: the
+    source padding mask reaches the encoder and every cross-attention of the search (a sharp
+    head without eos: eight source-dependent tokens each)."""
+    m = _model(seed=3)
+    with torch.no_grad():
+        m.head.weight.mul_(30)
+        m.head.weight[EOS].zero_()
+    long, short = _ids(1, 6, 4), _ids(1, 3, 5)
+    batch = torch.cat([long, torch.cat([short, torch.full((1, 3), PAD)], 1)])
+    pad = batch.eq(PAD)
+    together = m.generate(batch, 8, beam=beam, src_key_padding_mask=pad)
+    alone = [m.generate(s, 8, beam=beam)[0] for s in (long, short)]
+    for row, want in zip(together, alone):
+        n = len(want)
+        assert row[:n].tolist() == want.tolist() and set(row[n:].tolist()) <= {PAD}
+    unmasked = m.generate(batch, 8, beam=beam, src_key_padding_mask=torch.zeros_like(pad))
+    assert not torch.equal(unmasked[1, :len(alone[1])], alone[1])   # the mask mattered
+
+
+def test_beam_search_defaults_to_length_penalty_one():
+    m = _model(seed=1)
+    src = _ids(4, 5, 9)
+    assert torch.equal(m.generate(src, 10, beam=3), m.generate(src, 10, beam=3,
+                                                                length_penalty=1.0))
+    memory, mask = m.encode(src, None)
+    with torch.no_grad():
+        assert torch.equal(Dg.beam_search(m, memory, mask, 10, 3),
+                           Dg.beam_search(m, memory, mask, 10, 3, length_penalty=1.0))
+    assert not all(torch.equal(m.generate(src, 10, beam=3, length_penalty=a),
+                               m.generate(src, 10, beam=3)) for a in (0.0, 2.0))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_decoding_uses_the_caches_by_default(beam, monkeypatch):
+    """Cached (the default): the decoder is never run on a whole prefix, and each
+    cross-attention module projects the memory once per search. Uncached: the opposite."""
+    m = _model(seed=2)
+    src = _ids(2, 5, 3)
+    projections = []
+    real = CrossAttention.memory_keys_values
+    monkeypatch.setattr(CrossAttention, "memory_keys_values",
+                        lambda self, mem: projections.append(self) or real(self, mem))
+    whole = []
+    real_decode = SplitSeq2Seq.decode
+    monkeypatch.setattr(SplitSeq2Seq, "decode",
+                        lambda self, *a, **k: whole.append(1) or real_decode(self, *a, **k))
+    want = m.generate(src, 6, beam=beam, use_cache=False)
+    assert whole and len(projections) > 2
+    whole.clear()
+    projections.clear()
+    assert torch.equal(m.generate(src, 6, beam=beam), want)
+    assert not whole
+    assert len(projections) == len(set(map(id, projections))) == 2    # one per decoder layer
+    memory, mask = m.encode(src, None)
+    whole.clear()
+    with torch.no_grad():
+        (Dg.greedy if beam == 1 else lambda *a: Dg.beam_search(*a, beam))(m, memory, mask, 6)
+    assert not whole
+
+
+def test_the_exact_method_decodes_uncached():
+    """method exact: its evaluations vary, so no cache; asking for one is one line."""
+    m = _model(seed=2, method="exact")
+    src = _ids(1, 4, 3)
+    assert torch.equal(m.generate(src, 3), m.generate(src, 3, use_cache=False))
+    with pytest.raises(ValueError, match=r"cannot use a key/value cache: .*exact"):
+        m.generate(src, 3, use_cache=True)
+
+
+def test_the_memory_estimate_is_its_closed_form(monkeypatch):
+    """decode_memory for a midpoint (2 evaluations) decoder of 3 layers of the Macaron stage
+    string (self-attention once, cross-attention once, two half feed-forwards): R rows x
+    (4 d (4 A n + S (1 + 2 X)) + 32 V + 8 n), A = 3 x 2 x 1 cached attentions, X = 3
+    cross-attention modules; and generate asks require_memory for it, naming the search."""
+    m = _model(n_decoder_layers=3, decoder_scheme="c:0.5,d:1,x:1,c:0.5", method="midpoint")
+    n, S, B, K = 7, 5, 2, 3
+    per_row = 4.0 * D * (4 * 6 * n + S * (1 + 2 * 3)) + 32.0 * V + 8.0 * n
+    assert Dg.decode_memory(m.config, B, S, n, K) == B * K * per_row
+    asked = []
+    monkeypatch.setattr(Dg, "require_memory", lambda *a: asked.append(a))
+    m.generate(_ids(B, S, 1), n, beam=K)
+    assert asked == [(B * K * per_row, f"decoding {B} source(s) with beam {K}",
+                      "lower the beam or the sources decoded at once", torch.device("cpu"))]
+    euler = _model(n_decoder_layers=3, decoder_scheme="c:0.5,d:1,x:1,c:0.5")
+    per_row = 4.0 * D * (4 * 3 * n + S * (1 + 2 * 3)) + 32.0 * V + 8.0 * n
+    assert Dg.decode_memory(euler.config, B, S, n, K) == B * K * per_row
+
+
+def test_result_rows_are_padded_to_the_longest_only():
+    assert Dg._pad_rows([[5], [6]], PAD, None).tolist() == [[5], [6]]
+    assert Dg._pad_rows([[5, EOS], [6]], PAD, None).tolist() == [[5, EOS], [6, PAD]]
+    assert Dg._pad_rows([[], []], PAD, None).shape == (2, 1)
+
+
+@pytest.mark.parametrize("kw,ok", [
+    ({"max_new_tokens": 1}, True), ({"max_new_tokens": 32}, True),
+    ({"max_new_tokens": 33}, False), ({"max_new_tokens": 2.0}, False),
+    ({"beam": MAX_BEAM}, True), ({"beam": 2.0}, False), ({"beam": True}, False),
+    ({"length_penalty": -10.0}, True), ({"length_penalty": 10.0}, True),
+    ({"length_penalty": -10.5}, False), ({"length_penalty": 10.5}, False),
+    ({"length_penalty": "1.0"}, False), ({"length_penalty": True}, False),
+])
+def test_argument_bounds(kw, ok):
+    m = _model()
+    args = {"max_new_tokens": 2, "beam": 1, "length_penalty": 1.0} | kw
+    if ok:
+        Dg._check(m, _ids(1, 3, 0), **args)
+    else:
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            Dg._check(m, _ids(1, 3, 0), **args)
