@@ -280,24 +280,26 @@ def test_tensor_parallel_ranks_match_one_process(case, text, tmp_path):
 
 
 def test_a_tensor_parallel_run_resumes_at_another_layout(text, tmp_path):
-    """Saved by 2 x 2 (dp x tp) ranks at step 4, resumed by one process and by 2 fsdp ranks
-    without --tp; saved by one process, resumed by 2 x 2: steps 5 and 6 equal an uninterrupted
-    single process's (the weights and the AdamW state of the per-head split q/k/v rows are
-    written and read in the model's own layout)."""
+    """Saved by 2 x 2 (dp x tp) ranks at step 4, resumed by one process, by 2 fsdp ranks
+    without --tp and by 2 x 2 again (these two reading only their own chunks of the shards);
+    saved by one process, resumed by 2 x 2: steps 5 and 6 equal an uninterrupted single
+    process's (the weights and the AdamW state of the per-head split q/k/v rows are written and
+    read in the model's own layout)."""
     opts = [*_data("lm", text), *BASE, *LM, "--scheme", "strang", "--steps", "6",
             "--eval-every", "2", "--ckpt-every", "2"]
     tp = ["--parallel", "fsdp", "--tp", "2"]
     _one([*opts, "--out", str(tmp_path / "ref")])
     ref = _metrics(tmp_path / "ref")
     _ranks([*opts, "--out", str(tmp_path / "cut"), *tp, "--stop-at", "4"], n=4)
-    for d in ("to1", "to2"):
+    for d in ("to1", "to2", "to4"):
         subprocess.run(["cp", "-r", str(tmp_path / "cut"), str(tmp_path / d)], check=True)
     resume = ["--resume", "--no-progress", "--no-plot", "--device", "cpu"]
     _one(["--out", str(tmp_path / "to1"), *resume])
     _ranks(["--out", str(tmp_path / "to2"), *resume, "--parallel", "fsdp"])   # --tp: not kept
+    _ranks(["--out", str(tmp_path / "to4"), *resume, *tp], n=4)     # read shard by shard
     _one([*opts, "--out", str(tmp_path / "plain"), "--stop-at", "4"])
     _ranks(["--out", str(tmp_path / "plain"), *resume, *tp], n=4)
-    for d in ("to1", "to2", "plain"):
+    for d in ("to1", "to2", "to4", "plain"):
         got = _metrics(tmp_path / d)
         for s in (5, 6):
             assert abs(got[s]["loss"] - ref[s]["loss"]) < 1e-5, (d, s, got[s], ref[s])
@@ -363,3 +365,19 @@ def test_tp_needs_whole_heads_and_feed_forward_columns():
     with pytest.raises(ValueError, match="feed-forward width 30"):
         check_tp(4, 8, SplitConfig(d_model=32, n_heads=4, d_ff=30))
     check_tp(4, 8, SplitConfig(d_model=32, n_heads=4))
+
+
+def test_a_sharded_checkpoint_read_for_a_sharded_resume_holds_shapes_only(text, tmp_path):
+    """ck.load(whole=False), as ranks resuming a sharded run call it: the weights' names and
+    shapes from the shards' metadata (meta tensors: nothing read), the folder to read from."""
+    from splitnet.runs import shards
+
+    opts = [*_data("lm", text), *BASE, *LM, "--steps", "2", "--eval-every", "2"]
+    _ranks([*opts, "--out", str(tmp_path / "s"), "--parallel", "fsdp"])
+    lazy, full = ck.load(tmp_path / "s", whole=False), ck.load(tmp_path / "s")
+    assert lazy[shards.FOLDER] == str(tmp_path / "s" / "shards-2")
+    assert lazy["optimizer"] == {"state": {}, "param_groups": []}
+    assert sorted(lazy["model"]) == sorted(full["model"])
+    for k, t in lazy["model"].items():
+        assert t.is_meta and t.shape == full["model"][k].shape and t.dtype == full["model"][k].dtype
+    assert shards.FOLDER not in full and full["optimizer"]["state"]

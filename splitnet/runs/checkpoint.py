@@ -73,9 +73,11 @@ def remove_torn_saves(folder) -> int:
     return remove_stale_temporaries(folder, CKPT) + len(torn)
 
 
-def load(path, trust: bool = False) -> dict:
+def load(path, trust: bool = False, whole: bool = True) -> dict:
     """The checkpoint dict at ``path`` (a run directory or the file), read with
-    ``weights_only=True`` and its tensors checked against their digests (:func:`verify_digests`).
+    ``weights_only=True`` and its tensors checked against their digests (:func:`verify_digests`);
+    a sharded run's weights read whole, or with ``whole=False`` only their shapes
+    (:func:`splitnet.runs.shards.expand`).
     Every problem is a one-line ``ValueError``: missing file, unreadable or damaged file (saying
     how: empty, cut short, not a torch.save file, a record that fails its CRC, ...), a file that
     needs code to load (unless ``trust``), a dict without a model, a tensor that changed."""
@@ -96,7 +98,7 @@ def load(path, trust: bool = False) -> dict:
     if not isinstance(ck, dict) or "model" not in ck or "model_config" not in ck:
         raise ValueError(f"{f} is not a splitnet checkpoint (no model and model_config in it)")
     check_records(f)
-    ck = expand(verify_digests(_upgrade(ck, f), f), f)    # a sharded run's weights read whole
+    ck = expand(verify_digests(_upgrade(ck, f), f), f, whole)   # a sharded run's weights
     _check_model_entries(ck, f)
     return ck
 

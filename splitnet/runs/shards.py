@@ -24,6 +24,7 @@ from pathlib import Path
 PREFIX = "shards-"
 TORN = ".tmp"
 KEY = "shards"
+FOLDER = "shards_folder"   # a lazily expanded checkpoint's shards folder (expand)
 
 
 def folder_for(out, step: int, torn: bool = False) -> Path:
@@ -50,10 +51,13 @@ def remove_others(out, keep: str | None) -> int:
     return n
 
 
-def expand(ck: dict, f) -> dict:
+def expand(ck: dict, f, whole: bool = True) -> dict:
     """``ck`` with the model and optimiser state of the shards folder it names read back
-    whole; a checkpoint without shards is returned as it is. A missing or damaged folder is a
-    one-line ValueError."""
+    whole; a checkpoint without shards is returned as it is. ``whole=False`` (a sharded resume,
+    which reads each rank's own chunks: :func:`splitnet.training.sharding.load_shards`) reads
+    only the folder's metadata: the weights as meta tensors of their shapes (for the checks),
+    no optimiser state, and the folder's path under :data:`FOLDER`. A missing or damaged folder
+    is a one-line ValueError."""
     name = ck.get(KEY)
     if name is None:
         return ck
@@ -64,18 +68,38 @@ def expand(ck: dict, f) -> dict:
     if not folder.is_dir():
         raise ValueError(f"{f} names the sharded weights {folder}, which is missing: a "
                          f"sharded checkpoint needs its folder beside it")
-    import warnings
-
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
-
     try:
-        with warnings.catch_warnings():      # "assuming the intent is to load in one process"
-            warnings.simplefilter("ignore", UserWarning)
-            state = _load_state_dict_from_keys({"model", "optimizer"}, checkpoint_id=str(folder))
+        if not whole:
+            return {**ck, "model": _shapes(folder), "optimizer": {"state": {}, "param_groups": []},
+                    FOLDER: str(folder)}
+        state = read_whole(folder)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{folder}: the sharded weights cannot be read ({first})") from None
     return {**ck, "model": state["model"], "optimizer": state.get("optimizer", {})}
 
 
-__all__ = ["KEY", "PREFIX", "TORN", "expand", "folder_for", "publish", "remove_others"]
+def read_whole(folder) -> dict:
+    """The ``model`` and ``optimizer`` states of a shards folder, whole (resharded on read, in
+    one process, with no process group)."""
+    import warnings
+
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+
+    with warnings.catch_warnings():      # "assuming the intent is to load in one process"
+        warnings.simplefilter("ignore", UserWarning)
+        return _load_state_dict_from_keys({"model", "optimizer"}, checkpoint_id=str(folder))
+
+
+def _shapes(folder) -> dict:
+    """The saved weights of a shards folder as meta tensors (shape and dtype, no data)."""
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+
+    meta = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    return {k[len("model."):]: torch.empty(m.size, dtype=m.properties.dtype, device="meta")
+            for k, m in meta.items() if k.startswith("model.") and hasattr(m, "size")}
+
+
+__all__ = ["FOLDER", "KEY", "PREFIX", "TORN", "expand", "folder_for", "publish", "read_whole",
+           "remove_others"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import random
 import sys
@@ -27,6 +28,7 @@ from ..configs.config import FIXED, FREE, TrainConfig, check_task_options, requi
 from ..nets.cost import count_params, forward_flops
 from ..runs import checkpoint as ck
 from ..runs import data as D
+from ..runs import shards
 from ..runs.runenv import RunEnv, available_memory, run_env
 from . import sharding
 
@@ -249,7 +251,11 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
     _seed_everything(cfg.seed)
     cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
     model = cls.from_config(cfg.model)
-    if state is not None:
+    folder = (state or {}).get(shards.FOLDER)         # (read lazily: see _prepare)
+    if folder and not (env.distributed and cfg.parallel == "fsdp"):
+        state = {**state, **shards.read_whole(folder)}
+        folder = None
+    if state is not None and not folder:
         try:
             model.load_state_dict(state["model"])
         except RuntimeError as e:
@@ -260,13 +266,17 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
     step = 0
     if state is not None:
         try:
-            sharding.load_optimizer(model, opt, state["optimizer"])
+            if not folder:
+                sharding.load_optimizer(model, opt, state["optimizer"])
             ck.set_rng_state(state["rng"], env.device)
         except _DAMAGED as e:
             raise _damaged(cfg, e) from None
-    if env.distributed and cfg.parallel == "fsdp":     # shards after the full state is in
-        opt = sharding.restore(model, opt, lambda m: build_optimizer(m, cfg), env.device,
-                               env.world, cfg.amp, env.tp)
+    rebuild = functools.partial(build_optimizer, cfg=cfg)     # on the sharded model
+    if folder:                                 # each rank reads its own chunks of the shards
+        opt = sharding.load_shards(model, rebuild, folder, env.device, env.world, cfg.amp,
+                                   env.tp)
+    elif env.distributed and cfg.parallel == "fsdp":   # shards after the full state is in
+        opt = sharding.restore(model, opt, rebuild, env.device, env.world, cfg.amp, env.tp)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_at(s, cfg.warmup, cfg.steps, cfg.min_lr_ratio, cfg.schedule))
     if state is not None:
@@ -372,7 +382,9 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
     require_writable_dir(out)
     state = None
     if cfg.resume:
-        state = ck.load(out, trust=cfg.trust_checkpoint)
+        # several processes: a sharded checkpoint's shapes only, each rank then reading its
+        # own chunks (build_model)
+        state = ck.load(out, trust=cfg.trust_checkpoint, whole=not env.distributed)
         if "train_config" not in state:
             raise ValueError(f"incompatible checkpoint {out / ck.CKPT}: it has no training "
                              f"options (not written by splitnet train)")

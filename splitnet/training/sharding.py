@@ -13,9 +13,11 @@ in float32; on the CPU (gloo) everything stays float32. Residual updates are out
 weights and of the AdamW state through ``torch.distributed.checkpoint`` (nothing is gathered),
 and rank 0 writes ``checkpoint.pt`` naming the folder, under the trainer's guarantees (atomic,
 the run lock, the last good checkpoint kept on a full disk or a kill, the corpus fingerprint,
-bit-exact resume): :mod:`splitnet.runs.shards`. Reading one reshards it whole, so a run resumes
-at any world size and under either parallelism (:func:`restore`: the state is loaded into the
-unsharded model, which is then sharded), and every command reads it as any other checkpoint.
+bit-exact resume): :mod:`splitnet.runs.shards`. Ranks resuming under fsdp read it shard by
+shard (:func:`load_shards`: the model sharded first, each rank reading its own chunks, resharded
+on read); any other reader takes it whole (a full state is loaded into the unsharded model,
+which is then sharded: :func:`restore`), so a run resumes at any world size, under either
+parallelism and any ``--tp``, and every command reads it as any other checkpoint.
 
 **Gradient accumulation**: the micro-batches before the last skip the reduce-scatter
 (:func:`no_sync`), as DDP's ``no_sync``.
@@ -160,6 +162,39 @@ def restore(model, opt, build_optimizer, device, world: int, amp: bool, tp: int 
     return new
 
 
+def load_shards(model, build_optimizer, folder, device, world: int, amp: bool, tp: int = 1):
+    """Resume shard by shard: ``model`` (fresh, unsharded) sharded, an optimiser built on its
+    shards, and each rank reads only its own chunks of the weights and of the AdamW state from
+    the shards ``folder`` (``torch.distributed.checkpoint`` reshards on read, whatever world
+    size or ``--tp`` wrote them). Returns the optimiser."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+    from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+    from .tensor_parallel import checkpoint_ready, headwise_groups, local_rows
+
+    shard(model, device, world, amp, tp)
+    opt = build_optimizer(model)
+    state = {"model": get_model_state_dict(model),          # (the AdamW state: zeros to
+             "optimizer": get_optimizer_state_dict(model, opt)}      # read into)
+    ready = tree_map(checkpoint_ready, state)
+    dcp.load(ready, checkpoint_id=str(folder))
+    leaves, spec = tree_flatten(ready)
+    for i, mine in enumerate(tree_flatten(state)[0]):
+        if headwise_groups(mine):   # --tp's per-head rows, read re-laid: back to their layout
+            mine.to_local().copy_(local_rows(leaves[i].full_tensor(), mine))
+            leaves[i] = mine
+    ready = tree_unflatten(leaves, spec)
+    set_model_state_dict(model, ready["model"])
+    set_optimizer_state_dict(model, opt, ready["optimizer"])
+    return opt
+
+
 def no_sync(model, last: bool):
     """Within: the backward of a micro-batch before the last skips the gradient reduction."""
     if last:
@@ -227,6 +262,6 @@ def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
     return total
 
 
-__all__ = ["FSDP_TORCH", "STACKS", "clip_grad_norm", "is_sharded", "load_optimizer", "local_norm",
-           "micro_batch_sync", "named_optimizer_state", "no_sync", "restore", "save_shards",
-           "scoring_model", "shard"]
+__all__ = ["FSDP_TORCH", "STACKS", "clip_grad_norm", "is_sharded", "load_optimizer", "load_shards",
+           "local_norm", "micro_batch_sync", "named_optimizer_state", "no_sync", "restore",
+           "save_shards", "scoring_model", "shard"]
