@@ -95,6 +95,8 @@ def test_a_tableau_stores_exact_fractions_and_floats():
     assert t.a == ((), (Fr(1),)) and type(t.a[1][0]) is Fr
     assert t.b == (0.5, 0.5) and all(type(v) is float for v in t.b)
     assert t.c == (Fr(0), Fr(1)) and all(type(v) is Fr for v in t.c)
+    mid = S.ButcherTableau("mid", a=((), (0.5,)), b=(0, 1), c=(0, 0.5))
+    assert all(type(v) is Fr for v in mid.b) and type(mid.a[1][0]) is float
 
 
 def test_fraction_conditions_are_checked_exactly():

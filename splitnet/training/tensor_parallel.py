@@ -77,7 +77,13 @@ def plan(module: nn.Module) -> dict | None:
 
 def parallelize(model: nn.Module, tp_mesh) -> nn.Module:
     """Split every field of ``model`` over the 1-D ``tp_mesh`` in place (:func:`plan`)."""
+    import logging
+
     from torch.distributed.tensor.parallel import parallelize_module
+
+    # making a gradient norm (a scalar) whole over both mesh axes takes two all-reduces, which
+    # DTensor reports on every rank as "suboptimal": not worth a line per rank in a run's log
+    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
 
     for module in list(model.modules()):
         p = plan(module)
