@@ -221,3 +221,100 @@ def test_argument_bounds(kw, ok):
     else:
         with pytest.raises(ValueError, match=next(iter(kw))):
             Dg._check(m, _ids(1, 3, 0), **args)
+
+
+# ---------------------------------------------------------------------------------------------
+# a scripted scorer: the beam's stopping rule and a done source's freeze, exactly
+
+# log p(next | source, prefix) for tokens eos, a = 3, b = 4 (unlisted: -20; pad, bos: -inf)
+SCRIPT = {
+    # source 0: eos at once (-1.0); a, eos gives -2.4 / 2 = -1.2: two finished; the best live,
+    # a a (-2.5 / 2 = -1.25), cannot beat -1.2 now: done at step 2, answer [eos]. Were it
+    # extended, a a eos (-2.51 / 3 = -0.84) would win.
+    (0, ()): {EOS: -1.0, 3: -2.0, 4: -2.4},
+    (0, (3,)): {EOS: -0.4, 3: -0.5},
+    (0, (3, 3)): {EOS: -0.01},
+    # source 1: eos at once (-1.0); a, eos -3.1 / 2 = -1.55: two finished, but the live a a
+    # (-1.15 / 2 = -0.575) beats -1.55: not done; a a eos (-1.2 / 3 = -0.4) wins at step 3.
+    (1, ()): {EOS: -1.0, 3: -1.1, 4: -3.0},
+    (1, (3,)): {EOS: -2.0, 3: -0.05},
+    (1, (3, 3)): {EOS: -0.05, 3: -3.0},
+}
+
+
+def _scripted(monkeypatch, K, V_=5):
+    def factory(model, memory, mask, use_cache, capacity):
+        def nxt(seq, reorder=None):
+            out = torch.full((seq.shape[0], V_), -20.0, dtype=torch.float64)
+            out[:, [PAD, BOS]] = float("-inf")
+            for r, row in enumerate(seq.tolist()):
+                for tok, lp in SCRIPT.get((r // K, tuple(row[1:])), {}).items():
+                    out[r, tok] = lp
+            return out
+        return nxt
+    monkeypatch.setattr(Dg, "step_function", factory)
+
+
+def test_the_beam_stops_by_the_criterion_and_a_done_source_stays_done(monkeypatch):
+    """Beam 2, length penalty 1: source 0 is done after step 2 (no live hypothesis beats its
+    worst finished one) and keeps its answer although the search goes on for source 1, which
+    has two finished hypotheses at step 2 but a live one that beats them, and ends with it."""
+    from types import SimpleNamespace
+
+    _scripted(monkeypatch, K=2)
+    model = SimpleNamespace(config=SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS))
+    out = Dg.beam_search(model, torch.zeros(2, 3, 4), None, 4, 2, length_penalty=1.0)
+    assert out.tolist() == [[EOS, PAD, PAD], [3, 3, EOS]]
+
+
+def test_generate_defaults_are_greedy_and_length_penalty_one():
+    """beam 1 and length penalty 1 unless told: on these sources beam 2 differs from greedy and
+    length penalty 2 from 1, so a changed default would show."""
+    m = _model(seed=1)
+    src = _ids(4, 5, 9)
+    assert torch.equal(m.generate(src, 10), m.generate(src, 10, beam=1))
+    assert not torch.equal(m.generate(src, 10), m.generate(src, 10, beam=2))
+    assert torch.equal(m.generate(src, 10, beam=3), m.generate(src, 10, beam=3,
+                                                                length_penalty=1.0))
+    assert not torch.equal(m.generate(src, 10, beam=3),
+                           m.generate(src, 10, beam=3, length_penalty=2.0))
+
+
+def test_use_cache_true_uses_it(monkeypatch):
+    m = _model(seed=2)
+    whole = []
+    real_decode = SplitSeq2Seq.decode
+    monkeypatch.setattr(SplitSeq2Seq, "decode",
+                        lambda self, *a, **k: whole.append(1) or real_decode(self, *a, **k))
+    for beam in (1, 2):
+        m.generate(_ids(2, 5, 3), 4, beam=beam, use_cache=True)
+    assert not whole
+
+
+def test_the_memory_estimate_counts_every_call_and_module():
+    """Per-stage weights of ``d:0.5,x:0.5,c:1,x:0.5,d:0.5`` over 2 layers: 2 self-attention
+    calls and 2 cross-attention modules per layer (A = 2 x 1 x 2 = 4, X = 2 x 2 = 4); the exact
+    method counts one evaluation per call."""
+    n, S, B, K = 5, 4, 3, 2
+    for method in ("euler", "exact"):
+        m = _model(decoder_scheme="d:0.5,x:0.5,c:1,x:0.5,d:0.5", weights="per-stage",
+                   method=method)
+        per_row = 4.0 * D * (4 * 4 * n + S * (1 + 2 * 4)) + 32.0 * V + 8.0 * n
+        assert Dg.decode_memory(m.config, B, S, n, K) == B * K * per_row, method
+
+
+def test_a_reversible_decoders_cached_step_is_the_uncached_one_on_its_grid():
+    """With an exact-arithmetic grid (reversible_grid 12) the cached step starts its pair on
+    the grid as the uncached forward does: equal log-probabilities, bit for bit."""
+    m = _model(decoder_scheme="strang", encoder_scheme="strang", reversible=True,
+               reversible_grid=12, seed=4).float()
+    src = _ids(3, 5, 2)
+    seq = torch.cat([torch.full((3, 1), BOS), _ids(3, 4, 6)], 1)
+    with torch.no_grad():
+        memory, mask = m.encode(src, None)
+        cached = Dg.step_function(m, memory, mask, True, 8)
+        for n in range(1, seq.shape[1] + 1):
+            got = cached(seq[:, :n])
+        want = Dg.step_function(m, memory, mask, False, 8)(seq)
+    ok = torch.isfinite(want)
+    assert torch.equal(got[ok], want[ok]) and torch.equal(ok, torch.isfinite(got))
