@@ -52,7 +52,7 @@ def _reference(att, x, padding=None, eps=1e-5, rotary_dims=0):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("rotary_dims", [0, 2])
+@pytest.mark.parametrize("rotary_dims", [0, 2, 4])   # 4: a frequency set by the base
 @pytest.mark.parametrize("shape", [(2, 5), (3, 2, 5)])
 def test_attention_is_softmax_attention_written_out(causal, rotary_dims, shape):
     att, x = _att(causal, rotary_dims), _x(*shape)
@@ -107,7 +107,7 @@ class _Cache:
 
 
 @pytest.mark.parametrize("rotary_dims", [0, 2])
-@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1, 1), (3, 1, 2), (2, 4), (6,)])
+@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1, 1), (3, 1, 2), (1, 3, 2), (2, 4), (6,)])
 def test_a_cached_forward_gives_the_rows_of_the_full_causal_attention(chunks, rotary_dims):
     att, x = _att(True, rotary_dims), _x(2, 6)
     cache, rows, start = _Cache(), [], 0

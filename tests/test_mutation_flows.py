@@ -223,3 +223,26 @@ def test_integrate_passes_the_method_options_to_every_step():
     loose = integrate(stages, fields, x0, (0.0, 0.5), 0.25, rtol=1e-2, atol=1e-2)
     tight = integrate(stages, fields, x0, (0.0, 0.5), 0.25)
     assert not torch.equal(loose[-1], tight[-1])
+
+
+def test_step_runs_a_sum_stage_on_clocks_scaled_by_its_step_size():
+    """``step`` at h = 0.5 over ``d:0.5, d+c:1, c:0.5`` with Euler sub-steps and fields
+    ``(s + t) x``: the sum stage starts at t + h/2 (the diffusion's clock) and evaluates the
+    convection h/2 behind it, at its own clock t; the last stage starts at t + h."""
+    a, b = _Field(1.0), _Field(2.0)
+    x0, t, h = torch.tensor([1.0, -2.0], dtype=torch.float64), 0.3, 0.5
+    x1 = x0 + 0.5 * h * (1.0 + t) * x0
+    x2 = x1 + h * ((1.0 + t + 0.5 * h) * x1 + (2.0 + t) * x1)
+    x3 = x2 + 0.5 * h * (2.0 + t + h) * x2
+    got = step(parse("d:0.5,d+c:1,c:0.5"), {"diffusion": a, "convection": b}, x0, t, h, "euler")
+    torch.testing.assert_close(got, x3, rtol=0, atol=1e-15)
+
+
+def test_step_starts_at_time_zero_with_the_exact_method_by_default():
+    stages = sn.schemes.get("strang").stages
+    fields = {"diffusion": _Field(0.5), "convection": _Field(-0.25)}
+    x0 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    want = step(stages, fields, x0, 0.0, 0.25, "exact")
+    torch.testing.assert_close(step(stages, fields, x0, step_size=0.25), want, rtol=0, atol=0)
+    assert not torch.allclose(step(stages, fields, x0, 1.0, 0.25, "exact"), want)
+    assert not torch.allclose(step(stages, fields, x0, 0.0, 0.25, "euler"), want)
