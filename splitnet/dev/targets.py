@@ -83,6 +83,8 @@ TARGETS = {t.name: t for t in [
            "~7 h on one thread (3 search + 12 study runs of ~27 min; cached in "
            "experiments/cache/translation/v2)",
            (("experiments/translation_study.py", "--search", "--study", "--report"),)),
+    Target("scale-out", "docs/scaling.md (ranks under fsdp and fsdp x tp against one process)",
+           "~3 min (gloo ranks on the CPU)", (("experiments/scale_out.py",),)),
     Target("seed-scale", "docs/translation.md (the seed-scale tables, from the H200 runs "
            "recorded in docs/data/gpu-h200-2026-11-26/seed_scale)", "seconds",
            (("benchmarks/gpu_seed_scale.py", "--doc", "docs/translation.md", "--table",
