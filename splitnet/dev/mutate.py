@@ -65,7 +65,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/nets/decoding.py": ("tests/test_seq2seq.py", "tests/test_reversible_seq2seq.py",
                                   "tests/test_mutation_decoding.py"),
     "splitnet/runs/checkpoint.py": ("tests/test_checkpoint_integrity.py",
-                                    "tests/test_reliability.py", "tests/test_hostile_files.py"),
+                                    "tests/test_reliability.py", "tests/test_hostile_files.py",
+                                    "tests/test_mutation_checkpoint.py"),
 }
 # Lines whose statements are not mutated (regular expressions, mutmut's do_not_mutate_patterns).
 # what some tests read beside the package (test_parity imports benchmarks/parity.py,
