@@ -84,6 +84,8 @@ def test_the_default_temperature_is_one():
         return G.generate(m, idx, 6, generator=torch.Generator().manual_seed(3), **kw)
     assert torch.equal(draw(), draw(temperature=1.0))
     assert not torch.equal(draw(), draw(temperature=2.0))
+    streamed = G.stream(m, idx, 6, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(torch.cat([idx, *streamed], 1), draw())
     logits = torch.randn(500, 7, generator=torch.Generator().manual_seed(4))
 
     def tok(*a):
