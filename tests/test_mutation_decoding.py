@@ -278,6 +278,9 @@ def test_generate_defaults_are_greedy_and_length_penalty_one():
                                                                 length_penalty=1.0))
     assert not torch.equal(m.generate(src, 10, beam=3),
                            m.generate(src, 10, beam=3, length_penalty=2.0))
+    # the function's own defaults (the method passes its own)
+    assert torch.equal(Dg.generate(m, src, 10), m.generate(src, 10, beam=1))
+    assert torch.equal(Dg.generate(m, src, 10, beam=3), m.generate(src, 10, beam=3))
 
 
 def test_use_cache_true_uses_it(monkeypatch):
