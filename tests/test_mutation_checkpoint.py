@@ -190,9 +190,10 @@ def test_model_entries_must_be_named_tensors(tmp_path):
                            ({3: torch.zeros(1)}, r"'model' entry 3 is Tensor")):
         with pytest.raises(ValueError, match=match):
             C._check_model_entries({"model": weights, "model_config": {}}, tmp_path / "f")
-    big = torch.zeros(1).expand(1000)
-    with pytest.raises(ValueError, match=r"'w' of shape \(1000,\) is backed by 4 bytes"):
-        C._check_model_entries({"model": {"w": big}, "model_config": {}}, tmp_path / "f")
+    for n in (1000, 3):                       # 3 x 4 bytes described by 4
+        big = torch.zeros(1).expand(n)
+        with pytest.raises(ValueError, match=rf"'w' of shape \({n},\) is backed by 4 bytes"):
+            C._check_model_entries({"model": {"w": big}, "model_config": {}}, tmp_path / "f")
     C._check_model_entries({"model": {"w": torch.zeros(3, 2)}, "model_config": {}}, "f")
 
 
@@ -230,8 +231,11 @@ def test_a_torn_save_is_removed_and_counted(tmp_path):
     (tmp_path / "shards-4.tmp").mkdir()
     (tmp_path / "shards-4.tmp" / "__0_0.distcp").write_bytes(b"x")
     (tmp_path / "shards-2").mkdir()
-    n = C.remove_torn_saves(tmp_path)
-    assert n >= 1 and not (tmp_path / "shards-4.tmp").exists() and (tmp_path / "shards-2").exists()
+    (tmp_path / f".{C.CKPT}.a1b2.tmp").write_bytes(b"half a checkpoint")
+    (tmp_path / f".{C.METRICS}.a1b2.tmp").write_bytes(b"not ours")
+    assert C.remove_torn_saves(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["shards-2",
+                                                                 f".{C.METRICS}.a1b2.tmp"])
 
 
 def test_the_run_lock_names_its_holder_and_lets_go(tmp_path):
@@ -252,3 +256,21 @@ def _umask() -> int:
     old = os.umask(0)
     os.umask(old)
     return old
+
+
+@pytest.mark.parametrize("how", ["replaced", "removed"])
+def test_the_run_lock_notices_its_directory_replaced_or_removed(how, tmp_path):
+    import shutil
+
+    out = tmp_path / "run"
+    lock = C.RunLock(out).acquire()
+    try:
+        if how == "replaced":
+            out.rename(tmp_path / "old")
+            out.mkdir()
+        else:
+            shutil.rmtree(out)
+        with pytest.raises(C.RunDirectoryReplaced, match="was removed or replaced"):
+            lock.verify()
+    finally:
+        lock.release()
