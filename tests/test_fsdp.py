@@ -381,3 +381,22 @@ def test_a_sharded_checkpoint_read_for_a_sharded_resume_holds_shapes_only(text, 
     for k, t in lazy["model"].items():
         assert t.is_meta and t.shape == full["model"][k].shape and t.dtype == full["model"][k].dtype
     assert shards.FOLDER not in full and full["optimizer"]["state"]
+
+
+def test_a_damaged_shard_read_shard_by_shard_is_one_line(text, tmp_path):
+    """Ranks resuming under fsdp read their own chunks: a truncated shard file stops them
+    with one line naming the folder, not a traceback."""
+    opts = [*_data("lm", text), *BASE, *LM, "--steps", "2", "--eval-every", "2"]
+    _ranks([*opts, "--out", str(tmp_path / "s"), "--parallel", "fsdp"])
+    for f in (tmp_path / "s" / "shards-2").glob("*.distcp"):
+        f.write_bytes(b"")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", "-m", "splitnet", "train", "--resume", "--out",
+                          str(tmp_path / "s"), "--steps", "4", "--parallel", "fsdp",
+                          "--no-progress"], capture_output=True, text=True, env=env,
+                         timeout=300, check=False)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("splitnet train: error:")]
+    assert lines and all("shards-2: the sharded weights cannot be read" in ln for ln in lines)
+    assert "]: Traceback" not in res.stderr            # no rank's own ("[rankN]: Traceback")

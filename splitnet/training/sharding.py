@@ -183,7 +183,14 @@ def load_shards(model, build_optimizer, folder, device, world: int, amp: bool, t
     state = {"model": get_model_state_dict(model),          # (the AdamW state: zeros to
              "optimizer": get_optimizer_state_dict(model, opt)}      # read into)
     ready = tree_map(checkpoint_ready, state)
-    dcp.load(ready, checkpoint_id=str(folder))
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        dcp.load(ready, checkpoint_id=str(folder))
+    except (Exception, CheckpointException) as e:  # (a BaseException) damaged: one line
+        e = next(iter(getattr(e, "failures", {}).values()), (e,))[0]   # a rank's own error
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{folder}: the sharded weights cannot be read ({first})") from None
     leaves, spec = tree_flatten(ready)
     for i, mine in enumerate(tree_flatten(state)[0]):
         if headwise_groups(mine):   # --tp's per-head rows, read re-laid: back to their layout
@@ -219,7 +226,11 @@ def scoring_model(model, cfg, env):
     from ..nets.models import SplitSeq2Seq, SplitTransformer
     from .tensor_parallel import whole
 
-    state = {k: whole(v).cpu() for k, v in model.state_dict().items()}   # every rank gathers
+    state = {}
+    for k, v in model.state_dict().items():   # every rank gathers; rank 0 alone keeps it
+        w = whole(v)
+        if env.is_main:
+            state[k] = w.cpu()
     if not env.is_main:
         return None
     cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
