@@ -1,30 +1,51 @@
-"""Reversible against plain: the time of a training step and the bytes it saves for backward.
+"""Reversible against plain and against activation checkpointing: a training step's time and
+the bytes it saves for backward.
 
-For each scheme, ``SplitTransformer(scheme, reversible=True)`` and the same network with
-ordinary residual layers (the same parameters, copied) run forward + cross-entropy + backward
-on the same batch, alternating which goes first, ``--pairs`` times; reported: the median time
-of each, the median of per-pair ratios reversible / plain (theory: about 4/3 -- backward
-recomputes each field once more, a forward being about a third of a step), and the bytes
-autograd saves for backward (:func:`splitnet.reversible.saved_bytes`, parameters excluded).
+For each scheme, three networks with the same parameters run forward + cross-entropy + backward
+on the same batch, in a rotating order, ``--pairs`` rounds:
+
+* **plain**: ``SplitTransformer(scheme)``, ordinary autograd (every activation stored);
+* **checkpointed**: the same network with each layer under ``torch.utils.checkpoint``
+  (non-reentrant, what torchtitan and Megatron use at scale): stores each layer's input,
+  recomputes the layer in backward;
+* **reversible**: ``SplitTransformer(scheme, reversible=True)``: stores the final pair only and
+  reconstructs every stage's input from its output.
+
+Reported: the median time of each, the medians of the per-round ratios reversible / plain
+(theory: about 4/3 -- the backward recomputes each field once more, a forward being about a
+third of a step) and reversible / checkpointed (theory: about 1 -- both recompute one forward),
+and the bytes autograd saves for backward (:func:`splitnet.reversible.saved_bytes`, parameters
+excluded). Two sizes by default, one thread: ``host`` (d_model 16, 48 layers, batch 2 x 32: the
+Python and autograd-engine work per stage dominates, as on a GPU) and ``compute`` (d_model 128,
+8 layers, batch 8 x 128: the arithmetic dominates).
 
     python3 benchmarks/bench_reversible.py                   # the docs numbers (CPU)
     python3 benchmarks/bench_reversible.py --quick           # a smoke run
     python3 benchmarks/bench_reversible.py --device cuda --d-model 768 --n-heads 12 \\
-        --n-layers 12 --seq-len 1024 --batch 8               # on a GPU (not run here)
+        --n-layers 12 --seq-len 1024 --batch 8               # one size, on a GPU
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import saved_bytes
+
+# the two sizes of the issue: (d_model, n_heads, n_layers, seq_len, batch)
+PRESETS = {"host": (16, 2, 48, 32, 2), "compute": (128, 4, 8, 128, 8)}
+SIZE = ("d_model", "n_heads", "n_layers", "seq_len", "batch")
+VARIANTS = ("plain", "checkpointed", "reversible")
 
 
 def _pair(a, scheme, device, n_layers=None, **extra):
@@ -38,6 +59,25 @@ def _pair(a, scheme, device, n_layers=None, **extra):
     rev = SplitTransformer(**kw, reversible=True, **extra).to(device)
     rev.load_state_dict(plain.state_dict())
     return plain.train(), rev.train()
+
+
+class Checkpointed(nn.Module):
+    """A layer run under non-reentrant activation checkpointing: its input is stored, its
+    activations are recomputed in backward."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, t=0.0, **context):
+        return checkpoint(self.layer, x, t, use_reentrant=False, **context)
+
+
+def checkpointed(plain: SplitTransformer) -> SplitTransformer:
+    """A copy of ``plain`` (the same parameter values) with each layer checkpointed."""
+    m = copy.deepcopy(plain)
+    m.layers = nn.ModuleList(Checkpointed(layer) for layer in m.layers)
+    return m
 
 
 def _step(model, idx, device):
@@ -54,53 +94,88 @@ def _step(model, idx, device):
 
 
 def row(a, scheme, device) -> dict:
+    """The three networks' step times (rotating order) and saved bytes at ``a``'s size."""
     plain, rev = _pair(a, scheme, device)
+    models = {"plain": plain, "checkpointed": checkpointed(plain), "reversible": rev}
     idx = torch.randint(0, a.vocab, (a.batch, a.seq_len), device=device,
                         generator=torch.Generator(device).manual_seed(1))
     for _ in range(a.warmup):
-        _step(plain, idx, device)
-        _step(rev, idx, device)
-    tp, tr = [], []
+        for m in models.values():
+            _step(m, idx, device)
+    times = {k: [] for k in VARIANTS}
     for i in range(a.pairs):
-        order = ((plain, tp), (rev, tr)) if i % 2 == 0 else ((rev, tr), (plain, tp))
-        for m, acc in order:
-            acc.append(_step(m, idx, device))
-    return {"scheme": scheme, "plain_ms": 1e3 * statistics.median(tp),
-            "rev_ms": 1e3 * statistics.median(tr),
-            "ratio": statistics.median(r / p for p, r in zip(tp, tr)),
-            "plain_saved": saved_bytes(plain, idx), "rev_saved": saved_bytes(rev, idx)}
+        for k in VARIANTS[i % 3:] + VARIANTS[:i % 3]:
+            times[k].append(_step(models[k], idx, device))
+    out = {"scheme": scheme, **{k: getattr(a, k) for k in SIZE}}
+    for k in VARIANTS:
+        out[f"{k}_ms"] = 1e3 * statistics.median(times[k])
+        out[f"{k}_saved"] = saved_bytes(models[k], idx)
+    out["ratio"] = statistics.median(r / p for p, r in zip(times["plain"],
+                                                            times["reversible"]))
+    out["ratio_ckpt"] = statistics.median(r / c for c, r in zip(times["checkpointed"],
+                                                                times["reversible"]))
+    return out
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The markdown table of :func:`row` results."""
+    out = ["| scheme | size | plain ms | checkpointed ms | reversible ms | rev / plain | "
+           "rev / checkpointed | saved: plain | checkpointed | reversible |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        size = f"d{r['d_model']}, {r['n_layers']} layers, {r['batch']} x {r['seq_len']}"
+        out.append(f"| {r['scheme']} | {size} | {r['plain_ms']:.1f} | "
+                   f"{r['checkpointed_ms']:.1f} | {r['reversible_ms']:.1f} | "
+                   f"**{r['ratio']:.2f}** | **{r['ratio_ckpt']:.2f}** | "
+                   f"{r['plain_saved'] / 2**20:.2f} MiB | {r['checkpointed_saved'] / 2**20:.2f}"
+                   f" MiB | {r['reversible_saved'] / 2**20:.2f} MiB |")
+    return out
+
+
+def _sizes(a) -> list[tuple]:
+    """The sizes to run: the given flags (one size), else the presets named."""
+    given = [getattr(a, k) for k in SIZE]
+    if any(v is not None for v in given):
+        base = PRESETS["compute"]
+        return [tuple(b if v is None else v for v, b in zip(given, base))]
+    return [PRESETS[p] for p in a.presets.split(",")]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--schemes", default="lie-trotter,strang,yoshida4")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--n-layers", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--schemes", default="lie-trotter,strang")
+    p.add_argument("--presets", default="host,compute",
+                   help=f"sizes to run, of {', '.join(PRESETS)} (ignored when a size flag is "
+                        f"given)")
+    for k in SIZE:
+        p.add_argument(f"--{k.replace('_', '-')}", type=int, default=None)
     p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--pairs", type=int, default=11)
+    p.add_argument("--pairs", type=int, default=11, help="rounds of the three networks")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--json", default=None, help="also write the rows here")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     a = p.parse_args(argv)
     if a.quick:
-        a.d_model, a.n_layers, a.seq_len, a.batch, a.pairs, a.warmup = 16, 2, 16, 2, 1, 0
+        a.d_model, a.n_heads, a.n_layers, a.seq_len, a.batch = 16, 2, 2, 16, 2
+        a.pairs, a.warmup = 1, 0
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    print(f"reversible vs plain, forward + backward (d_model {a.d_model}, {a.n_heads} heads, "
-          f"{a.n_layers} layers, batch {a.batch} x {a.seq_len}, {device}, {a.threads} "
-          f"thread(s), {a.pairs} interleaved pairs, torch {torch.__version__})")
-    print("| scheme | plain ms | reversible ms | reversible / plain (median of pairs) | "
-          "saved for backward, plain | reversible |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for s in a.schemes.split(","):
-        r = row(a, s, device)
-        print(f"| {s} | {r['plain_ms']:.1f} | {r['rev_ms']:.1f} | **{r['ratio']:.2f}** | "
-              f"{r['plain_saved'] / 2**20:.1f} MiB | {r['rev_saved'] / 2**20:.2f} MiB |",
-              flush=True)
+    print(f"plain, checkpointed and reversible training steps ({device}, {a.threads} "
+          f"thread(s), {a.pairs} rotating rounds, torch {torch.__version__})", flush=True)
+    rows = []
+    print("\n".join(table([])), flush=True)
+    for size in _sizes(a):
+        for k, v in zip(SIZE, size):
+            setattr(a, k, v)
+        for s in a.schemes.split(","):
+            rows.append(row(a, s, device))
+            print(table(rows[-1:])[-1], flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": str(device), "threads": a.threads, "pairs": a.pairs,
+                       "torch": torch.__version__, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -4,6 +4,7 @@ the scheme's with residual sub-layers, the stored-nothing backward equals ordina
 the bytes saved for backward are flat in depth, exact mode reconstructs bit for bit."""
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -440,19 +441,25 @@ def test_train_reversible_resumes_bit_for_bit(tmp_path):
     assert state["model_config"]["reversible"] is True
 
 
-def test_bench_reversible_runs():
+def test_bench_reversible_runs(tmp_path):
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_reversible.py"
-    r = subprocess.run([sys.executable, str(path), "--quick", "--schemes", "strang"],
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, str(path), "--quick", "--schemes", "strang",
+                        "--json", str(out)],
                        capture_output=True, text=True, timeout=300, check=False,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-2000:]
     row = [ln for ln in r.stdout.splitlines() if ln.startswith("| strang")]
-    assert len(row) == 1 and "MiB" in row[0]
+    assert len(row) == 1 and row[0].count("MiB") == 3
+    res = json.loads(out.read_text())["rows"][0]
+    # the three networks ran; what each keeps for backward orders as the theory says
+    assert res["reversible_saved"] <= res["checkpointed_saved"] < res["plain_saved"]
+    assert res["ratio"] > 0 and res["ratio_ckpt"] > 0
 
 
 _RSS_PROBE = """
@@ -514,3 +521,98 @@ def test_gradients_under_autocast_replay_its_state():
     assert seen == [torch.bfloat16] * 2                  # the forward and the recomputation
     for a, b in zip(rev, grads(True)):
         assert (a - b).abs().max() <= 1e-2 * b.abs().max() + 1e-8
+
+
+# -- the lean backward (issue 44) ------------------------------------------------------------
+
+def test_the_backward_reconstructs_the_input_pair_bit_for_bit_on_the_grid():
+    """Exact mode: the walk that pulls the gradients back ends on the very pair the stack
+    started from (every in-place subtraction undoes its addition exactly), at 32 layers."""
+    from splitnet.reversible import backprop
+
+    m = _model("strang", n_layers=32, dtype=torch.float32, reversible_grid=10)
+    x1, x2 = start_pair(m.embed(_idx()).detach(), 10)
+    run = backprop._Run(m.layers, 1.0, {}, x1.device)
+    with torch.no_grad():
+        y1, y2 = run.forward(x1, x2)
+    params = list(m.parameters())
+    _, (r1, r2), _ = backprop._backward(run, [y1, y2], [torch.ones_like(y1)] * 2, None,
+                                        params)
+    assert torch.equal(r1, x1) and torch.equal(r2, x2)
+    assert torch.equal(y1, run.forward(x1, x2)[0])          # the outputs were not written
+
+
+@pytest.mark.parametrize("engine", ["direct", "public"])
+def test_the_engine_call_and_the_public_grad_agree(monkeypatch, engine):
+    """The backward calls the autograd engine directly; where torch keeps it elsewhere it
+    falls back to torch.autograd.grad: both give ordinary autograd's gradients (float64)."""
+    from splitnet.reversible import backprop
+
+    if engine == "public":
+        monkeypatch.setattr(backprop, "_ENGINE", None)
+    m = _model("strang", n_layers=3, weights="per-stage", dropout=0.1)
+    idx = _idx()
+    _, ga = _grads(m, idx, plain=False)
+    _, gb = _grads(m, idx, plain=True)
+    for a, b in zip(ga, gb):
+        assert (a - b).abs().max() <= 1e-9 * b.abs().max()
+
+
+def test_a_parameter_a_stage_does_not_use_gets_a_zero_gradient():
+    """A field with a parameter that does not reach its output (the engine returns None for
+    it) still gets a gradient: zero, like ordinary autograd's unused parameter."""
+    class Field(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.lin = torch.nn.Linear(d, d).double()
+            self.unused = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+
+        def forward(self, t, x):
+            return torch.tanh(self.lin(x))
+
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList(
+        ReversibleLayer(sn.schemes.get("strang"), diffusion=Field(4), convection=Field(4))
+        for _ in range(3))
+    x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for plain in (False, True):
+        for p in layers.parameters():
+            p.grad = None
+        y1, y2 = run_stack(layers, x, x, 1.0, plain=plain)
+        (y1.square().sum() + y2.sin().sum()).backward()
+        grads.append([p.grad for p in layers.parameters()])
+    for a, b in zip(*grads):
+        assert b is None or torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+        if b is None:
+            assert torch.equal(a, torch.zeros_like(a))
+
+
+def test_no_dropout_module_is_called_when_it_would_do_nothing():
+    """Dropout with p = 0, or in eval mode, is not called at all (a module call is host time
+    a deep narrow network is bound by); with p > 0 in training it is, forward and
+    recomputation alike."""
+    for p, train, calls in ((0.0, True, 0), (0.2, False, 0), (0.2, True, 2)):
+        m = _model("lie-trotter", n_layers=1, dropout=p).train(train)
+        seen = []
+        m.layers[0].convection.dropout.register_forward_hook(lambda *a, seen=seen: seen.append(1))
+        with torch.set_grad_enabled(train):
+            m(_idx()).sum().backward() if train else m(_idx())
+        assert len(seen) == calls, (p, train, seen)
+
+
+def test_the_backward_lists_each_modules_parameters_once(monkeypatch):
+    """Shared fields (Strang: the feed-forward twice a layer): the backward walks each
+    distinct module's parameters once, not once per stage."""
+    m = _model("strang", n_layers=4)
+    loss = m(_idx()).sum()
+    walked = []
+    orig = torch.nn.Module.parameters
+
+    def spy(self, recurse=True):
+        walked.append(id(self))
+        return orig(self, recurse)
+    monkeypatch.setattr(torch.nn.Module, "parameters", spy)
+    loss.backward()
+    fields = {id(f) for layer in m.layers for f in layer.stage_callables()}
+    assert sorted(walked) == sorted(fields)          # 8 modules, not 12 stages

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import drop
 from .rotary import Rotary
 
 
@@ -94,7 +95,7 @@ class Attention(nn.Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal)
         y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
-        return self.resid_dropout(self.proj(y))
+        return drop(self.resid_dropout, self.proj(y))
 
     def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:
         """New tokens ``x`` (B, n, d) at positions ``cache.length ..``: query i attends to every
@@ -118,7 +119,7 @@ class Attention(nn.Module):
             mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            is_causal=past == 0 and n > 1)
-        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(b, n, d)))
+        return drop(self.resid_dropout, self.proj(y.transpose(1, 2).reshape(b, n, d)))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import drop
+
 
 class GLUConv(nn.Module):
     """``G(x) = W_o GLU(conv_k(LN x))`` over the token axis of ``x`` (..., n, d_model)."""
@@ -50,7 +52,7 @@ class GLUConv(nn.Module):
         h = self.norm(x).reshape(-1, n, d).transpose(1, 2)          # (B, d, n)
         h = F.glu(self.conv(F.pad(h, self._pad)), dim=1)            # (B, 2d, n) -> (B, d, n)
         y = h.transpose(1, 2).reshape(*lead, n, d)                  # (..., n, d)
-        return self.resid_dropout(self.proj(y))
+        return drop(self.resid_dropout, self.proj(y))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, kernel_size={self.kernel_size}, causal={self.causal}"

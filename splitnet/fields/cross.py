@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import drop
+
 
 class CrossAttention(nn.Module):
     """Attention of the particles to a fixed set of memory particles (the cross field X):
@@ -79,7 +81,7 @@ class CrossAttention(nn.Module):
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(*lead, n, k.shape[1] * hd)
-        return self.resid_dropout(self.proj(y))
+        return drop(self.resid_dropout, self.proj(y))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}"

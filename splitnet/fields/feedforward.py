@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..configs.config import ACTIVATIONS
+from .dropout import drop
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -49,7 +50,7 @@ class FeedForward(nn.Module):
         if x.shape[-1] != self.fc1.in_features:
             raise ValueError(f"FeedForward expects states of width d_model="
                              f"{self.fc1.in_features}, got shape {tuple(x.shape)}")
-        return self.dropout(self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
+        return drop(self.dropout, self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
 
 
 __all__ = ["FeedForward", "activation_function", "gelu_tanh"]

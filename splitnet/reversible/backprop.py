@@ -29,6 +29,9 @@ from torch import nn
 from .layer import ReversibleLayer, replay
 
 MEMORY = "memory"
+# the autograd engine torch.autograd.grad calls (None: use that function)
+_ENGINE = getattr(getattr(torch.autograd, "variable", None), "Variable", None)
+_ENGINE = getattr(_ENGINE, "_execution_engine", None)
 # the attribute plain_autograd sets on a network for its duration
 PLAIN = "reversible_plain_autograd"
 
@@ -51,8 +54,17 @@ def plain_autograd(model: nn.Module):
 
 
 def _needs_rng(layers) -> bool:
-    return any(isinstance(m, nn.Dropout) and m.p > 0 and m.training
-               for layer in layers for m in layer.modules())
+    return any(m.p > 0 and m.training for layer in layers for m in _dropouts(layer))
+
+
+def _dropouts(layer) -> tuple:
+    """The layer's dropout modules, listed once per layer (the set is fixed at construction;
+    only ``p`` and ``training`` change, and those are read at every call)."""
+    found = layer.__dict__.get("_rev_dropouts")
+    if found is None:
+        found = tuple(m for m in layer.modules() if isinstance(m, nn.Dropout))
+        layer.__dict__["_rev_dropouts"] = found
+    return found
 
 
 class _Run:
@@ -90,13 +102,55 @@ class _Run:
         return x1, x2
 
 
-def _params(f) -> list:
-    """The parameters a stage's callable uses: its module's, or a sum stage's components'."""
+def _params(f, memo: dict) -> list:
+    """The parameters a stage's callable uses (its module's, or a sum stage's components'),
+    listed once per module per backward (``memo``: module id -> list): a shared field's
+    stages, and every stage of a deep network, reuse the list instead of walking the module
+    tree again (that walk was a fifth of a host-bound backward)."""
     mod = f.func if isinstance(f, functools.partial) else f
-    if isinstance(mod, nn.Module):
-        return [p for p in mod.parameters() if p.requires_grad]
-    parts = getattr(mod, "fields", ())          # a SumField (d+x)
-    return list({id(p): p for g in parts for p in _params(g)}.values())
+    found = memo.get(id(mod))
+    if found is None:
+        if isinstance(mod, nn.Module):
+            found = [p for p in mod.parameters() if p.requires_grad]
+        else:
+            parts = getattr(mod, "fields", ())          # a SumField (d+x)
+            found = list({id(p): p for g in parts for p in _params(g, memo)}.values())
+        memo[id(mod)] = found
+    return found
+
+
+def _recompute(run: _Run, layer, f, dt: float, t: float, x_r, call: int):
+    """The increment ``c h f(t, x_r)`` of field call ``call`` of the stack, under gradients,
+    as the forward computed it: its random numbers and its autocast state (each context is
+    entered only when it does something: it costs microseconds, and this runs once a stage)."""
+    on, dtype = run.autocast
+    if run.seed is None and not on:
+        return layer.increment(f, dt, t, x_r)
+    cast = torch.autocast(run.device.type, dtype=dtype) if on else contextlib.nullcontext()
+    with cast, replay(run.rng(0), call):
+        return layer.increment(f, dt, t, x_r)
+
+
+def _vjp(dx, inputs: tuple, g):
+    """``(d dx / d inputs)^T g``, None for an input ``dx`` does not depend on:
+    ``torch.autograd.grad(dx, inputs, g, allow_unused=True)`` without its Python checks (the
+    engine call it makes; a host-bound backward makes one per stage, and the checks were a
+    tenth of it). Falls back to the public function where the engine is not where torch 2.x
+    keeps it."""
+    if _ENGINE is None or dx.shape != g.shape:
+        return torch.autograd.grad(dx, inputs, g, allow_unused=True)
+    return _ENGINE.run_backward((dx,), (g,), False, False, inputs, True, False)
+
+
+def _records(run: _Run, ctx: dict, grads: dict) -> list:
+    """Every stage as ``(layer, f, c h, time, written block, its parameters, their gradient
+    buffers)``, parameters listed once per module (:func:`_params`)."""
+    memo: dict = {}
+    out = []
+    for layer, t, f, dt, clock, w in run.stages(ctx):
+        ps = tuple(_params(f, memo))
+        out.append((layer, f, dt, t + clock, w, ps, [grads[id(p)] for p in ps]))
+    return out
 
 
 def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
@@ -104,35 +158,45 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
     ``g`` back (module docstring); returns the gradient per parameter by id, and the memory's
     under ``MEMORY``. The gradient buffers are allocated before the walk: small tensors
     allocated between the stages' activations would pin the allocator's heap, and the peak
-    memory of a step would grow with depth (measured: 190 MB at 32 layers against 51 MB at 4)."""
+    memory of a step would grow with depth (measured: 190 MB at 32 layers against 51 MB at 4).
+    The pair and its gradient are updated in place (copies made once, the inputs autograd
+    handed over are not written): no allocation per stage beyond the recomputation's own.
+    The loop is kept lean (a host-bound backward spends its time here, once per stage)."""
     grads = {id(p): torch.zeros_like(p) for p in params}
     ctx = dict(run.context)
     # keys and values a cross-attention stored without gradients would cut the memory's
     ctx.pop("memory_cache", None)
-    leaf = None
+    extra = ()
     if memory is not None:
         leaf = ctx[MEMORY] = memory.detach().requires_grad_(memory.requires_grad)
         if leaf.requires_grad:
             grads[MEMORY] = torch.zeros_like(memory)
-    stages = list(run.stages(ctx))
-    on, dtype = run.autocast
-    for i in range(len(stages) - 1, -1, -1):
-        layer, t, f, dt, clock, w = stages[i]
-        x_r = y[1 - w].detach().requires_grad_()
-        with torch.enable_grad(), replay(run.rng(0), i), \
-                torch.autocast(run.device.type, dtype=dtype, enabled=on):
-            dx = layer.increment(f, dt, t + clock, x_r)
-        y[w] = y[w] - dx.detach()
-        params = _params(f)
-        targets = [x_r] + params + ([leaf] if leaf is not None and leaf.requires_grad else [])
-        out = torch.autograd.grad(dx, targets, g[w].to(dx.dtype), allow_unused=True)
-        if out[0] is not None:
-            g[1 - w] = g[1 - w] + out[0].to(g[1 - w].dtype)
-        for p, gp in zip(targets[1:], out[1:]):
-            key = MEMORY if p is leaf else id(p)
-            if gp is not None:
-                grads[key].add_(gp)
-    return grads
+            extra = (leaf,)
+    records = _records(run, ctx, grads)
+    y = [y[0].clone(), y[1].clone()]
+    g = [g[0].clone(), g[1].clone()]
+    fast = run.seed is None and not run.autocast[0] and _ENGINE is not None
+    with torch.enable_grad():
+        for i in range(len(records) - 1, -1, -1):
+            layer, f, dt, t, w, ps, bufs = records[i]
+            x_r = y[1 - w].detach().requires_grad_()
+            dx = layer.increment(f, dt, t, x_r) if fast else \
+                _recompute(run, layer, f, dt, t, x_r, i)
+            y[w].sub_(dx.detach())
+            gw = g[w] if g[w].dtype == dx.dtype else g[w].to(dx.dtype)
+            out = _vjp(dx, (x_r, *ps, *extra), gw)
+            if out[0] is not None:
+                g[1 - w].add_(out[0])
+            got = out[1:1 + len(ps)]
+            if any(gp is None for gp in got):
+                for buf, gp in zip(bufs, got):
+                    if gp is not None:
+                        buf.add_(gp)
+            elif bufs:
+                torch._foreach_add_(bufs, got)
+            if extra and out[-1] is not None:
+                grads[MEMORY].add_(out[-1])
+    return grads, y, g
 
 
 class _Stack(torch.autograd.Function):
@@ -153,7 +217,7 @@ class _Stack(torch.autograd.Function):
         y, memory = [saved[0].detach(), saved[1].detach()], saved[2] if ctx.has_memory else None
         g = [torch.zeros_like(y[0]) if g1 is None else g1,
              torch.zeros_like(y[1]) if g2 is None else g2]
-        grads = _backward(ctx.run, y, g, memory, ctx.params)
+        grads, _, g = _backward(ctx.run, y, g, memory, ctx.params)
         return (None, g[0], g[1], grads.get(MEMORY), *(grads[id(p)] for p in ctx.params))
 
 
