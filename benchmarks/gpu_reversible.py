@@ -1,16 +1,21 @@
-"""Reversible against plain networks as depth grows: peak GPU memory, tokens/s, reconstruction.
+"""Reversible against plain and activation-checkpointed networks as depth grows: peak GPU
+memory, tokens/s, reconstruction.
 
-For each depth (``--depths``) a plain ``SplitTransformer`` and the same network with
-``reversible=True`` (parameters copied) take training steps (forward + cross-entropy + backward,
-bf16 autocast, float32 parameters, eager) on the same batch, alternating which goes first.
+For each depth (``--depths``) and compilation (``--compile``: ``none`` eager, ``regional``
+each distinct field module compiled, as ``splitnet train --compile-scope regional``) the
+networks of ``--variants`` take training steps (forward + cross-entropy + backward, bf16
+autocast, float32 parameters) on the same batch, in a rotating order:
+
+* ``plain``: ordinary autograd;
+* ``checkpointed``: each layer under non-reentrant ``torch.utils.checkpoint``;
+* ``reversible``: ``reversible=True`` (parameters copied from the plain network);
+* ``two-streams``: the reversible network under :func:`splitnet.reversible.two_streams`.
+
 Reported per depth: ``torch.cuda.max_memory_allocated`` over one step minus the memory held
-before it (the activations and gradients, parameters excluded), its ratio to the shallowest
-depth's (theory: plain grows linearly with depth, reversible stays flat up to the gradients'
-own growth), and the median tokens/s of ``--reps`` steps.
-
-Then the reconstruction: the reversible stack run forward and inverted layer by layer under
-bf16 autocast, with and without the exact grid (``reversible_grid``), reports
-``max |x_rec - x| / max |x|`` over both blocks (exact mode: 0, bit for bit).
+before it (activations and gradients, parameters excluded) and the median tokens/s of ``--reps``
+steps, and each variant's speed against plain. Then the reconstruction: the reversible stack
+run forward and inverted layer by layer under bf16 autocast, with and without the exact grid
+(``reversible_grid``), reports ``max |x_rec - x| / max |x|`` over both blocks (exact mode: 0).
 
     python3 benchmarks/gpu_reversible.py --device cuda               # GPT-2-small width
     python3 benchmarks/gpu_reversible.py --quick                     # the CPU smoke run
@@ -19,19 +24,24 @@ bf16 autocast, with and without the exact grid (``reversible_grid``), reports
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
-from splitnet.reversible import run_stack, start_pair
+from splitnet.reversible import run_stack, start_pair, two_streams
+from splitnet.training.accel import compile_regions, field_regions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_reversible import _pair
+from bench_reversible import _pair, checkpointed
+from gpu_table import VARIANTS
+from gpu_table import reversible_table as table
 
 
 def _sync(device):
@@ -40,17 +50,18 @@ def _sync(device):
 
 
 def _models(a, n_layers, device, **extra):
-    return _pair(a, a.scheme, device, n_layers, **extra)
+    with device:         # initialised where they run: a 48-layer network in seconds
+        return _pair(a, a.scheme, device, n_layers, **extra)
 
 
-def _step(model, idx, device) -> tuple[float, int]:
+def _step(model, idx, device, ctx) -> tuple[float, int]:
     """One training step: (seconds, peak bytes above what was allocated before it)."""
     _sync(device)
     base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
-    with torch.autocast(device.type, dtype=torch.bfloat16):
+    with ctx(), torch.autocast(device.type, dtype=torch.bfloat16):
         logits = model(idx)
     F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
     _sync(device)
@@ -61,27 +72,53 @@ def _step(model, idx, device) -> tuple[float, int]:
     return dt, peak
 
 
-def depth_row(a, n_layers, device) -> dict:
+def _variants(a, n_layers, device, compiled: bool) -> dict:
+    """``name -> (model, context)`` of ``a.variants`` (regional compile when ``compiled``)."""
     plain, rev = _models(a, n_layers, device)
+    models = {"plain": (plain, contextlib.nullcontext),
+              "checkpointed": (checkpointed(plain), contextlib.nullcontext),
+              "reversible": (rev, contextlib.nullcontext),
+              "two-streams": (rev, lambda: two_streams(rev))}
+    models = {k: v for k, v in models.items() if k in a.variants}
+    if compiled:
+        done = set()
+        for m, _ in models.values():
+            if id(m) not in done:
+                done.add(id(m))
+                inner = SimpleNamespace(layers=[getattr(la, "layer", la) for la in m.layers])
+                compile_regions(field_regions(inner))
+    return models
+
+
+def depth_row(a, n_layers, device, compiled: bool) -> dict:
+    models = _variants(a, n_layers, device, compiled)
     idx = torch.randint(0, a.vocab, (a.batch, a.seq_len), device=device,
                         generator=torch.Generator(device).manual_seed(1))
-    for _ in range(a.warmup):
-        _step(plain, idx, device)
-        _step(rev, idx, device)
-    times = {"plain": [], "rev": []}
-    peaks = {"plain": [], "rev": []}
+    names, failed = list(models), {}
+    t0 = time.perf_counter()
+    for k in list(names):
+        try:                    # a variant that fails is reported, the others measured
+            for _ in range(max(a.warmup, 1)):
+                _step(models[k][0], idx, device, models[k][1])
+        except RuntimeError as e:        # CUDA out-of-memory is one too
+            failed[k] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            print(f"{k} at {n_layers} layers failed: {failed[k]}", flush=True)
+            names.remove(k)
+    warm = time.perf_counter() - t0
+    times = {k: [] for k in names}
+    peaks = {k: [] for k in names}
     for i in range(a.reps):
-        order = ("plain", "rev") if i % 2 == 0 else ("rev", "plain")
-        for k in order:
-            dt, pk = _step(plain if k == "plain" else rev, idx, device)
+        for k in names[i % len(names):] + names[:i % len(names)]:
+            dt, pk = _step(models[k][0], idx, device, models[k][1])
             times[k].append(dt)
             peaks[k].append(pk)
     ntok = a.batch * a.seq_len
-    row = {"n_layers": n_layers}
-    for k in ("plain", "rev"):
-        row[f"{k}_peak_bytes"] = max(peaks[k])
-        row[f"{k}_tok_s"] = ntok / statistics.median(times[k])
-    del plain, rev
+    row = {"n_layers": n_layers, "compile": "regional" if compiled else "none",
+           "warmup_s": warm, "variants": {}, "failed": failed}
+    for k in names:
+        row["variants"][k] = {"peak_bytes": max(peaks[k]),
+                              "tok_s": ntok / statistics.median(times[k])}
+    del models
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return row
@@ -106,7 +143,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--scheme", default="strang")
-    p.add_argument("--depths", default="6,12,24,48")
+    p.add_argument("--depths", default="12,48")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--compile", default=None,
+                   help="none (eager) and/or regional, comma-separated (default both; "
+                        "--quick: none)")
     p.add_argument("--d-model", type=int, default=768)
     p.add_argument("--n-heads", type=int, default=12)
     p.add_argument("--seq-len", type=int, default=1024)
@@ -121,30 +162,37 @@ def main(argv=None) -> int:
     if a.quick:
         a.depths, a.d_model, a.n_heads, a.seq_len, a.batch, a.vocab = "2,4", 16, 2, 16, 2, 64
         a.reps, a.warmup = 2, 0
+    if a.compile is None:
+        a.compile = "none" if a.quick else "none,regional"
+    a.variants = [v for v in a.variants.split(",") if v]
+    bad = [v for v in a.variants if v not in VARIANTS] + \
+        [c for c in a.compile.split(",") if c not in ("none", "regional")]
+    if bad:
+        p.error(f"unknown variant or compile mode {bad[0]!r}")
     device = torch.device(a.device)
     depths = [int(d) for d in a.depths.split(",")]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"reversible vs plain ({a.scheme}, d_model {a.d_model}, {a.n_heads} heads, batch "
-          f"{a.batch} x {a.seq_len}, vocab {a.vocab}, bf16 autocast, eager; {name}, torch "
-          f"{torch.__version__})", flush=True)
-    rows = [depth_row(a, n, device) for n in depths]
-    print("| layers | plain peak GiB | reversible peak GiB | plain / first | reversible / first"
-          " | plain tok/s | reversible tok/s | rev / plain speed |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['n_layers']} | {r['plain_peak_bytes'] / 2**30:.2f} | "
-              f"{r['rev_peak_bytes'] / 2**30:.2f} | "
-              f"{r['plain_peak_bytes'] / max(rows[0]['plain_peak_bytes'], 1):.2f} | "
-              f"{r['rev_peak_bytes'] / max(rows[0]['rev_peak_bytes'], 1):.2f} | "
-              f"{r['plain_tok_s']:,.0f} | {r['rev_tok_s']:,.0f} | "
-              f"{r['rev_tok_s'] / r['plain_tok_s']:.2f} |", flush=True)
-    rec = {f"grid={g}": reconstruction(a, depths[-1], g, device) for g in (None, a.grid)}
+    print(f"plain / checkpointed / reversible ({a.scheme}, d_model {a.d_model}, {a.n_heads} "
+          f"heads, batch {a.batch} x {a.seq_len}, vocab {a.vocab}, bf16 autocast; {name}, "
+          f"torch {torch.__version__})", flush=True)
+    print("\n".join(table([], a.variants)), flush=True)
+    rows, rec = [], {}
+
+    def save():                 # after every row: a run stopped by a time limit keeps its rows
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"device": name, "torch": torch.__version__, "version": 2,
+                           "date": time.strftime("%Y-%m-%d", time.gmtime()),
+                           "args": vars(a), "rows": rows, "reconstruction": rec}, f, indent=1)
+    for c in a.compile.split(","):
+        for n in depths:
+            rows.append(depth_row(a, n, device, c == "regional"))
+            print(table(rows, a.variants)[-1], flush=True)
+            save()
+    rec.update({f"grid={g}": reconstruction(a, depths[-1], g, device) for g in (None, a.grid)})
     print(f"reconstruction after {depths[-1]} layers forward + inverse, bf16 autocast, "
           "max|x_rec - x| / max|x|: " + ", ".join(f"{k}: {v:.3g}" for k, v in rec.items()))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"device": name, "torch": torch.__version__, "args": vars(a),
-                       "rows": rows, "reconstruction": rec}, f, indent=1)
+    save()
     return 0
 
 

@@ -11,8 +11,9 @@
 #              compile), and cold compile seconds, whole graph against regional
 #   train_*    splitnet train at the same size (byte vocabulary): steady-state tokens/s and MFU
 #              with the optimiser, compile seconds
-#   gpu_reversible  benchmarks/gpu_reversible.py: reversible vs plain from 6 to 48 layers at
-#              GPT-2-small width (peak memory, tokens/s) and bf16 reconstruction with/without grid
+#   gpu_reversible  benchmarks/gpu_reversible.py: plain, checkpointed and reversible networks
+#              (one and two streams) at 12 and 48 layers of GPT-2-small width, eager and
+#              regionally compiled (peak memory, tokens/s), and bf16 reconstruction with/without grid
 #   compare_*  experiments/compare_schemes.py: GPU scale, 3 seeds of six models; gpu-deep (16
 #              layers), transformer against sandwich, 3 seeds
 #
@@ -113,28 +114,33 @@ bench base_model_only   150 --compile --compile-scope model --batch $B16
 bench model_loss         70 --compile --batch $B16
 bench chunked            70 --compile --batch $B16 --loss chunked --loss-chunk $CHUNK
 bench chunked_8k        120 --compile --batch $B16 --loss chunked --loss-chunk $((2 * CHUNK))
-bench cudagraphs        150 --compile --batch $B16 --compile-mode reduce-overhead
+bench cudagraphs        100 --compile --batch $B16 --compile-mode reduce-overhead
 bench chunked_cudagraphs 150 --compile --batch $B16 --loss chunked --loss-chunk $CHUNK \
     --compile-mode reduce-overhead
-bench batch8            100 --compile --batch $B8
-bench batch32           120 --compile --batch $B32
-bench sdpa_flash         80 --compile --batch $B16 --sdpa flash
-bench sdpa_cudnn         80 --compile --batch $B16 --sdpa $CUDNN
-bench sdpa_efficient     80 --compile --batch $B16 --sdpa $EFFICIENT
-bench adamw_foreach      90 --compile --batch $B16 --optimizer foreach
+bench batch8             50 --compile --batch $B8
+bench batch32            80 --compile --batch $B32
+bench batch32_cudagraphs 110 --compile --batch $B32 --compile-mode reduce-overhead
+bench sdpa_flash         50 --compile --batch $B16 --sdpa flash
+bench sdpa_cudnn         50 --compile --batch $B16 --sdpa $CUDNN
+bench sdpa_efficient     50 --compile --batch $B16 --sdpa $EFFICIENT
+bench adamw_foreach      50 --compile --batch $B16 --optimizer foreach
 bench adamw_fused        70 --compile --batch $B16 --optimizer fused
 bench autocast_fused     70 --compile --batch $B16 --optimizer fused --precision autocast
 bench master_fused       70 --compile --batch $B16 --optimizer fused --precision master
 bench regional          100 --compile --batch $B16 --compile-scope regional
 bench regional_chunked  100 --compile --batch $B16 --compile-scope regional --loss chunked \
     --loss-chunk $CHUNK
+# Macaron (Strang, per-stage weights) as one graph with its loss: against model_loss above
+step bench_macaron 80 "$PY" benchmarks/bench_layers.py $BENCH $GPT --batch $B16 --pairs 0 \
+    --compile --compile-scope model+loss --schemes strang --weights per-stage \
+    --json "$DIR/bench_macaron.json"
 if [ "${EXTRA:-0}" = 1 ]; then
     bench max_autotune  500 --compile --batch $B16 --compile-mode max-autotune-no-cudagraphs
 fi
 
 # -- 1b. reversible against plain as depth grows: peak memory, tokens/s, reconstruction ------
 if [ "${SMOKE:-0}" = 1 ]; then REV="--quick"; else REV="--device cuda"; fi
-step gpu_reversible 70 "$PY" benchmarks/gpu_reversible.py $REV --json "$DIR/gpu_reversible.json"
+step gpu_reversible 200 "$PY" benchmarks/gpu_reversible.py $REV --json "$DIR/gpu_reversible.json"
 
 # -- 2. every registry scheme (regional compile, cold: compile seconds per model) ------------
 for w in shared per-stage; do

@@ -81,13 +81,42 @@ def train_rows(d: Path) -> list[str]:
     return out if len(out) > 2 else []
 
 
+# the networks benchmarks/gpu_reversible.py compares (version 2 of its JSON)
+VARIANTS = ("plain", "checkpointed", "reversible", "two-streams")
+
+
+def reversible_table(rows: list[dict], variants=VARIANTS) -> list[str]:
+    """gpu_reversible.py's rows (version 2): one line per depth and compilation, each variant's
+    peak GiB and tokens/s, and its speed against plain (columns: the ``variants`` some row has,
+    or all of them without rows)."""
+    names = [k for k in variants if not rows or any(k in r["variants"] for r in rows)]
+    head = ["layers", "compile"] + [f"{k} GiB" for k in names] + \
+        [f"{k} tok/s" for k in names] + [f"{k} / plain" for k in names if k != "plain"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rows:
+        v = r["variants"]
+        cells = [str(r["n_layers"]), r["compile"]]
+        cells += [f"{v[k]['peak_bytes'] / 2**30:.2f}" if k in v else "-" for k in names]
+        cells += [f"{v[k]['tok_s']:,.0f}" if k in v else "-" for k in names]
+        cells += [f"{v[k]['tok_s'] / v['plain']['tok_s']:.2f}" if k in v and "plain" in v
+                  else "-" for k in names if k != "plain"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def reversible_rows(d: Path) -> list[str]:
-    """``gpu_reversible.json`` (benchmarks/gpu_reversible.py): peak memory and speed by depth."""
+    """``gpu_reversible.json`` (benchmarks/gpu_reversible.py): peak memory and speed by depth
+    (version 2: plain, checkpointed and reversible networks, eager and compiled; version 1, the
+    2026-11-26 record: plain and reversible, eager)."""
     p = d / "gpu_reversible.json"
     if not p.exists():
         return []
     res = json.loads(p.read_text())
     rows = res["rows"]
+    rec = ", ".join(f"{k}: {v:.3g}" for k, v in res["reconstruction"].items())
+    tail = ["", f"reconstruction (max |x_rec - x| / max |x|, bf16 autocast): {rec}"]
+    if res.get("version") == 2:
+        return reversible_table(rows) + tail
     out = ["| layers | plain peak GiB | reversible peak GiB | reversible / first | "
            "plain tok/s | reversible tok/s | rev / plain speed |",
            "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -97,8 +126,7 @@ def reversible_rows(d: Path) -> list[str]:
                    f"{r['rev_peak_bytes'] / max(rows[0]['rev_peak_bytes'], 1):.3f} | "
                    f"{r['plain_tok_s']:,.0f} | {r['rev_tok_s']:,.0f} | "
                    f"{r['rev_tok_s'] / r['plain_tok_s']:.2f} |")
-    rec = ", ".join(f"{k}: {v:.3g}" for k, v in res["reconstruction"].items())
-    return out + ["", f"reconstruction (max |x_rec - x| / max |x|, bf16 autocast): {rec}"]
+    return out + tail
 
 
 def compare_rows(d: Path) -> list[str]:

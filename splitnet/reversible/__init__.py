@@ -8,9 +8,10 @@ storing them (:mod:`.layer`, :mod:`.backprop`). ``SplitConfig(reversible=True)``
 """
 
 from ..spec.stages import reversible_unsupported
-from .backprop import plain_autograd, run_stack
+from .backprop import plain_autograd, run_stack, two_streams
 from .layer import ReversibleLayer, check_grid, end_pair, start_pair, to_grid
 from .memory import saved_bytes
 
 __all__ = ["ReversibleLayer", "check_grid", "end_pair", "plain_autograd",
-           "reversible_unsupported", "run_stack", "saved_bytes", "start_pair", "to_grid"]
+           "reversible_unsupported", "run_stack", "saved_bytes", "start_pair", "to_grid",
+           "two_streams"]

@@ -53,6 +53,29 @@ def plain_autograd(model: nn.Module):
         setattr(target, PLAIN, before)
 
 
+# the attribute two_streams sets on every reversible layer of a network for its duration
+STREAMS = "reversible_two_streams"
+
+
+@contextlib.contextmanager
+def two_streams(model: nn.Module, enabled: bool = True):
+    """Inside, on CUDA: the backward of ``model``'s reversible stacks reconstructs stage
+    ``i - 1`` on one stream while stage ``i``'s gradients are computed on another (PaReprop's
+    schedule, Zhuang et al. 2023: the reconstruction chain and the gradient chain depend on
+    each other only through each stage's recomputed graph). The same arithmetic as the one-stream
+    backward; on the CPU it changes nothing. Nested uses restore the previous setting."""
+    layers = [m for m in getattr(model, "module", model).modules()
+              if isinstance(m, ReversibleLayer)]
+    before = [getattr(m, STREAMS, False) for m in layers]
+    for m in layers:
+        setattr(m, STREAMS, bool(enabled))
+    try:
+        yield model
+    finally:
+        for m, b in zip(layers, before):
+            setattr(m, STREAMS, b)
+
+
 def _needs_rng(layers) -> bool:
     return any(m.p > 0 and m.training for layer in layers for m in _dropouts(layer))
 
@@ -175,6 +198,9 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
     records = _records(run, ctx, grads)
     y = [y[0].clone(), y[1].clone()]
     g = [g[0].clone(), g[1].clone()]
+    if run.device.type == "cuda" and getattr(run.layers[0], STREAMS, False):
+        _backward_two_streams(run, records, y, g, extra, grads)
+        return grads, y, g
     fast = run.seed is None and not run.autocast[0] and _ENGINE is not None
     with torch.enable_grad():
         for i in range(len(records) - 1, -1, -1):
@@ -197,6 +223,56 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
             if extra and out[-1] is not None:
                 grads[MEMORY].add_(out[-1])
     return grads, y, g
+
+
+def _accumulate(bufs: list, got, g_other, grad_r):
+    """``g_other + grad_r`` (a new tensor: another stream may still read the old one) and the
+    parameters' gradients added into their buffers."""
+    if any(gp is None for gp in got):
+        for buf, gp in zip(bufs, got):
+            if gp is not None:
+                buf.add_(gp)
+    elif bufs:
+        torch._foreach_add_(bufs, list(got))
+    return g_other if grad_r is None else g_other + grad_r
+
+
+def _backward_two_streams(run: _Run, records: list, y: list, g: list, extra, grads) -> None:
+    """:func:`_backward`'s walk on two CUDA streams (:func:`two_streams`): stage ``i`` runs on
+    stream ``i % 2``; its recomputation waits for the reconstruction of stage ``i + 1`` (an
+    event recorded right after it, before that stage's gradients are launched), its gradients
+    for the gradients of stage ``i + 1``. The pair and its gradient are replaced, not written
+    (the other stream may still read them), and every tensor one stream hands the other is
+    recorded on it for the allocator."""
+    main = torch.cuda.current_stream(run.device)
+    side = torch.cuda.Stream(run.device)
+    side.wait_stream(main)
+    streams = (main, side)
+    for t in (*y, *g):          # made on the main stream, read on both
+        t.record_stream(side)
+    ev_y = ev_g = None
+    with torch.enable_grad():
+        for i in range(len(records) - 1, -1, -1):
+            layer, f, dt, t, w, ps, bufs = records[i]
+            s, other = streams[i % 2], streams[1 - i % 2]
+            with torch.cuda.stream(s):
+                if ev_y is not None:
+                    s.wait_event(ev_y)
+                x_r = y[1 - w].detach().requires_grad_()
+                dx = _recompute(run, layer, f, dt, t, x_r, i)
+                y[w] = y[w] - dx.detach()
+                y[w].record_stream(other)
+                ev_y = s.record_event()
+                if ev_g is not None:
+                    s.wait_event(ev_g)
+                gw = g[w] if g[w].dtype == dx.dtype else g[w].to(dx.dtype)
+                out = _vjp(dx, (x_r, *ps, *extra), gw)
+                g[1 - w] = _accumulate(bufs, out[1:1 + len(ps)], g[1 - w], out[0])
+                g[1 - w].record_stream(other)
+                if extra and out[-1] is not None:
+                    grads[MEMORY].add_(out[-1])
+                ev_g = s.record_event()
+    main.wait_stream(side)
 
 
 class _Stack(torch.autograd.Function):
@@ -240,4 +316,4 @@ def run_stack(layers, x1: torch.Tensor, x2: torch.Tensor, h: float, plain: bool 
     return _Stack.apply(run, x1, x2, memory, *params)
 
 
-__all__ = ["MEMORY", "PLAIN", "plain_autograd", "run_stack"]
+__all__ = ["MEMORY", "PLAIN", "STREAMS", "plain_autograd", "run_stack", "two_streams"]
