@@ -43,6 +43,8 @@ from bench_reversible import _pair, checkpointed
 from gpu_table import VARIANTS
 from gpu_table import reversible_table as table
 
+COMPILES = ("none", "regional", "regional-cudagraphs")
+
 
 def _sync(device):
     if device.type == "cuda":
@@ -54,43 +56,51 @@ def _models(a, n_layers, device, **extra):
         return _pair(a, a.scheme, device, n_layers, **extra)
 
 
-def _step(model, idx, device, ctx) -> tuple[float, int]:
-    """One training step: (seconds, peak bytes above what was allocated before it)."""
+def _step(model, idx, device, ctx) -> tuple[float, int, float]:
+    """One training step: (seconds, peak bytes above what was allocated before it, seconds
+    until the host returned from backward, before waiting for the device)."""
     _sync(device)
     base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    if getattr(model, "_cudagraphs", False):
+        torch.compiler.cudagraph_mark_step_begin()
     t0 = time.perf_counter()
     with ctx(), torch.autocast(device.type, dtype=torch.bfloat16):
         logits = model(idx)
     F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+    host = time.perf_counter() - t0       # the CPU's own work: ~ dt when the step is host-bound
     _sync(device)
     dt = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated(device) - base if device.type == "cuda" else 0
     for p in model.parameters():
         p.grad = None
-    return dt, peak
+    return dt, peak, host
 
 
-def _variants(a, n_layers, device, compiled: bool) -> dict:
-    """``name -> (model, context)`` of ``a.variants`` (regional compile when ``compiled``)."""
+def _variants(a, n_layers, device, compiled: str) -> dict:
+    """``name -> (model, context)`` of ``a.variants``; ``compiled``: ``none``, ``regional``
+    (each distinct field module compiled) or ``regional-cudagraphs`` (the same in
+    ``reduce-overhead`` mode: CUDA graphs)."""
     plain, rev = _models(a, n_layers, device)
     models = {"plain": (plain, contextlib.nullcontext),
               "checkpointed": (checkpointed(plain), contextlib.nullcontext),
               "reversible": (rev, contextlib.nullcontext),
               "two-streams": (rev, lambda: two_streams(rev))}
     models = {k: v for k, v in models.items() if k in a.variants}
-    if compiled:
+    if compiled != "none":
+        mode = "reduce-overhead" if compiled == "regional-cudagraphs" else "default"
         done = set()
         for m, _ in models.values():
             if id(m) not in done:
                 done.add(id(m))
                 inner = SimpleNamespace(layers=[getattr(la, "layer", la) for la in m.layers])
-                compile_regions(field_regions(inner))
+                compile_regions(field_regions(inner), mode)
+                m._cudagraphs = mode == "reduce-overhead"
     return models
 
 
-def depth_row(a, n_layers, device, compiled: bool) -> dict:
+def depth_row(a, n_layers, device, compiled: str) -> dict:
     models = _variants(a, n_layers, device, compiled)
     idx = torch.randint(0, a.vocab, (a.batch, a.seq_len), device=device,
                         generator=torch.Generator(device).manual_seed(1))
@@ -105,19 +115,21 @@ def depth_row(a, n_layers, device, compiled: bool) -> dict:
             print(f"{k} at {n_layers} layers failed: {failed[k]}", flush=True)
             names.remove(k)
     warm = time.perf_counter() - t0
-    times = {k: [] for k in names}
-    peaks = {k: [] for k in names}
+    times, peaks, hosts = ({k: [] for k in names} for _ in range(3))
     for i in range(a.reps):
         for k in names[i % len(names):] + names[:i % len(names)]:
-            dt, pk = _step(models[k][0], idx, device, models[k][1])
+            dt, pk, host = _step(models[k][0], idx, device, models[k][1])
             times[k].append(dt)
             peaks[k].append(pk)
+            hosts[k].append(host)
     ntok = a.batch * a.seq_len
-    row = {"n_layers": n_layers, "compile": "regional" if compiled else "none",
-           "warmup_s": warm, "variants": {}, "failed": failed}
+    row = {"n_layers": n_layers, "compile": compiled, "warmup_s": warm, "variants": {},
+           "failed": failed}
     for k in names:
         row["variants"][k] = {"peak_bytes": max(peaks[k]),
-                              "tok_s": ntok / statistics.median(times[k])}
+                              "tok_s": ntok / statistics.median(times[k]),
+                              "step_s": statistics.median(times[k]),
+                              "host_s": statistics.median(hosts[k])}
     del models
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -146,8 +158,8 @@ def main(argv=None) -> int:
     p.add_argument("--depths", default="12,48")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--compile", default=None,
-                   help="none (eager) and/or regional, comma-separated (default both; "
-                        "--quick: none)")
+                   help="of none (eager), regional, regional-cudagraphs, comma-separated "
+                        "(default none,regional; --quick: none)")
     p.add_argument("--d-model", type=int, default=768)
     p.add_argument("--n-heads", type=int, default=12)
     p.add_argument("--seq-len", type=int, default=1024)
@@ -166,7 +178,7 @@ def main(argv=None) -> int:
         a.compile = "none" if a.quick else "none,regional"
     a.variants = [v for v in a.variants.split(",") if v]
     bad = [v for v in a.variants if v not in VARIANTS] + \
-        [c for c in a.compile.split(",") if c not in ("none", "regional")]
+        [c for c in a.compile.split(",") if c not in COMPILES]
     if bad:
         p.error(f"unknown variant or compile mode {bad[0]!r}")
     device = torch.device(a.device)
@@ -186,7 +198,7 @@ def main(argv=None) -> int:
                            "args": vars(a), "rows": rows, "reconstruction": rec}, f, indent=1)
     for c in a.compile.split(","):
         for n in depths:
-            rows.append(depth_row(a, n, device, c == "regional"))
+            rows.append(depth_row(a, n, device, c))
             print(table(rows, a.variants)[-1], flush=True)
             save()
     rec.update({f"grid={g}": reconstruction(a, depths[-1], g, device) for g in (None, a.grid)})

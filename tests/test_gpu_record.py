@@ -96,3 +96,54 @@ def test_the_trainer_remeasure_is_the_recorded_one():
             steps = [json.loads(x)["step_s"] for x in f if x.strip()]
         assert len(steps) == 150
         assert f"{16 * 1024 / statistics.median(steps[15:]):,.0f}" == quoted and quoted in doc
+
+
+DATA_28 = ROOT / "docs" / "data" / "gpu-h200-2026-11-28" / "call1"
+
+
+def test_the_docs_quote_the_recorded_2026_11_28_call(tmp_path):
+    """docs/benchmarks.md's H200 tables of 2026-11-28 are gpu_table's rendering of the recorded
+    files, line for line, and its reading's claims hold in them."""
+    shutil.copytree(DATA_28, tmp_path / "d")
+    assert gpu_table.main([str(tmp_path / "d")]) == 0
+    table = (tmp_path / "d" / "table.md").read_text()
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert "NVIDIA H200" in (DATA_28 / "device.txt").read_text()
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and ln[2].isalnum()]
+    rows = [ln for ln in rows if not ln.startswith(("| step ", "| layers "))]
+    assert len(rows) == 8 + 1 + 4                     # levers, Macaron, reversible by depth
+    for line in rows:
+        assert line in docs, line
+    rev = json.loads((DATA_28 / "gpu_reversible.json").read_text())
+    assert rev["version"] == 2 and rev["device"] == "NVIDIA H200"
+    peaks = [r["variants"][k]["peak_bytes"] for r in rev["rows"]
+             for k in ("reversible", "two-streams")]
+    assert max(peaks) / min(peaks) < 1.001                   # "5.53 GiB flat"
+    for r in rev["rows"]:                                     # "faster than checkpointing"
+        v = r["variants"]
+        assert v["reversible"]["tok_s"] > v["checkpointed"]["tok_s"]
+        assert v["reversible"]["peak_bytes"] < v["checkpointed"]["peak_bytes"]
+    deep = {r["compile"]: r["variants"] for r in rev["rows"] if r["n_layers"] == 48}
+    assert f"{deep['none']['reversible']['tok_s'] / deep['none']['plain']['tok_s']:.2f}" == "0.52"
+    assert rev["reconstruction"]["grid=10"] == 0.0
+    best = json.loads((DATA_28 / "bench_batch32_cudagraphs.json").read_text())
+    assert f"{100 * best['ours_mfu']:.1f}" == "47.8" and "**47.8 % MFU**" in docs
+    assert "3 passed" in (DATA_28 / "pytest_two_streams.log").read_text()
+
+
+def test_the_docs_quote_the_recorded_cpu_reversible_benchmark():
+    """The before / after tables of bench_reversible (issue 44) are its rendering of the
+    recorded rows, and the ratios the reading quotes are theirs."""
+    import bench_reversible
+
+    d = ROOT / "docs" / "data" / "bench-reversible-2026-11-28"
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    after = {}
+    for f in ("before-473f382", "after-3a30356"):
+        rows = json.loads((d / f"{f}.json").read_text())["rows"]
+        for line in bench_reversible.table(rows)[2:]:
+            assert line in docs, line
+        after = {(r["scheme"], r["n_layers"]): r for r in rows}
+    host = [after[(s, 48)] for s in ("lie-trotter", "strang")]
+    assert max(r["ratio_ckpt"] for r in host) <= 0.7       # the goal met: at most 0.7
+    assert min(r["ratio"] for r in host) > 1.5             # the goal missed, as the docs say

@@ -176,10 +176,12 @@ def _saved_bytes(n_layers, reversible):
 
 
 def test_bytes_saved_for_backward_are_flat_in_depth():
-    rev = [_saved_bytes(n, True) for n in (2, 16)]
-    plain = [_saved_bytes(n, False) for n in (2, 16)]
+    """From 4 to 64 layers: the reversible stack's saved bytes stay put, the plain one's grow
+    about 16-fold."""
+    rev = [_saved_bytes(n, True) for n in (4, 64)]
+    plain = [_saved_bytes(n, False) for n in (4, 64)]
     assert rev[1] <= 1.05 * rev[0], rev
-    assert plain[1] > 4 * plain[0], plain
+    assert plain[1] > 12 * plain[0], plain
     assert rev[1] < plain[0]
 
 
