@@ -50,19 +50,23 @@ PENALTY = 1.0
 FIXED = {"lie-trotter": {"scheme": "lie-trotter"}, "parallel": {"scheme": "parallel"},
          "strang": {"scheme": "strang"}, "rk4-block": {"scheme": "parallel", "method": "rk4"},
          "yoshida4": {"scheme": "yoshida4"}}
-LEARNED = {f"learned-{k}{'-pen' if pen else ''}": (s, pen)
+# learned-X: free; -pen: the order penalty; -proj: projected onto the order conditions after
+# every optimiser step (project_coefficients: exactly a method of X's order throughout)
+LEARNED = {f"learned-{k}{'-' + mode if mode else ''}": (s, mode)
            for k, s in (("lt", "lie-trotter"), ("strang", "strang"), ("y4", "yoshida4"))
-           for pen in (False, True)}
+           for mode in (None, "pen", "proj")}
 ORDER = list(FIXED) + list(LEARNED)
 LABELS = {"lie-trotter": "Lie–Trotter (Transformer)", "parallel": "parallel (GPT-J/NeoX)",
           "strang": "Strang shared", "rk4-block": "RK4 block (parallel, rk4)",
           "yoshida4": "Yoshida4 shared",
-          **{k: f"learned from {s}" + (f", penalty λ={PENALTY:g}" if pen else "")
-             for k, (s, pen) in LEARNED.items()}}
+          **{k: f"learned from {s}" + {None: "", "pen": f", penalty λ={PENALTY:g}",
+                                        "proj": ", projected"}[mode]
+             for k, (s, mode) in LEARNED.items()}}
 # relative cost of a step (field evaluations per layer), to order the runs cheapest first
 COST = {"lie-trotter": 2, "parallel": 2, "strang": 3, "rk4-block": 8, "yoshida4": 9,
         "learned-lt": 2, "learned-lt-pen": 2.2, "learned-strang": 3, "learned-strang-pen": 3.3,
-        "learned-y4": 9, "learned-y4-pen": 10}
+        "learned-y4": 9, "learned-y4-pen": 10, "learned-lt-proj": 2.3,
+        "learned-strang-proj": 3.4, "learned-y4-proj": 10.5}
 SUBSTEPS = (1, 2, 4)
 
 
@@ -70,12 +74,13 @@ def model_config(name: str) -> SplitConfig:
     base = {k: SCALE[k] for k in ("d_model", "n_heads", "n_layers", "d_ff")}
     if name in FIXED:
         return SplitConfig(**base, max_len=SCALE["context"], **FIXED[name])
-    scheme, _ = LEARNED[name]
-    return SplitConfig(**base, max_len=SCALE["context"], scheme=scheme, learn_coefficients=True)
+    scheme, mode = LEARNED[name]
+    return SplitConfig(**base, max_len=SCALE["context"], scheme=scheme, learn_coefficients=True,
+                       project_coefficients=mode == "proj")
 
 
 def train_config(name: str, seed: int, out: Path, threads, resume=False) -> TrainConfig:
-    pen = LEARNED[name][1] if name in LEARNED else False
+    pen = name in LEARNED and LEARNED[name][1] == "pen"
     sc = SCALE
     return TrainConfig(model=model_config(name), context=sc["context"], steps=sc["steps"],
                        batch_size=sc["batch_size"], lr=sc["lr"], warmup=sc["warmup"],

@@ -38,6 +38,7 @@ from .options import (
     WEIGHTS,
     check_network,
     check_parallel,
+    check_projection,
     check_reversible,
     int_list,
     kind_options,
@@ -143,6 +144,9 @@ class SplitConfig:
                                       "trainable parameter, initialised from the scheme "
                                       "(model.coefficients(); --order-penalty keeps them a "
                                       "method)")
+    project_coefficients: bool = option(False, "learned coefficients kept exactly a method of "
+                                        "the scheme's order: float64, projected onto the order "
+                                        "conditions after every optimiser step")
     reversible: bool = option(False, REVERSIBLE_HELP)
     reversible_grid: int | None = option(None, REVERSIBLE_GRID_HELP, metavar="K")
 
@@ -161,6 +165,7 @@ class SplitConfig:
         set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))
         set_(self, "tie_head", bool(self.tie_head))
         set_(self, "learn_coefficients", bool(self.learn_coefficients))
+        check_projection(self, scheme)
         set_(self, "causal", bool(self.causal))
         self._check_gates()
         self._check_reversible()

@@ -45,9 +45,12 @@ class LearnedSplitLayer(SplitLayer):
     clock is the running sum of its own coefficients)."""
 
     def __init__(self, scheme, diffusion=None, convection=None, step_size: float = 1.0,
-                 method: str = "euler", *, fields=None):
+                 method: str = "euler", *, fields=None, float64: bool = False):
         super().__init__(scheme, diffusion, convection, step_size, method, fields=fields)
-        self.stage_coeffs = nn.Parameter(torch.tensor([st.coeff for st in self.stages]))
+        self.float64 = bool(float64)
+        dtype = torch.float64 if self.float64 else torch.get_default_dtype()
+        self.stage_coeffs = nn.Parameter(torch.tensor([float(st.coeff) for st in self.stages],
+                                                      dtype=dtype))
         # clock[i, j, l] = 1: stage l (< i) advances component j of stage i
         n, width = len(self.stages), max(len(st.components) for st in self.stages)
         clock = torch.zeros(n, width, n)
@@ -56,6 +59,24 @@ class LearnedSplitLayer(SplitLayer):
                 for l_ in range(i):
                     clock[i, j, l_] = float(f in self.stages[l_].components)
         self.register_buffer("clock_matrix", clock, persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        """With ``float64``: conversions (``.float()``, ``.half()``, ``.to(dtype)``) leave
+        ``stage_coeffs`` float64 (a projection holds them to 1e-13, which float32 cannot
+        store); a move to another device still moves it."""
+        if not self.float64:
+            return super()._apply(fn, recurse)
+        c = self._parameters.pop("stage_coeffs")
+        try:
+            super()._apply(fn, recurse)
+        finally:
+            self._parameters["stage_coeffs"] = c
+        device = fn(torch.empty(0, dtype=torch.float64, device=c.device)).device
+        if device != c.device:
+            c.data = c.data.to(device)
+            if c.grad is not None:
+                c.grad = c.grad.to(device)
+        return self
 
     # -- the coefficients --------------------------------------------------------------------
     def current_stages(self) -> tuple[Stage, ...]:
@@ -175,6 +196,33 @@ def order_penalty(model, order: int | None = None) -> torch.Tensor:
     return conditions.penalty(coeffs, letters, k, p)
 
 
+def project_coefficients(model) -> dict:
+    """Every learned layer's coefficients moved, in place, onto the order conditions of the
+    scheme's declared order (1 for the exact flow ``parallel``) by the damped, least-norm
+    Gauss–Newton projection of :func:`splitnet.order.projection.project`, in float64: after
+    it every condition of degree <= p is below 1e-13, and each layer is a method of order p.
+    Returns ``steps``, the largest ``defect`` before and after and the largest ``move``. A
+    layer the projection cannot bring there is a ``ProjectionError`` naming it."""
+    from ..order.projection import project
+
+    layers = learned_layers(model)
+    if not layers:
+        raise ValueError("project_coefficients: the model does not learn its coefficients "
+                         "(learn_coefficients=False)")
+    if not all(layer.float64 for layer in layers):
+        raise ValueError("project_coefficients needs float64 coefficients, which float32 "
+                         "rounds to 1e-8: build the model with project_coefficients=True")
+    p = penalty_degree(model.scheme.order)
+    letters, k = conditions.structure(layers[0].stages)
+    names = [f"layer {i}" for i, la in enumerate(model.layers) if la in layers]
+    with torch.no_grad():
+        c = torch.stack([whole(la.stage_coeffs).detach() for la in layers])
+        x, info = project(c, letters, k, p, names=names)
+        for la, row in zip(layers, x.to(c.device)):
+            la.stage_coeffs.copy_(row)
+    return info
+
+
 def coefficient_metrics(model) -> dict:
     """What a training record keeps of the coefficients (nothing for a plain model): every
     layer's coefficients and the unweighted penalty at the declared order."""
@@ -189,4 +237,4 @@ def coefficient_metrics(model) -> dict:
 
 
 __all__ = ["EXACT_PENALTY_DEGREE", "LearnedSplitLayer", "coefficient_metrics", "coefficients",
-           "learned_layers", "order_penalty", "penalty_degree", "whole"]
+           "learned_layers", "order_penalty", "penalty_degree", "project_coefficients", "whole"]

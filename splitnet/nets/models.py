@@ -28,7 +28,7 @@ from ..integrators.layers import SplitLayer
 from ..reversible import ReversibleLayer, end_pair, run_stack, start_pair
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
-from .learned import LearnedSplitLayer, coefficients
+from .learned import LearnedSplitLayer, coefficients, project_coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 from .tokens import check_ids
 
@@ -79,6 +79,10 @@ class SplitTransformer(ConfigBuilt, nn.Module):
             self.head.weight = self.tok_emb.weight   # tied
         self.embed_scale = embed_scale(c)            # sqrt(d) under init="xavier", else 1
         self._init_weights()
+        # exact from the start (the scheme's, to round-off); not on the meta device, where a
+        # model is only shapes (checkpoint checks, describe)
+        if c.project_coefficients and self.tok_emb.weight.device.type != "meta":
+            self.project_coefficients()
 
     N_POSITIONAL = 4   # vocab_size, d_model, n_heads, n_layers may be given by position
 
@@ -100,8 +104,10 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         if c.reversible:
             return ReversibleLayer(self.scheme, step_size=c.step_size, method=c.method,
                                    fields=fields, grid=c.reversible_grid)
-        cls = LearnedSplitLayer if c.learn_coefficients else SplitLayer
-        return cls(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
+        if c.learn_coefficients:
+            return LearnedSplitLayer(self.scheme, step_size=c.step_size, method=c.method,
+                                     fields=fields, float64=c.project_coefficients)
+        return SplitLayer(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
 
     def _init_weights(self) -> None:
         """``config.init``'s rule (:mod:`splitnet.nets.init`): the residual outputs are those
@@ -117,6 +123,11 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         """Per layer, a tuple of :class:`~splitnet.spec.stages.Stage` ``(field, coeff)`` with the
         coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
         return coefficients(self)
+
+    def project_coefficients(self) -> dict:
+        """Learned coefficients (``project_coefficients=True``) moved onto the order conditions
+        of the scheme's order: :func:`splitnet.nets.learned.project_coefficients`."""
+        return project_coefficients(self)
 
     def n_params(self, embeddings: bool = True) -> int:
         """All parameters (a tied head counted once); ``embeddings=False``: without the token

@@ -41,6 +41,7 @@ to any precision.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Callable
@@ -94,6 +95,9 @@ class OrderCheck:
     floor: float = FLOOR
     ceiling: float = CEILING
     detectable_reason: str = ""    # why ``detectable`` is NaN, when it is
+    # the largest order condition of degree <= the declared order (log(step) on the Lyndon
+    # words, splitnet.order.algebra.lie_defects): a model's layers (measure_layers) only
+    condition_defect: float = float("nan")
 
     @property
     def ok(self) -> bool:
@@ -107,8 +111,11 @@ class OrderCheck:
              else str(self.declared))
         sums = ", ".join(f"{f} {v:.15g}" for f, v in self.sums.items())
         head = f"{self.name}: declared order {d}"
+        defect = ("" if math.isnan(self.condition_defect) else
+                  f"; largest order condition {self.condition_defect:.1e}")
         if self.verdict in ("inconsistent", "undetermined") or math.isinf(self.measured):
-            return f"{head}: {self.reason} (coefficient sums: {sums}) -> {self.verdict.upper()}"
+            return (f"{head}: {self.reason} (coefficient sums: {sums}{defect}) -> "
+                    f"{self.verdict.upper()}")
         n = int(self.used.sum())
         h = self.step_sizes[self.used]
         det = (f"n/a ({self.detectable_reason})" if not np.isfinite(self.detectable)
@@ -117,7 +124,7 @@ class OrderCheck:
         return (f"{head}, measured {self.measured:.2f} (smallest h: {self.tail:.2f}; {n} points, "
                 f"h {h.max():.3g} .. {h.min():.3g}) on random non-commuting matrices -> "
                 f"{self.verdict.upper()}; coefficient sums: {sums}{norm}; detectable coefficient "
-                f"error ~{det}")
+                f"error ~{det}{defect}")
 
 
 def random_matrices(dim: int = 6, seed: int = 0, n: int = 2) -> tuple[np.ndarray, ...]:
@@ -478,9 +485,23 @@ def measure_layers(layers, declared: int | None = None, normalize: bool = False,
                    **options) -> tuple[OrderCheck, ...]:
     """:func:`measure_order` of each layer's stage list (a trained model's coefficients,
     ``model.coefficients()``), named ``layer 0``, ``layer 1``, ...: a verdict for each layer.
-    ``declared`` applies to every layer."""
-    return tuple(measure_order(stages, declared, name=f"layer {k}", normalize=normalize,
-                               **options) for k, stages in enumerate(layers))
+    ``declared`` applies to every layer. Each check also carries the layer's largest order
+    condition of degree <= ``declared`` (``condition_defect``; up to degree 8, 1 for an exact
+    scheme; NaN without a declared order)."""
+    from .algebra import lie_defects
+    from .conditions import MAX_DEGREE
+
+    degree = None if declared is None else 1 if declared >= EXACT_ORDER else \
+        min(declared, MAX_DEGREE)
+    out = []
+    for k, stages in enumerate(layers):
+        check = measure_order(stages, declared, name=f"layer {k}", normalize=normalize,
+                              **options)
+        if degree is not None:
+            check = dataclasses.replace(check, condition_defect=float(max(
+                lie_defects(stages, degree))))
+        out.append(check)
+    return tuple(out)
 
 
 __all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "OrderCheck", "adaptive_errors",

@@ -34,6 +34,7 @@ uninterrupted. A non-finite loss stops the run without overwriting the last good
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -47,7 +48,7 @@ import torch
 
 from ..analyses.refine import refined, refinement_at, scheme_label
 from ..configs.config import FIXED, FREE, TrainConfig
-from ..nets.learned import coefficient_metrics, order_penalty
+from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
@@ -115,9 +116,25 @@ class _Run:
     scores: dict | None = None    # translation: BLEU and chrF at the end
 
 
+def _project(model, opt, *_) -> None:
+    """After every optimiser step: the learned coefficients back onto the order conditions
+    (:func:`splitnet.nets.learned.project_coefficients`); a layer it cannot bring there stops
+    the run (the last checkpoint stays as it was), it never drifts silently."""
+    from ..order.projection import ProjectionError
+
+    try:
+        project_coefficients(model)
+    except ProjectionError as e:
+        raise TrainingError(f"{e}; the run stops here (the last checkpoint is unchanged): "
+                            f"lower --lr, or resume without --project-coefficients") from None
+
+
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
            log) -> _Run:
     model, opt, sched, step = build_model(cfg, state, env)
+    if getattr(cfg.model, "project_coefficients", False):
+        # before wrap_model's hooks: a bf16 compute copy is synced from the projected masters
+        opt.register_step_post_hook(functools.partial(_project, model))
     fwd, step_fn = wrap_model(model, opt, cfg, env)
     cuda = env.device.type == "cuda"
     if cuda:
