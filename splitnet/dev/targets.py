@@ -35,6 +35,8 @@ class Target:
 
 
 _SEEDS8 = "0,1,2,3,4,5,6,7"
+_PROJECTION_MODELS = ("yoshida4,learned-y4,learned-y4-proj,strang,learned-strang,"
+                      "learned-strang-proj")
 _LONG_MODELS = "transformer,macaron,sandwich,sdu-gates"
 _SEED_SCALE = "docs/data/gpu-h200-2026-11-26/seed_scale"
 
@@ -78,6 +80,14 @@ TARGETS = {t.name: t for t in [
     Target("unsplit", "docs/unsplit.md, docs/figures/unsplit_*.png",
            "~2-3 h on 2 busy cores (33 runs; resumes from runs/unsplit)",
            (("experiments/unsplit_study.py",),)),
+    Target("projection", "docs/projection.md, docs/figures/projection_*.png (the projected "
+           "arms of the unsplit study, from experiments/cache/projection; "
+           "experiments/unsplit_study.py --models ... --runs DIR trains them again: ~30 min)",
+           "seconds",
+           (("experiments/unsplit_study.py", "--report-only", "--runs",
+             "experiments/cache/projection", "--models", _PROJECTION_MODELS,
+             "--report", "docs/projection.md", "--figure-prefix", "projection", "--title",
+             "Learned coefficients held exactly to a method: the projected arms"),)),
     Target("translation", "docs/translation.md (the tables between its markers), "
            "docs/figures/translation_curves*.png",
            "~7 h on one thread (3 search + 12 study runs of ~27 min; cached in "
