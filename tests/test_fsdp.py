@@ -400,3 +400,22 @@ def test_a_damaged_shard_read_shard_by_shard_is_one_line(text, tmp_path):
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("splitnet train: error:")]
     assert lines and all("shards-2: the sharded weights cannot be read" in ln for ln in lines)
     assert "]: Traceback" not in res.stderr            # no rank's own ("[rankN]: Traceback")
+
+
+def test_overwriting_a_sharded_run_keeps_it_whole_in_previous(text, tmp_path):
+    """--overwrite of an fsdp run moves its shards folder with its checkpoint into previous-1
+    (left behind, the new run's first save removed it as superseded: issue 49, D1); the old
+    run then loads from previous-1 as it was, and the new run has shards of its own."""
+    opts = [*_data("lm", text), *BASE, *LM, "--steps", "2", "--eval-every", "2",
+            "--ckpt-every", "2", "--parallel", "fsdp", "--out", str(tmp_path / "r")]
+    _ranks(opts)
+    before = ck.load(tmp_path / "r")
+    _ranks([*opts, "--overwrite", "--seed", "5"])
+    prev = tmp_path / "r" / "previous-1"
+    assert sorted(p.name for p in prev.iterdir() if p.name.startswith("shards-")) == ["shards-2"]
+    old = ck.load(prev)
+    assert old["step"] == 2 and all(torch.equal(v, before["model"][k])
+                                    for k, v in old["model"].items())
+    new = ck.load(tmp_path / "r")
+    assert any(not torch.equal(v, old["model"][k]) for k, v in new["model"].items())
+    assert (tmp_path / "r" / "shards-2").is_dir()

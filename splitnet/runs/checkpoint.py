@@ -497,13 +497,19 @@ PREVIOUS = "previous-"    # OUT/previous-1, previous-2, ...: earlier runs, oldes
 
 
 def move_aside(folder) -> Path | None:
-    """Move the state of an earlier run in ``folder`` (checkpoint, metrics, plot) into a new
+    """Move the state of an earlier run in ``folder`` (checkpoint, metrics, plot, a sharded
+    run's ``shards-*`` folders) into a new
     ``folder/previous-N/`` (N one more than the highest there), so ``--overwrite`` leaves
     nothing that ``--resume`` could pick up and loses nothing: every earlier run keeps its own
     generation, and no folder is ever deleted or replaced (a ``previous/`` of your own is left
     alone). Returns the new location, or None if there was nothing to move."""
+    from .shards import PREFIX as SHARDS
+
     folder = Path(folder)
-    names = [n for n in (CKPT, METRICS, PLOT) if (folder / n).exists()]
+    # a sharded run's weights live in shards-<step>/ folders beside its checkpoint: they go
+    # with it (left behind, the next run's first save would remove them as superseded)
+    shards = sorted(p.name for p in folder.glob(f"{SHARDS}*") if p.is_dir())
+    names = [n for n in (CKPT, METRICS, PLOT) if (folder / n).exists()] + shards
     if not names:
         return None
     taken = [int(p.name[len(PREVIOUS):]) for p in folder.iterdir()
@@ -516,9 +522,8 @@ def move_aside(folder) -> Path | None:
             break
         except FileExistsError:
             n += 1
-    for name in (CKPT, METRICS, PLOT):   # the checkpoint first: after it, --resume finds nothing
-        if name in names:
-            os.replace(folder / name, prev / name)
+    for name in names:      # the checkpoint first: after it, --resume finds nothing
+        os.replace(folder / name, prev / name)
     return prev
 
 
