@@ -7,7 +7,8 @@ a file. Pure standard library.
   replaced. A write that fails (disk full, a file-size limit) leaves the old file as it was
   and no temporary behind, and is one :class:`OSError` naming the file.
 * :func:`check_output_file` / :func:`check_outputs`: the same rule for the command line, before
-  any work: every output a new name or a regular file in a writable folder, no two the same.
+  any work: every output a new name or a regular file in a writable folder, no two the same,
+  none of them a file the command reads (:func:`check_not_inputs`).
 * :func:`atomic_directory`: a whole directory (an export) written beside its target and moved
   into place only when complete.
 
@@ -308,9 +309,29 @@ def check_output_file(path, flag: str = "--out") -> Path:
     return p
 
 
-def check_outputs(outputs) -> None:
-    """:func:`check_output_file` for every ``(flag, path)`` with a path, and no two of them the
-    same file (one would overwrite the other)."""
+def check_not_inputs(outputs, inputs) -> None:
+    """No output ``(flag, path)`` is, by any spelling (a link, ``..``, a relative path), one of
+    the ``inputs`` ``(what, path)`` a command reads, nor a file inside one that is a folder: one
+    ValueError naming both, before any work (an evaluation's ``--json`` given the run's own
+    ``checkpoint.pt`` would replace it after the whole evaluation)."""
+    real = [(what, Path(p), os.path.realpath(p)) for what, p in inputs if p]
+    for flag, path in outputs:
+        if not path:
+            continue
+        out = os.path.realpath(path)
+        for what, p, r in real:
+            inside = os.path.isdir(r) and out.startswith(r + os.sep) and os.path.exists(out)
+            if out == r or inside:
+                raise ValueError(f"{flag} {path} is {what} {p}, which this command reads: "
+                                 f"writing there would replace it; give the output another "
+                                 f"name")
+
+
+def check_outputs(outputs, inputs=()) -> None:
+    """:func:`check_output_file` for every ``(flag, path)`` with a path, no two of them the
+    same file (one would overwrite the other), and none of them one of ``inputs``
+    (:func:`check_not_inputs`)."""
+    check_not_inputs(outputs, inputs)
     seen: dict[str, str] = {}
     for flag, path in outputs:
         if not path:

@@ -457,6 +457,14 @@ CLI_CASES = [
     ("refine: an unknown scheme (checked before the checkpoint is read)",
      ["refine", "--checkpoint", "{tmp}/garbage", "--schemes", "lie-trotter,nope", "--out",
       "{tmp}/r.png"], 2, r"unknown scheme 'nope'"),
+    ("refine: --json over the checkpoint it reads (any spelling)",
+     ["refine", "--checkpoint", "{tmp}/garbage", "--json", "{tmp}/garbage/../garbage/"
+      "checkpoint.pt"], 2,
+     r"--json \{tmp\}/garbage/../garbage/checkpoint.pt is the checkpoint \{tmp\}/garbage/"
+     r"checkpoint.pt, which this command reads: writing there would replace it"),
+    ("evaluate: --json over the run's metrics",
+     ["evaluate", "--checkpoint", "{tmp}/garbage", "--json", "{tmp}/garbage/metrics.jsonl"], 2,
+     r"--json \{tmp\}/garbage/metrics.jsonl is the run's metrics.jsonl"),
     ("refine: zero substeps", ["refine", "--checkpoint", "{tmp}/garbage", "--substeps", "1,0",
                                "--out", "{tmp}/r.png"], 2,
      r"--substeps: expected a positive integer, got '0'"),

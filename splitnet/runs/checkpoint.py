@@ -56,6 +56,21 @@ def checkpoint_file(path) -> Path:
     return p if p.is_file() or (p.suffix == ".pt" and not p.is_dir()) else p / CKPT
 
 
+def run_files(path) -> list[tuple[str, Path]]:
+    """``(what, path)`` of every file of the run a command reads at ``path`` (its folder or
+    checkpoint file): the checkpoint, metrics, plot, lock and shards folders. What an output
+    option must never be written over (:func:`splitnet._io.check_not_inputs`)."""
+    from .shards import PREFIX as SHARDS
+
+    f = checkpoint_file(path)
+    folder = f.parent
+    out = [("the checkpoint", f)]
+    out += [(f"the run's {n}", folder / n) for n in (METRICS, PLOT, LOCK) if n != f.name]
+    out += [("the run's shards folder", p) for p in sorted(folder.glob(f"{SHARDS}*"))
+            if p.is_dir()]
+    return out
+
+
 def save(obj: dict, path) -> Path:
     """``torch.save`` atomically (temporary file, fsync, rename), with the digest of every
     tensor in ``obj`` under ``"digests"`` (see :func:`digest_record`)."""
@@ -531,5 +546,6 @@ __all__ = ["CKPT", "LOCK", "METRICS", "MODEL_KINDS", "PLOT", "PREVIOUS", "VERSIO
            "RunDirectoryReplaced", "RunLock", "RunLocked", "check_training_state",
            "check_weights", "checkpoint_file", "load", "load_model", "model_classes",
            "model_from_state", "model_kind", "move_aside", "plain_rng_state",
-           "read_metrics", "remove_torn_saves", "rng_state", "save", "set_rng_state",
+           "read_metrics", "remove_torn_saves", "rng_state", "run_files", "save",
+           "set_rng_state",
            "truncate_metrics"]

@@ -78,11 +78,12 @@ def _model(args, device):
 def run(args) -> int:
     import json
 
-    from ..._io import atomic_write_text, check_output_file
+    from ..._io import atomic_write_text, check_outputs
     from ...mlm import suite, wordnet
+    from ...runs.checkpoint import run_files
 
-    if args.json:
-        check_output_file(args.json, "--json")
+    check_outputs([("--json", args.json)],
+                  [*run_files(args.checkpoint), ("the lexicon", args.lexicon)])
     wordnet.wordnet_root(args.wordnet)             # before the model loads: one line if absent
     if args.lexicon is not None:
         from ..._io import input_kind

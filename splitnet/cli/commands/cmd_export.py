@@ -40,9 +40,11 @@ def _check_out(args):
     writable (tried for real)."""
     from pathlib import Path
 
-    from ..._io import require_writable_dir
+    from ..._io import check_not_inputs, require_writable_dir
+    from ...runs.checkpoint import run_files
 
     out = Path(args.out).expanduser()
+    check_not_inputs([("--out", out)], run_files(args.checkpoint))
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:

@@ -188,6 +188,14 @@ def _from_hf(args, device):
     return model, evaluate, desc, "nats/token", 1.0
 
 
+def _inputs(args) -> list:
+    """``(what, path)`` of what the command reads: no output may be written over one."""
+    from ...runs.checkpoint import run_files
+
+    out = [("the model folder", args.hf), ("the text", args.text)]
+    return out + (run_files(args.checkpoint) if getattr(args, "checkpoint", None) else [])
+
+
 def run(args) -> int:
     import json
 
@@ -196,7 +204,7 @@ def run(args) -> int:
     from ...analyses.refine import refinement_study, scheme_label, stacks
 
     grid = _grid(args)                              # every input checked before any work
-    check_outputs([("--out", args.out), ("--json", args.json)])
+    check_outputs([("--out", args.out), ("--json", args.json)], _inputs(args))
     plots.check_format(args.out)
     device = torch_device(args.device)
     set_threads(args.threads)

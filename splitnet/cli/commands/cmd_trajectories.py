@@ -159,9 +159,11 @@ def _check_outputs(args) -> None:
     in a format that can be written: before any work."""
     from ... import plots
     from ..._io import check_outputs
+    from ...runs.checkpoint import run_files
 
     outs = _outputs(args)
-    check_outputs(outs)
+    inputs = [("the model folder", args.hf)]
+    check_outputs(outs, inputs + (run_files(args.checkpoint) if args.checkpoint else []))
     for flag, o in outs:
         if flag != "--gif":
             plots.check_format(o, flag)
