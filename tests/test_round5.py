@@ -49,3 +49,69 @@ def test_no_output_option_writes_over_a_file_of_the_run_it_reads(run, name, comm
         assert r.returncode == 2, (command, flag, path, r.stderr[-500:])
         assert r.stderr.count("\n") == 1 and "which this command reads" in r.stderr, r.stderr
         assert (run / name).read_bytes() == before
+
+
+def _damage(folder, how):
+    """One of the ways a shards folder arrives damaged."""
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".distcp")
+    if how == "cut":
+        data = files[0].read_bytes()
+        files[0].write_bytes(data[:len(data) // 2])
+    elif how == "empty":
+        files[0].write_bytes(b"")
+    elif how == "missing rank":
+        files[-1].unlink()
+    elif how == "no metadata":
+        (folder / ".metadata").unlink()
+    elif how == "random metadata":
+        (folder / ".metadata").write_bytes(os.urandom(256))
+    elif how == "swapped ranks":
+        a, b = files[0], files[-1]
+        tmp = a.with_suffix(".tmp")
+        a.rename(tmp)
+        b.rename(a)
+        tmp.rename(b)
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("s") / "run"
+    text = out.parent / "corpus.txt"
+    text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(400)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "splitnet", "train", "--text", str(text), "--steps", "2", "--eval-every",
+           "2", "--parallel", "fsdp", *TINY[:10], "--no-progress", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+DAMAGES = ["cut", "empty", "missing rank", "no metadata", "random metadata", "swapped ranks"]
+READERS = [["sample", "--checkpoint", "{run}", "--max-new-tokens", "2"],
+           ["describe", "--checkpoint", "{run}"],
+           ["export", "--checkpoint", "{run}", "--out", "{tmp}/hf"],
+           ["refine", "--checkpoint", "{run}", "--windows", "2", "--out", "{tmp}/r.png"],
+           ["train", "--resume", "--out", "{run}", "--no-progress"]]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_shards_folder_read_in_one_process_is_one_line(sharded, how, tmp_path):
+    """D4: every reader of a sharded checkpoint in one process (sample, describe, export,
+    refine, train --resume) meets a damaged shards folder with one line and exit 2, never a
+    traceback (torch.distributed.checkpoint's CheckpointException is a BaseException, and it
+    logs a traceback of its own on the root logger). One reader per kind of damage, every
+    reader used."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(sharded, run)
+    folder = next(p for p in run.iterdir() if p.name.startswith("shards-"))
+    _damage(folder, how)
+    k = DAMAGES.index(how)
+    for argv in (READERS[k % len(READERS)],):
+        argv = [a.format(run=run, tmp=tmp_path) for a in argv]
+        r = subprocess.run([sys.executable, "-m", "splitnet", *argv, "--threads", "1"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, (how, argv[0], r.stderr[-800:])
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (how, r.stderr)

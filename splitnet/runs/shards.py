@@ -18,6 +18,8 @@ not splitnet's per-tensor CRC digests (those cover ``checkpoint.pt``).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 from pathlib import Path
 
@@ -68,15 +70,41 @@ def expand(ck: dict, f, whole: bool = True) -> dict:
     if not folder.is_dir():
         raise ValueError(f"{f} names the sharded weights {folder}, which is missing: a "
                          f"sharded checkpoint needs its folder beside it")
+    from torch.distributed.checkpoint.api import CheckpointException
+
     try:
         if not whole:
             return {**ck, "model": _shapes(folder), "optimizer": {"state": {}, "param_groups": []},
                     FOLDER: str(folder)}
         state = read_whole(folder)
-    except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except (Exception, CheckpointException) as e:   # CheckpointException is a BaseException
+        first = first_line(e)
         raise ValueError(f"{folder}: the sharded weights cannot be read ({first})") from None
     return {**ck, "model": state["model"], "optimizer": state.get("optimizer", {})}
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of ``e``'s message; for a CheckpointException (one failure per rank), the
+    first rank's own error."""
+    failures = getattr(e, "failures", None)
+    if isinstance(failures, dict) and failures:
+        e = next(iter(failures.values()))           # (exception, traceback) of a rank
+        e = e[0] if isinstance(e, tuple) else e
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+@contextlib.contextmanager
+def quiet():
+    """Logging silenced for the read: on a damaged folder torch.distributed.checkpoint logs its
+    fallbacks with the whole traceback (on the root logger) before raising, and the raise is
+    what a command turns into its one line."""
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(before)
 
 
 def read_whole(folder) -> dict:
@@ -86,7 +114,7 @@ def read_whole(folder) -> dict:
 
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
 
-    with warnings.catch_warnings():      # "assuming the intent is to load in one process"
+    with warnings.catch_warnings(), quiet():   # "assuming the intent is to load in one process"
         warnings.simplefilter("ignore", UserWarning)
         return _load_state_dict_from_keys({"model", "optimizer"}, checkpoint_id=str(folder))
 
@@ -96,10 +124,11 @@ def _shapes(folder) -> dict:
     import torch
     from torch.distributed.checkpoint import FileSystemReader
 
-    meta = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    with quiet():
+        meta = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
     return {k[len("model."):]: torch.empty(m.size, dtype=m.properties.dtype, device="meta")
             for k, m in meta.items() if k.startswith("model.") and hasattr(m, "size")}
 
 
-__all__ = ["FOLDER", "KEY", "PREFIX", "TORN", "expand", "folder_for", "publish", "read_whole",
-           "remove_others"]
+__all__ = ["FOLDER", "KEY", "PREFIX", "TORN", "expand", "first_line", "folder_for", "publish",
+           "quiet", "read_whole", "remove_others"]

@@ -186,11 +186,15 @@ def load_shards(model, build_optimizer, folder, device, world: int, amp: bool, t
     from torch.distributed.checkpoint.api import CheckpointException
 
     try:
-        dcp.load(ready, checkpoint_id=str(folder))
+        from ..runs.shards import quiet
+
+        with quiet():
+            dcp.load(ready, checkpoint_id=str(folder))
     except (Exception, CheckpointException) as e:  # (a BaseException) damaged: one line
-        e = next(iter(getattr(e, "failures", {}).values()), (e,))[0]   # a rank's own error
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{folder}: the sharded weights cannot be read ({first})") from None
+        from ..runs.shards import first_line
+
+        raise ValueError(f"{folder}: the sharded weights cannot be read ({first_line(e)})") \
+            from None
     leaves, spec = tree_flatten(ready)
     for i, mine in enumerate(tree_flatten(state)[0]):
         if headwise_groups(mine):   # --tp's per-head rows, read re-laid: back to their layout
