@@ -384,7 +384,8 @@ def remove_stale_temporaries(folder, name: str) -> int:
 
 
 __all__ = ["READ_CHUNK", "WriteFailed", "atomic_directory", "atomic_write",
-           "atomic_write_text", "check_output_file", "check_outputs", "current_umask",
+           "atomic_write_text", "check_not_inputs", "check_output_file", "check_outputs",
+           "current_umask",
            "file_kind", "input_kind", "nearest_existing", "probe_writable", "read_input",
            "remove_stale_temporaries", "require_replaceable", "require_writable_dir",
            "write_failure"]

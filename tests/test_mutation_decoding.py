@@ -308,16 +308,29 @@ def test_the_memory_estimate_counts_every_call_and_module():
 
 def test_a_reversible_decoders_cached_step_is_the_uncached_one_on_its_grid():
     """With an exact-arithmetic grid (reversible_grid 12) the cached step starts its pair on
-    the grid as the uncached forward does: equal log-probabilities, bit for bit."""
+    the grid as the uncached forward does: its final states lie on the readout's grid (the
+    mean of two grid points, multiples of 2^-13) and equal the uncached ones there. Not bit for
+    bit everywhere: the two paths evaluate the fields on differently shaped batches, whose
+    sums can differ below the grid, and an increment at a near-tie then rounds to the next
+    multiple (an AMD EPYC: one coordinate of 48 by 2^-13). Log-probabilities to match."""
     m = _model(decoder_scheme="strang", encoder_scheme="strang", reversible=True,
                reversible_grid=12, seed=4).float()
     src = _ids(3, 5, 2)
     seq = torch.cat([torch.full((3, 1), BOS), _ids(3, 4, 6)], 1)
+    seen = []
+    m.decoder_norm.register_forward_hook(lambda mod, i, o: seen.append(i[0].detach()))
     with torch.no_grad():
         memory, mask = m.encode(src, None)
         cached = Dg.step_function(m, memory, mask, True, 8)
         for n in range(1, seq.shape[1] + 1):
             got = cached(seq[:, :n])
+        a = seen[-1].reshape(3, -1)
         want = Dg.step_function(m, memory, mask, False, 8)(seq)
+        b = seen[-1][:, -1]
+    unit = 2.0 ** -13
+    assert torch.equal(torch.round(a / unit) * unit, a)          # on the grid: started on it
+    diff = (a - b).abs()
+    assert float(diff.max()) <= unit and int((diff > 0).sum()) <= 2, diff
     ok = torch.isfinite(want)
-    assert torch.equal(got[ok], want[ok]) and torch.equal(ok, torch.isfinite(got))
+    assert torch.equal(ok, torch.isfinite(got))
+    assert torch.allclose(got[ok], want[ok], rtol=0, atol=1e-3)

@@ -187,3 +187,38 @@ def test_the_cli_refuses_projection_without_learned_coefficients(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "--learn-coefficients" in r.stderr
+
+
+def test_two_ddp_ranks_keep_the_coefficients_float64_and_exact(tmp_path):
+    """--parallel ddp (2 gloo ranks): the coefficients stay float64 parameters, every rank
+    projects after its step, and the checkpoint's layers are fourth-order methods."""
+    import os
+    import subprocess
+    import sys
+
+    from splitnet import checkpoint as ck
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(300)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "splitnet", "train", "--text", str(text), "--steps", "3", "--eval-every", "3",
+           "--d-model", "16", "--n-heads", "2", "--n-layers", "2", "--context", "16",
+           "--batch-size", "4", "--scheme", "yoshida4", "--learn-coefficients",
+           "--project-coefficients", "--lr", "0.03", "--parallel", "ddp", "--no-progress",
+           "--out", str(tmp_path / "r")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    model = ck.model_from_state(ck.load(tmp_path / "r"), tmp_path / "r")
+    assert all(la.stage_coeffs.dtype == torch.float64 for la in model.layers)
+    assert _max_condition(model) <= 1e-12
+
+
+def test_autocast_leaves_the_coefficients_float64():
+    m = _model()
+    idx = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(2))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(idx)
+    out.float().sum().backward()
+    assert m.layers[0].stage_coeffs.dtype == torch.float64
+    assert m.layers[0].stage_coeffs.grad.dtype == torch.float64

@@ -284,9 +284,11 @@ def check_network(cfg) -> None:
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
-__all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS", "MAX_SEED",
+__all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
+           "MAX_PROJECTED_ORDER", "MAX_SEED",
            "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice",
-           "check_int", "check_network", "check_parallel", "check_real", "check_reversible",
+           "check_int", "check_network", "check_parallel", "check_projection", "check_real",
+           "check_reversible",
            "config_from_dict",
            "int_list", "kind_option_fields", "kind_options", "option", "positive_ints",
            "scheme_spec"]

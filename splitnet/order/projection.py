@@ -94,4 +94,4 @@ def project(c: torch.Tensor, letters, k: int, degree: int, *, tol: float = TOL,
     return x.reshape(c.shape), info
 
 
-__all__ = ["MAX_STEPS", "TOL", "ProjectionError", "project", "residual"]
+__all__ = ["MAX_STEPS", "MU0", "TOL", "ProjectionError", "project", "residual"]
