@@ -586,6 +586,10 @@ CLI_CASES = [
     ("translate: a language model's checkpoint", ["translate", "--checkpoint", "{tmp}/good/run",
                                                   "--input", "/dev/null"], 2,
      r"holds a language model, not a translation model"),
+    ("translate: a masked language model's checkpoint (pointed to evaluate, which takes it)",
+     ["translate", "--checkpoint", "{tmp}/mlm", "--input", "/dev/null"], 2,
+     r"holds a masked language model, not a translation model \(train one with 'splitnet "
+     r"train --task translate'; 'splitnet evaluate' scores a masked LM\)"),
     ("train: a language model given --beam (never recorded and ignored)",
      ["train", *TINY, "--beam", "4", "--out", "{tmp}/run-t"], 2,
      r"--beam: encoder–decoder option \(read by --task translate only\), but this run is a "
@@ -647,6 +651,10 @@ CLI_CASES = [
     ("train: --parallel fsdp with what it does not shard yet",
      ["train", "--parallel", "fsdp", "--reversible", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --reversible yet .*; use --parallel ddp"),
+    ("train: --parallel fsdp with a bf16 compute copy (advised what takes it)",
+     ["train", "--parallel", "fsdp", "--param-dtype", "bfloat16", "--out", "{tmp}/rv"], 2,
+     r"--parallel fsdp does not take --param-dtype bfloat16 yet .*; run it in one process, "
+     r"without torchrun"),
 ]
 
 
@@ -685,6 +693,8 @@ def _hostile_scratch(root: Path) -> None:
     translation run, catalogue folders and pair files, a stage file that is not UTF-8."""
     import hostile
 
+    from splitnet import checkpoint as ck
+
     hostile.fifo(root / "fifo")
     hostile.corrupt_archives(root)
     run = hostile.good_checkpoint(root / "good")
@@ -693,6 +703,10 @@ def _hostile_scratch(root: Path) -> None:
     hostile.good_translation(root / "mt")
     hostile.pair_sources(root)
     (root / "stages-latin1.txt").write_bytes("c:0.5  # é\nd:1\nc:0.5\n".encode("latin-1"))
+    state = ck.load(run)                 # the good run, recorded as a masked LM's
+    (root / "mlm").mkdir()
+    ck.save({**state, "train_config": {**state["train_config"], "task": "mlm"}},
+            root / "mlm" / ck.CKPT)
 
 
 _SCRATCH = None

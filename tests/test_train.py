@@ -210,6 +210,13 @@ def test_nan_loss_stops_and_keeps_checkpoint(text, tmp_path, monkeypatch, capsys
     state = ck.load(out)
     assert state["step"] == 4                       # last good checkpoint untouched
     assert all(torch.isfinite(v).all() for v in state["model"].values())
+    # the advice can be followed (issue 49, D7): a new run with a lower --lr over it, the
+    # stopped one kept in previous-1 (--resume refuses a changed --lr)
+    assert "start a new run with a lower --lr" in err and "then --resume" not in err
+    monkeypatch.undo()
+    assert _run_cli("--text", str(text), "--out", str(out), *TINY, "--steps", "2",
+                    "--overwrite", "--lr", "1e-4") == 0
+    assert ck.load(out / "previous-1")["step"] == 4
 
 
 def test_bad_inputs(text, tmp_path, capsys):

@@ -257,9 +257,14 @@ def check_parallel(cfg, choices) -> None:
         ("--param-dtype bfloat16", cfg.param_dtype == "bfloat16"),
         ("--compile", cfg.compile)) if v]
     if clash:
+        # the advice must be one that works: ddp takes all of these but a bf16 compute copy,
+        # which runs on one process only (splitnet.training.setup)
+        advice = ("run it in one process, without torchrun" if clash == ["--param-dtype bfloat16"]
+                  else "use --parallel ddp" + (" (and --param-dtype bfloat16 runs in one process "
+                                               "only)" if "--param-dtype bfloat16" in clash
+                                               else ""))
         raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
-                         f"or swap whole layers outside the sharded forward); use "
-                         f"--parallel ddp")
+                         f"or swap whole layers outside the sharded forward); {advice}")
 
 
 def check_network(cfg) -> None:

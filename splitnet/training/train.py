@@ -372,8 +372,11 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
     gnorms = [None if p.gnorm is None else float(p.gnorm) for p in pending]
     for p, loss in zip(pending, losses):
         if not math.isfinite(loss):
+            # advice that can be followed: --resume keeps the run's --lr, --warmup and --clip
             kept = (f"The last good checkpoint in {run.out / ck.CKPT} was left untouched; "
-                    f"lower --lr, raise --warmup or set --clip, then --resume"
+                    f"start a new run with a lower --lr, a longer --warmup or --clip (another "
+                    f"--out, or --overwrite, which keeps this run in previous-N; --resume "
+                    f"would keep these settings)"
                     if (run.out / ck.CKPT).exists() else
                     "No checkpoint was written (none was due yet); lower --lr, raise --warmup "
                     "or set --clip and start again")

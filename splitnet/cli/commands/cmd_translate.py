@@ -89,9 +89,13 @@ def _load(args, device):
 
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     if state.get("model_kind", "lm") != "seq2seq" or state.get("tokenizer") is None:
-        raise ValueError(f"{args.checkpoint} holds a language model, not a translation model "
-                         f"(train one with 'splitnet train --task translate'; 'splitnet "
-                         f"sample' continues text)")
+        # the pointer must lead somewhere that takes this model: sample refuses a masked LM
+        task = (state.get("train_config") or {}).get("task", "lm")
+        other = ("'splitnet evaluate' scores a masked LM" if task == "mlm" else
+                 "'splitnet sample' continues text")
+        raise ValueError(f"{args.checkpoint} holds a {'masked ' if task == 'mlm' else ''}"
+                         f"language model, not a translation model (train one with 'splitnet "
+                         f"train --task translate'; {other})")
     model = model_from_state(state, args.checkpoint).to(device).eval()
     return model, tokenizer_from_dict(state["tokenizer"])
 
