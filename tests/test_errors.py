@@ -298,6 +298,15 @@ CASES = [
      lambda: _train_config(model=sn.models.SplitConfig(learn_coefficients=True),
                            order_penalty=-1.0),
      ValueError, r"order_penalty must be >= 0, got -1"),
+    ("masking a share of tokens above 1",
+     lambda: __import__("splitnet.mlm.masking", fromlist=["x"]).mask_tokens(
+         torch.zeros(2, 8, dtype=torch.long), torch.Generator(), p=2),
+     ValueError, r"mask_tokens: p is the share of tokens masked, in \(0, 1\], got 2"),
+    ("inverting a reversible step on a pair of two shapes",
+     lambda: sn.models.SplitTransformer(61, 16, 2, 1, reversible=True).layers[0].inverse(
+         torch.zeros(1, 5, 16), torch.zeros(1, 4, 16)),
+     ValueError, r"a reversible step's pair has blocks of one shape; got \(1, 5, 16\) and "
+                 r"\(1, 4, 16\)"),
     ("projected coefficients without learned ones",
      lambda: sn.models.SplitConfig(project_coefficients=True),
      ValueError, r"project_coefficients needs learned coefficients: add --learn-coefficients"),

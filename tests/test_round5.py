@@ -115,3 +115,35 @@ def test_a_damaged_shards_folder_read_in_one_process_is_one_line(sharded, how, t
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2, (how, argv[0], r.stderr[-800:])
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (how, r.stderr)
+
+
+@pytest.mark.parametrize("kw,match", [({"p": -1}, r"p is the share of tokens masked, in "
+                                                  r"\(0, 1\], got -1"),
+                                      ({"p": 2}, r"in \(0, 1\], got 2"),
+                                      ({"p": 0}, r"in \(0, 1\], got 0"),
+                                      ({"mask_id": 0}, r"mask_id is the mask token's id.* got 0"),
+                                      ({"mask_id": True}, r"got True")])
+def test_mask_tokens_refuses_what_it_cannot_mean(kw, match):
+    """D19: a share outside (0, 1] or a mask id below 1 is one ValueError, not a silent mask
+    of one token (p = -1) or a traceback (p = 2, mask_id = 0)."""
+    import torch
+
+    from splitnet.mlm.masking import mask_tokens
+
+    x = torch.randint(0, 256, (2, 16))
+    with pytest.raises(ValueError, match=match):
+        mask_tokens(x, torch.Generator().manual_seed(0), **kw)
+
+
+def test_a_reversible_pair_of_two_shapes_is_one_error():
+    """D19: forward and inverse of a pair whose blocks differ in length name both shapes."""
+    import torch
+
+    import splitnet as sn
+
+    layer = sn.models.SplitTransformer(61, 16, 2, 1, reversible=True).layers[0]
+    a, b = torch.randn(1, 5, 16), torch.randn(1, 4, 16)
+    for f in (layer, layer.inverse):
+        with pytest.raises(ValueError, match=r"blocks of one shape; got \(1, 5, 16\) and "
+                                             r"\(1, 4, 16\)"):
+            f(a, b)

@@ -38,6 +38,11 @@ def mask_tokens(x: torch.Tensor, generator: torch.Generator, p: float = P_MASK,
     if x.dim() != 2 or x.dtype != torch.long:
         raise ValueError(f"mask_tokens needs int64 ids of shape (B, T), got {x.dtype} "
                          f"{tuple(x.shape)}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"mask_tokens: p is the share of tokens masked, in (0, 1], got {p!r}")
+    if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 1:
+        raise ValueError(f"mask_tokens: mask_id is the mask token's id, after the vocabulary "
+                         f"(replacements are drawn below it), an int >= 1; got {mask_id!r}")
     u = torch.rand(x.shape, generator=generator)
     action = torch.rand(x.shape, generator=generator)
     noise = torch.randint(0, mask_id, x.shape, generator=generator)

@@ -118,6 +118,13 @@ def pair_field(fields: dict):
     return rhs
 
 
+def _same_shapes(a: torch.Tensor, b: torch.Tensor) -> None:
+    """A pair's blocks are one shape (else a raw broadcasting error, or a silent broadcast)."""
+    if a.shape != b.shape:
+        raise ValueError(f"a reversible step's pair has blocks of one shape; got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+
+
 class ReversibleLayer(SplitLayer):
     """``(x1, x2) -> (y1, y2)``: the scheme's step on the shear fields (module docstring).
     Built like a :class:`~splitnet.integrators.layers.SplitLayer` (its fields, plan, ODE views
@@ -153,6 +160,7 @@ class ReversibleLayer(SplitLayer):
         f(t + clock, x_r)``. ``context``: as :meth:`SplitLayer.forward` (a memory).
         ``states``: a list that gets the pair after every stage; ``rng``: see :func:`replay`.
         In exact mode each new state is checked against the grid's bound (:func:`guard`)."""
+        _same_shapes(x1, x2)
         x = [x1, x2]
         for j, (f, dt, clock, w) in enumerate(self.plan(context)):
             if rng is None:            # no context to enter: a deep narrow network is host-bound
@@ -169,6 +177,7 @@ class ReversibleLayer(SplitLayer):
     def inverse(self, y1: torch.Tensor, y2: torch.Tensor, t: float = 0.0, **context):
         """The pair this step maps to ``(y1, y2)``: the stages reversed, each ``x_w -= c h
         f(t + clock, x_r)`` (the same increment, recomputed from the untouched block)."""
+        _same_shapes(y1, y2)
         y = [y1, y2]
         for f, dt, clock, w in reversed(self.plan(context)):
             y[w] = y[w] - self.increment(f, dt, t + clock, y[1 - w])
