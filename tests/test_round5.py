@@ -147,3 +147,15 @@ def test_a_reversible_pair_of_two_shapes_is_one_error():
         with pytest.raises(ValueError, match=r"blocks of one shape; got \(1, 5, 16\) and "
                                              r"\(1, 4, 16\)"):
             f(a, b)
+
+
+def test_the_readme_lists_every_command():
+    """D17: README's list of what `splitnet --help` lists is the command registry, in order."""
+    import re
+    from pathlib import Path
+
+    from splitnet.cli import COMMANDS
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = re.search(r"`splitnet --help` lists the commands \(([^)]*)\)", text).group(1)
+    assert re.findall(r"`([a-z]+)`", listed) == list(COMMANDS)
