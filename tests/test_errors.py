@@ -660,6 +660,10 @@ CLI_CASES = [
     ("train: --parallel fsdp with what it does not shard yet",
      ["train", "--parallel", "fsdp", "--reversible", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --reversible yet .*; use --parallel ddp"),
+    ("train: --val-fraction with the Austen corpus, whose validation novel is fixed",
+     ["train", *TINY, "--corpus", "austen", "--val-fraction", "0.5", "--out", "{tmp}/au"], 2,
+     r"--val-fraction does not apply to --corpus austen: its validation text is the held-out "
+     r"novel \(Persuasion\); drop it"),
     ("train: --parallel fsdp with a bf16 compute copy (advised what takes it)",
      ["train", "--parallel", "fsdp", "--param-dtype", "bfloat16", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --param-dtype bfloat16 yet .*; run it in one process, "

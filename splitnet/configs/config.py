@@ -420,6 +420,9 @@ class TrainConfig:
             raise ValueError("--text and --corpus both name the corpus: give one")
         if self.corpus is not None:
             _choice("corpus", self.corpus, CORPORA)
+        if self.corpus == "austen" and self.val_fraction != 0.05:     # never ignored silently
+            raise ValueError("--val-fraction does not apply to --corpus austen: its validation "
+                             "text is the held-out novel (Persuasion); drop it")
         if self.pairs is not None and str(self.pairs) not in PAIR_NAMES:
             if not str(self.pairs).strip():
                 raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
