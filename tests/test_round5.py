@@ -159,3 +159,26 @@ def test_the_readme_lists_every_command():
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     listed = re.search(r"`splitnet --help` lists the commands \(([^)]*)\)", text).group(1)
     assert re.findall(r"`([a-z]+)`", listed) == list(COMMANDS)
+
+
+@pytest.mark.parametrize("code,advice", [(13, "make .* writable again, then --resume"),
+                                         (28, "free some space, then --resume")])
+def test_a_checkpoint_that_cannot_be_written_is_reported_for_what_it_is(tmp_path, monkeypatch,
+                                                                        code, advice):
+    """D20: a save refused for permission is not reported as a full disk (and a full disk
+    still is): the advice names what to fix."""
+    import errno as E
+
+    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.runs import checkpoint as C
+    from splitnet.training.train import TrainingError, train
+
+    def refuse(obj, path):
+        raise OSError(code, os.strerror(code), str(path))
+    monkeypatch.setattr(C, "save", refuse)
+    cfg = TrainConfig(model=SplitConfig(d_model=16, n_heads=2, n_layers=1), context=16,
+                      batch_size=4, steps=2, eval_every=2, device="cpu", threads=1,
+                      progress=False, plot=False, out=str(tmp_path / "r"))
+    with pytest.raises(TrainingError, match=advice) as info:
+        train(cfg)
+    assert (code == E.ENOSPC) == ("free some space" in str(info.value))

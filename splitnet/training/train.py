@@ -243,9 +243,13 @@ def _save(run: _Run) -> None:
     if run.env.is_main:
         try:
             _write_checkpoint(run, shards)
-        except OSError as e:          # a full disk: the last good checkpoint is still there
-            raise TrainingError(f"{e}; stopping at step {run.step}: free some space, then "
-                                f"--resume") from None
+        except OSError as e:          # the last good checkpoint is still there
+            from .._io import write_failure
+
+            fix = ("free some space" if write_failure(e, run.out / ck.CKPT) is not None else
+                   f"make {run.out} writable again")      # permission, read-only, ...: not space
+            raise TrainingError(f"{e}; stopping at step {run.step}: {fix}, then --resume") \
+                from None
     if run.env.distributed:
         import torch.distributed as dist
 
