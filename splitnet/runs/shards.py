@@ -12,8 +12,10 @@ removed at the next start); a full disk fails the save on every rank before anyt
 :func:`expand` is what :func:`splitnet.runs.checkpoint.load` does with such a file: it reads the
 shards back whole (``torch.distributed.checkpoint`` reshards on read, in one process, with no
 process group), so every command reads a sharded checkpoint as any other and a run resumes
-from it at any world size. The shards carry ``torch.distributed.checkpoint``'s own metadata,
-not splitnet's per-tensor CRC digests (those cover ``checkpoint.pt``).
+from it at any world size. ``checkpoint.pt`` also records the CRC-32 of every chunk the folder
+stores (:func:`digests`, under ``"shard_digests"``: rank 0 reads the bytes as written, nothing is
+gathered), and every reader checks them first (:func:`check_digests`): a flipped bit in a shard
+is a one-line error naming the weight or optimiser entry, as in a single-file checkpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import zlib
 from pathlib import Path
 
 PREFIX = "shards-"
@@ -73,10 +76,16 @@ def expand(ck: dict, f, whole: bool = True) -> dict:
     from torch.distributed.checkpoint.api import CheckpointException
 
     try:
+        check_digests(folder, ck.get(DIGESTS))
         if not whole:
             return {**ck, "model": _shapes(folder), "optimizer": {"state": {}, "param_groups": []},
                     FOLDER: str(folder)}
         state = read_whole(folder)
+    except ValueError as e:
+        if str(e).startswith(str(folder)):            # check_digests's own line
+            raise
+        raise ValueError(f"{folder}: the sharded weights cannot be read ({first_line(e)})") \
+            from None
     except (Exception, CheckpointException) as e:   # CheckpointException is a BaseException
         first = first_line(e)
         raise ValueError(f"{folder}: the sharded weights cannot be read ({first})") from None
@@ -107,6 +116,70 @@ def quiet():
         logging.disable(before)
 
 
+DIGESTS = "shard_digests"   # checkpoint.pt's record of the CRC-32 of every stored item
+_MAP = ".metadata"           # torch.distributed.checkpoint's storage map, digested first
+_BLOCK = 1 << 24
+
+
+def _crc(path: Path, offset: int = 0, length: int | None = None) -> int:
+    """CRC-32 of ``length`` bytes of ``path`` from ``offset`` (to the end: None), in blocks."""
+    crc, left = 0, length
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while left is None or left > 0:
+            chunk = fh.read(_BLOCK if left is None else min(_BLOCK, left))
+            if not chunk:
+                break
+            crc = zlib.crc32(chunk, crc)
+            left = None if left is None else left - len(chunk)
+    return crc
+
+
+def _items(folder: Path):
+    """``(name, file, offset, length)`` of every item the folder stores (a rank's chunk of a
+    weight or of an optimiser entry), from the storage map."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    with quiet():
+        storage = FileSystemReader(str(folder)).read_metadata().storage_data
+    for idx, info in storage.items():
+        at = "" if idx.offset is None else "@" + ",".join(str(o) for o in idx.offset)
+        yield f"{idx.fqn}{at}", info.relative_path, info.offset, info.length
+
+
+def digests(folder) -> dict[str, int]:
+    """CRC-32 of the storage map and of every item a shards folder stores, by name
+    (``fqn@offsets``): what ``checkpoint.pt`` records of its sharded weights, written by rank 0
+    once every rank has saved. Each is computed from the bytes as stored, so no weight is
+    gathered (rank 0 reads each file once)."""
+    folder = Path(folder)
+    out = {_MAP: _crc(folder / _MAP)}
+    out.update((name, _crc(folder / rel, off, n)) for name, rel, off, n in _items(folder))
+    return out
+
+
+def check_digests(folder, recorded: dict | None) -> None:
+    """Every item of the shards folder against the digests ``checkpoint.pt`` recorded (none
+    recorded, a checkpoint of before them: nothing to check). A mismatch, a missing item or an
+    extra one is a one-line ValueError naming the weight or optimiser entry and its file."""
+    if not recorded:
+        return
+    folder = Path(folder)
+    if _crc(folder / _MAP) != recorded.get(_MAP):
+        raise ValueError(f"{folder / _MAP}: the shards' storage map does not match its digest "
+                         f"(changed or damaged after it was written)")
+    seen = set()
+    for name, rel, off, n in _items(folder):
+        seen.add(name)
+        if _crc(folder / rel, off, n) != recorded.get(name):
+            raise ValueError(f"{folder}: {name} (in {rel}) does not match its digest: the "
+                             f"sharded weights were changed or damaged after they were written")
+    missing = sorted(set(recorded) - seen - {_MAP})
+    if missing:
+        raise ValueError(f"{folder}: {missing[0]} is recorded but not stored (the folder is "
+                         f"not the one its checkpoint names)")
+
+
 def read_whole(folder) -> dict:
     """The ``model`` and ``optimizer`` states of a shards folder, whole (resharded on read, in
     one process, with no process group)."""
@@ -130,5 +203,5 @@ def _shapes(folder) -> dict:
             for k, m in meta.items() if k.startswith("model.") and hasattr(m, "size")}
 
 
-__all__ = ["FOLDER", "KEY", "PREFIX", "TORN", "expand", "first_line", "folder_for", "publish",
-           "quiet", "read_whole", "remove_others"]
+__all__ = ["DIGESTS", "FOLDER", "KEY", "PREFIX", "TORN", "check_digests", "digests", "expand",
+           "first_line", "folder_for", "publish", "quiet", "read_whole", "remove_others"]

@@ -9,13 +9,12 @@ processes run ``torchrun ... -m splitnet train ...``. The loop, top to bottom::
         _log(run, loss)                        # metrics.jsonl, progress bar, validation
         _save(run) every ckpt_every steps, at the end and on a signal
 
-What a run is set up from (``--resume``, optimiser, schedule, memory check, model, corpus:
-:func:`~splitnet.training.setup.plan_run`) lives in :mod:`splitnet.trainsetup`; processes, device
-and signals in :mod:`splitnet.runenv`; sharding (``--parallel fsdp``) in
-:mod:`splitnet.training.sharding`. Names callers used from here (``lr_at``, ...) still are.
+Set-up (``--resume``, optimiser, schedule, memory check, model, corpus) lives in
+:mod:`splitnet.training.setup`, processes and signals in :mod:`splitnet.runs.runenv`, sharding
+in :mod:`splitnet.training.sharding`.
 
-Optimisation: AdamW (weight decay on matrices only), warmup then cosine decay to ``min_lr_ratio
-* lr``, clipping by global norm, gradient accumulation; loss in nats per byte, bpb = loss / ln 2.
+Optimisation: AdamW (decay on matrices), warmup then cosine to ``min_lr_ratio * lr``, clipping
+by global norm, accumulation (``--project-coefficients``: a projection after each step).
 
 Batches: ``batch_size`` is the global number of sequences per optimiser step. Step ``s`` draws
 its windows from a generator seeded by ``(seed, s)`` (:mod:`splitnet.runs.data`); rank r of a world
@@ -34,7 +33,6 @@ uninterrupted. A non-finite loss stops the run without overwriting the last good
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import statistics
@@ -49,10 +47,11 @@ import torch
 from ..analyses.refine import refined, refinement_at, scheme_label
 from ..configs.config import FIXED, FREE, TrainConfig
 from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
+from ..order.projection import ProjectionError
 from ..runs import checkpoint as ck
 from ..runs import data as D
+from ..runs import shards as shard_store
 from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
-from ..runs.shards import remove_others
 from . import sharding
 from .setup import (
     autocast,
@@ -116,25 +115,11 @@ class _Run:
     scores: dict | None = None    # translation: BLEU and chrF at the end
 
 
-def _project(model, opt, *_) -> None:
-    """After every optimiser step: the learned coefficients back onto the order conditions
-    (:func:`splitnet.nets.learned.project_coefficients`); a layer it cannot bring there stops
-    the run (the last checkpoint stays as it was), it never drifts silently."""
-    from ..order.projection import ProjectionError
-
-    try:
-        project_coefficients(model)
-    except ProjectionError as e:
-        raise TrainingError(f"{e}; the run stops here (the last checkpoint is unchanged): "
-                            f"lower --lr, or resume without --project-coefficients") from None
-
-
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
            log) -> _Run:
     model, opt, sched, step = build_model(cfg, state, env)
-    if getattr(cfg.model, "project_coefficients", False):
-        # before wrap_model's hooks: a bf16 compute copy is synced from the projected masters
-        opt.register_step_post_hook(functools.partial(_project, model))
+    if getattr(cfg.model, "project_coefficients", False):   # before a bf16 copy's sync hook
+        opt.register_step_post_hook(lambda *_: project_coefficients(model))
     fwd, step_fn = wrap_model(model, opt, cfg, env)
     cuda = env.device.type == "cuda"
     if cuda:
@@ -206,7 +191,11 @@ def _train_step(run: _Run) -> _Pending:
     gnorm = None
     if cfg.clip > 0:    # of sharded gradients (fsdp): made whole
         gnorm = sharding.clip_grad_norm(run.model.parameters(), cfg.clip)
-    run.opt.step()
+    try:
+        run.opt.step()
+    except ProjectionError as e:    # never a silent drift: the run stops, its checkpoint kept
+        raise TrainingError(f"{e}; the run stops here (the last checkpoint is unchanged): start "
+                            f"a new run with a lower --lr") from None
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
     run.step += 1
@@ -259,7 +248,9 @@ def _save(run: _Run) -> None:
 def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
     """The checkpoint, then the loss plot (atomically); ``shards``: a sharded run's folder."""
     model_state, opt_state = ({}, {}) if shards else (run.model.state_dict(), run.opt.state_dict())
-    extra = {"model_kind": ck.model_kind(run.model), **({"shards": shards} if shards else {})}
+    # a sharded run: its folder, and the CRC-32 of every chunk stored there (checked on load)
+    extra = {"model_kind": ck.model_kind(run.model), **({"shards": shards, shard_store.DIGESTS:
+             shard_store.digests(run.out / shards)} if shards else {})}
     if getattr(run.corpus, "tokenizer", None) is not None:     # translate, mlm --bpe
         extra["tokenizer"] = run.corpus.tokenizer.to_dict()
     ck.save({"version": ck.VERSION, "step": run.step, **extra,
@@ -268,7 +259,7 @@ def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
              "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
              "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
              "world_size": run.env.world}, run.out / ck.CKPT)
-    remove_others(run.out, keep=shards)              # older shards folders, now superseded
+    shard_store.remove_others(run.out, keep=shards)      # older shards folders, superseded
     if run.cfg.plot and (run.out / ck.METRICS).exists():
         from ..plots import plot_metrics
 
