@@ -147,3 +147,23 @@ def test_the_docs_quote_the_recorded_cpu_reversible_benchmark():
     host = [after[(s, 48)] for s in ("lie-trotter", "strang")]
     assert max(r["ratio_ckpt"] for r in host) <= 0.7       # the goal met: at most 0.7
     assert min(r["ratio"] for r in host) > 1.5             # the goal missed, as the docs say
+
+
+def test_the_docs_quote_the_second_2026_11_28_call():
+    """The second H200 call's two tables are gpu_table's rendering of its records, and the
+    reading's claims hold: the eager step is host-bound (the host's share >= 95 %), and CUDA
+    graphs per field take the reversible step to 0.73 of plain."""
+    d = ROOT / "docs" / "data" / "gpu-h200-2026-11-28" / "call2"
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert "NVIDIA H200" in (d / "device.txt").read_text()
+    runs = {f: json.loads((d / f"{f}.json").read_text()) for f in ("host48", "cg48")}
+    for res in runs.values():
+        for line in gpu_table.reversible_table(res["rows"])[2:]:
+            assert line in docs, line
+    eager = runs["host48"]["rows"][0]["variants"]
+    assert all(v["host_s"] >= 0.94 * v["step_s"] for v in eager.values())
+    rev = eager["reversible"]
+    assert f"{rev['host_s'] * 1e3:.1f} of {rev['step_s'] * 1e3:.1f}" in docs
+    graphs = runs["cg48"]["rows"][0]["variants"]
+    ratio = graphs["reversible"]["tok_s"] / graphs["plain"]["tok_s"]
+    assert f"{ratio:.2f}" == "0.73" and "**0.73 of plain**" in docs
