@@ -219,3 +219,23 @@ def test_a_flipped_bit_in_a_shard_is_a_one_line_error_naming_the_tensor(sharded,
     # each rank's own line (torchrun then reports the failed ranks in its own words)
     lines = [ln for ln in r.stderr.splitlines() if want in ln]
     assert r.returncode != 0 and len(lines) >= 2, r.stderr[-1500:]
+
+
+def test_no_output_is_written_over_a_file_inside_a_folder_the_command_reads(sharded, tmp_path):
+    """D2, the folders: a file inside a run's shards folder, or inside refine's --hf folder, is
+    refused as an output like the run's own files (a new name beside them is not)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(sharded, run)
+    meta = next(run.glob("shards-*")) / ".metadata"
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    for argv, path in ((["refine", "--checkpoint", str(run), "--json"], meta),
+                       (["refine", "--hf", str(hf), "--json"], hf / "config.json")):
+        before = path.read_bytes()
+        r = subprocess.run([sys.executable, "-m", "splitnet", *argv, str(path)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "which this command reads" in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and path.read_bytes() == before
