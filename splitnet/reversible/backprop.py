@@ -176,6 +176,17 @@ def _records(run: _Run, ctx: dict, grads: dict) -> list:
     return out
 
 
+def _add_grads(bufs: list, got) -> None:
+    """A stage's parameter gradients ``got`` added into their buffers: one foreach add, or one
+    by one where the engine returned None (a parameter the stage does not use)."""
+    if any(gp is None for gp in got):
+        for buf, gp in zip(bufs, got):
+            if gp is not None:
+                buf.add_(gp)
+    elif bufs:
+        torch._foreach_add_(bufs, list(got))
+
+
 def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
     """Reconstruct the inputs stage by stage from the outputs ``y`` and pull the gradients
     ``g`` back (module docstring); returns the gradient per parameter by id, and the memory's
@@ -213,13 +224,7 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
             out = _vjp(dx, (x_r, *ps, *extra), gw)
             if out[0] is not None:
                 g[1 - w].add_(out[0])
-            got = out[1:1 + len(ps)]
-            if any(gp is None for gp in got):
-                for buf, gp in zip(bufs, got):
-                    if gp is not None:
-                        buf.add_(gp)
-            elif bufs:
-                torch._foreach_add_(bufs, got)
+            _add_grads(bufs, out[1:1 + len(ps)])
             if extra and out[-1] is not None:
                 grads[MEMORY].add_(out[-1])
     return grads, y, g
@@ -228,12 +233,7 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
 def _accumulate(bufs: list, got, g_other, grad_r):
     """``g_other + grad_r`` (a new tensor: another stream may still read the old one) and the
     parameters' gradients added into their buffers."""
-    if any(gp is None for gp in got):
-        for buf, gp in zip(bufs, got):
-            if gp is not None:
-                buf.add_(gp)
-    elif bufs:
-        torch._foreach_add_(bufs, list(got))
+    _add_grads(bufs, got)
     return g_other if grad_r is None else g_other + grad_r
 
 
