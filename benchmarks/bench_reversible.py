@@ -36,9 +36,8 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from splitnet.integrators.checkpointed import CheckpointedStack
 from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import saved_bytes
 
@@ -61,22 +60,10 @@ def _pair(a, scheme, device, n_layers=None, **extra):
     return plain.train(), rev.train()
 
 
-class Checkpointed(nn.Module):
-    """A layer run under non-reentrant activation checkpointing: its input is stored, its
-    activations are recomputed in backward."""
-
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x, t=0.0, **context):
-        return checkpoint(self.layer, x, t, use_reentrant=False, **context)
-
-
 def checkpointed(plain: SplitTransformer) -> SplitTransformer:
     """A copy of ``plain`` (the same parameter values) with each layer checkpointed."""
     m = copy.deepcopy(plain)
-    m.layers = nn.ModuleList(Checkpointed(layer) for layer in m.layers)
+    m.layers = CheckpointedStack(m.layers, m.layers.step_size)
     return m
 
 

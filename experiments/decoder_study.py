@@ -28,7 +28,7 @@ from splitnet.analyses.problems import decoder_system
 from splitnet.dev.docblocks import write_blocks
 from splitnet.order.algebra import lie_defects
 from splitnet.plots import plot_convergence
-from splitnet.spec.stages import pair_defects
+from splitnet.stagelists.stages import pair_defects
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"

@@ -131,7 +131,7 @@ def coefficient_summary(model) -> list[dict]:
     check_order's verdict as they are and with each field rescaled to sum 1."""
     import splitnet as sn
     from splitnet.order.algebra import lie_defects
-    from splitnet.spec.stages import coefficient_sums, per_field_normalized
+    from splitnet.stagelists.stages import coefficient_sums, per_field_normalized
 
     declared = model.scheme.order
     out = []

@@ -1,4 +1,4 @@
-"""Re-derive every coefficient set of the zoo (splitnet/spec/zoo.py) in 40-digit arithmetic.
+"""Re-derive every coefficient set of the zoo (splitnet/stagelists/zoo.py) in 40-digit arithmetic.
 
     python3 experiments/zoo_coefficients.py              # check all (~3 min on 2 CPU cores)
     python3 experiments/zoo_coefficients.py --only yoshida8a,kahan-li10 --refine
@@ -10,7 +10,7 @@ printed fewer digits (``published``), at the printed values; closed forms are ev
 digits and compared with the stored strings. ``--refine`` runs Gauss-Newton from the stored
 (or printed) values on the order conditions: the minimum-norm correction that satisfies them
 to 40 digits (for an optimised method with free parameters it moves only across the family),
-and prints the corrected strings to 25 significant digits, ready for splitnet/spec/zoo.py.
+and prints the corrected strings to 25 significant digits, ready for splitnet/stagelists/zoo.py.
 
 Output: one table row per method (the size of the largest defect, the correction size) —
 docs/zoo.md quotes the "digits" column via experiments/zoo.py.

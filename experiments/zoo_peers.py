@@ -5,7 +5,7 @@ of docs/zoo.md that measures which do not have their claimed order as general sp
 from __future__ import annotations
 
 from splitnet import zoo
-from splitnet.spec.stages import Stage, merge
+from splitnet.stagelists.stages import Stage, merge
 
 ODEJL = ("SciML/OrdinaryDiffEq.jl, lib/OrdinaryDiffEqSymplecticRK/src/symplectic_tableaus.jl "
          "at 044194e01b78; perform_step: drift with b_i, then kick with a_i")

@@ -7,7 +7,7 @@ integrator whose order can be measured.
 The package is layered, one folder per layer, each importing only the ones above it in this
 list (``tests/test_structure.py`` enforces it; ``docs/architecture.md`` says what goes where):
 
-``spec`` (stages, the published methods as data) · ``order`` (order conditions and checks) ·
+``stagelists`` (stages, the published methods as data) · ``order`` (order conditions and checks) ·
 ``integrators`` (schemes, sub-flows, the verbs step/integrate/layer) · ``configs`` ·
 ``fields`` · ``nets`` · ``runs`` (checkpoints, corpora, processes) · ``translate`` ·
 ``interop`` · ``plots`` · ``analyses`` · ``training`` · ``cli`` · ``dev``.
@@ -32,8 +32,8 @@ __version__ = "0.3.0"
 # Public module name -> where it lives (relative to splitnet). `sn.NAME`, and
 # `import splitnet.NAME` / `from splitnet.NAME import x`, give that very module.
 PUBLIC_MODULES = {
-    # spec: plain data
-    "stages": "spec.stages", "zoo": "spec.zoo",
+    # stagelists: plain data
+    "stages": "stagelists.stages", "zoo": "stagelists.zoo",
     # order: the order of a stage list
     "algebra": "order.algebra", "check": "order.check", "conditions": "order.conditions",
     # integrators: the schemes and their verbs
@@ -47,7 +47,7 @@ PUBLIC_MODULES = {
     # nets
     "learned": "nets.learned", "models": "nets.models", "seq2seq": "nets.seq2seq",
     "generation": "nets.generation", "decoding": "nets.decoding", "cost": "nets.cost",
-    "reference": "nets.reference",
+    "reference": "nets.reference", "depth": "nets.depth",
     # runs
     "checkpoint": "runs.checkpoint", "data": "runs.data", "runenv": "runs.runenv",
     # translate
@@ -75,7 +75,7 @@ PUBLIC_NAMES = {
 }
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "mlm",
-            "nets", "order", "plots", "reversible", "runs", "spec", "training", "translate")
+            "nets", "order", "plots", "reversible", "runs", "stagelists", "training", "translate")
 
 # Public modules that need an optional extra to import (name -> the pip extra). They are served
 # (`sn.hf`, `import splitnet.hf`: without the extra, one ImportError naming it), but `__all__`

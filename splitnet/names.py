@@ -20,7 +20,7 @@ __all__ = ["LISTED_BY", "close_names", "unknown_name"]
 # Where each kind of name is listed in full (a command, or the Python name of the registry).
 LISTED_BY = {
     "scheme": "splitnet schemes",
-    "method": "splitnet.subflows.METHODS",
+    "method": "splitnet.integrators.subflows.METHODS",
     "command": "splitnet --help",
     "target": "python3 -m splitnet.dev regen --list",
     "zoo method": "splitnet schemes",

@@ -9,7 +9,7 @@ import torch
 
 import splitnet as sn
 from splitnet.analyses.problems import ClosedFormFlow, local_errors, matrix_problem, slope
-from splitnet.spec.stages import CONVECTION, DIFFUSION
+from splitnet.stagelists.stages import CONVECTION, DIFFUSION
 
 LOCAL_H = [0.2, 0.1, 0.05, 0.025]
 GLOBAL_H = [0.5, 0.25, 0.125, 0.0625]

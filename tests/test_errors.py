@@ -158,8 +158,8 @@ CASES = [
     ("t_span not a pair", lambda: _integrate(t_span=1.0),
      ValueError, r"t_span must be a pair \(t0, T\), got 1.0"),
     ("unknown sub-flow method", lambda: _step(method="rk5"),
-     ValueError, rf"^unknown method 'rk5'; did you mean {CLOSE}\? \(splitnet.subflows.METHODS "
-                 r"lists them all\)$"),
+     ValueError, rf"^unknown method 'rk5'; did you mean {CLOSE}\? "
+                 r"\(splitnet.integrators.subflows.METHODS lists them all\)$"),
     ("option not applicable to the method", lambda: _step(method="euler", rtol=1e-8),
      ValueError, r"option\(s\) \['rtol'\] do not apply to method 'euler'"),
     ("unknown option for exact sub-flows", lambda: _step(method="exact", rtl=1e-8),
@@ -479,8 +479,8 @@ CLI_CASES = [
      r"--substeps: expected a positive integer, got '0'"),
     ("refine: an unknown sub-flow method", ["refine", "--checkpoint", "{tmp}/garbage",
                                             "--methods", "euler,rk5", "--out", "{tmp}/r.png"],
-     2, rf"unknown method 'rk5'; did you mean {CLOSE}\? \(splitnet.subflows.METHODS lists them "
-        r"all\)"),
+     2, rf"unknown method 'rk5'; did you mean {CLOSE}\? "
+        r"\(splitnet.integrators.subflows.METHODS lists them all\)"),
     ("refine: checkpoint missing", ["refine", "--checkpoint", "{tmp}/none", "--out",
                                     "{tmp}/r.png"], 2, r"no checkpoint at \{tmp\}/none"),
     ("refine: garbage checkpoint", ["refine", "--checkpoint", "{tmp}/garbage", "--out",

@@ -27,7 +27,7 @@ from splitnet.order.algebra import (
     word_series,
 )
 from splitnet.order.check import field_matrices, matrix_step
-from splitnet.spec.zoo import PUBLISHED
+from splitnet.stagelists.zoo import PUBLISHED
 
 C, D, X = S.CONVECTION, S.DIFFUSION, S.CROSS
 THREE = (C, D, X)

@@ -201,7 +201,7 @@ def test_gpt2_init_scales_exactly_the_declared_residual_outputs(kind):
     N(0, 0.02 / sqrt(n)); every other matrix N(0, 0.02). No name rule: the declaration."""
     from splitnet.integrators.layers import SplitLayer
     from splitnet.nets.init import init_gpt2, residual_outputs
-    from splitnet.spec.stages import Stage
+    from splitnet.stagelists.stages import Stage
 
     assert kind.residual_outputs, f"{kind!r} declares no residual output"
     torch.manual_seed(0)
@@ -225,7 +225,7 @@ def test_gpt2_init_scales_exactly_the_declared_residual_outputs(kind):
 def test_a_declared_residual_output_the_module_lacks_is_an_error():
     from splitnet.integrators.layers import SplitLayer
     from splitnet.nets.init import residual_outputs
-    from splitnet.spec.stages import Stage
+    from splitnet.stagelists.stages import Stage
 
     class Wrong(K.FeedForwardKind):
         residual_outputs = ("out.weight",)

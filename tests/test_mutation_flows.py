@@ -19,7 +19,7 @@ from splitnet.integrators.flows import (
     n_steps_for,
     step,
 )
-from splitnet.spec.stages import parse
+from splitnet.stagelists.stages import parse
 
 
 class _Field:

@@ -21,7 +21,7 @@ from splitnet.nets.learned import (
     whole,
 )
 from splitnet.order import conditions
-from splitnet.spec.stages import EXACT_ORDER
+from splitnet.stagelists.stages import EXACT_ORDER
 
 
 class _TimeField(nn.Module):

@@ -12,7 +12,7 @@ import torch
 
 import splitnet as sn
 from splitnet.order import algebra, check, conditions
-from splitnet.spec.stages import EXACT_ORDER, Stage, parse
+from splitnet.stagelists.stages import EXACT_ORDER, Stage, parse
 
 
 def _torch_conditions(stages, degree, fields=None):

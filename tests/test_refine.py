@@ -18,7 +18,7 @@ from splitnet.analyses.convergence import rediscretize
 from splitnet.cli import main as _main
 from splitnet.configs.config import SplitConfig, TrainConfig
 from splitnet.integrators.layers import WeightedSum
-from splitnet.spec.stages import CONVECTION, DIFFUSION
+from splitnet.stagelists.stages import CONVECTION, DIFFUSION
 from splitnet.training.train import train
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import splitnet as sn
 from splitnet.cli.commands import cmd_order
-from splitnet.spec.stages import CONVECTION, CROSS, DIFFUSION
+from splitnet.stagelists.stages import CONVECTION, CROSS, DIFFUSION
 
 LM = (DIFFUSION, CONVECTION)
 DECODER = (DIFFUSION, CROSS, CONVECTION)

@@ -64,7 +64,7 @@ def test_a_zoo_entry_named_like_an_alias_fails_at_import(monkeypatch):
     import importlib.util
 
     from splitnet.integrators import schemes as mod
-    from splitnet.spec import zoo
+    from splitnet.stagelists import zoo
 
     clash = dataclasses.replace(zoo.PUBLISHED[0], name="macaron")
     monkeypatch.setattr(zoo, "PUBLISHED", (*zoo.PUBLISHED, clash))

@@ -96,7 +96,7 @@ def test_the_graph_sees_function_level_and_relative_imports():
     g = import_graph()
     assert "splitnet.integrators.flows" in g["splitnet.integrators.splitting"]   # inside step
     assert "splitnet.training.train" in g["splitnet.cli.commands.cmd_train"]  # relative, in a def
-    assert "splitnet.spec.stages" in g["splitnet.integrators.flows"]
+    assert "splitnet.stagelists.stages" in g["splitnet.integrators.flows"]
 
 
 def test_no_import_cycle():
@@ -108,7 +108,7 @@ def test_machinery_never_imports_the_schemes():
     """flows, layers, check and algebra work on stage tuples; the scheme classes call them,
     never the reverse."""
     g = import_graph()
-    for m in ("integrators.flows", "integrators.layers", "order.check", "spec.stages",
+    for m in ("integrators.flows", "integrators.layers", "order.check", "stagelists.stages",
               "integrators.validate", "order.algebra", "integrators.subflows"):
         scheme_classes = {f"splitnet.integrators.{s}" for s in ("schemes", "splitting", "core")}
         assert not scheme_classes & g[f"splitnet.{m}"], m
@@ -222,9 +222,9 @@ def test_command_line_starts_without_torch(argv):
 # The package's layers, lowest first: a unit is a module directly in splitnet/ or a sub-package
 # (a folder counts as one). A unit imports only units listed before it; the front door
 # (splitnet/__init__.py) serves them all and imports none of them at import time.
-LAYERS = ("names", "_io", "spec", "geometry", "runs", "order", "integrators", "configs", "fields",
-          "reversible", "nets", "translate", "mlm", "interop", "plots", "analyses", "training",
-          "cli", "__main__", "dev")
+LAYERS = ("names", "_io", "stagelists", "geometry", "runs", "order", "integrators", "configs",
+          "fields", "reversible", "nets", "translate", "mlm", "interop", "plots", "analyses",
+          "training", "cli", "__main__", "dev")
 MAX_TOP_LEVEL_MODULES = 6       # modules directly in splitnet/, __init__ and __main__ included
 MAX_PACKAGE_MODULES = 12        # modules of one sub-package, its __init__ included
 MAX_LEVELS = 13                 # the longest chain of unit imports, counted in units

@@ -2,7 +2,7 @@
 every entry measures its declared order (random matrices, the particle system, and for the
 Runge–Kutta–Nyström ones their class order on a nonlinear q'' = f(q)); coefficients exact to
 double precision (40-digit order conditions, closed forms); registry-driven, so a new entry in
-splitnet/spec/zoo.py is tested without editing this file."""
+splitnet/stagelists/zoo.py is tested without editing this file."""
 
 from __future__ import annotations
 
@@ -230,10 +230,11 @@ def test_every_entry_on_the_particle_system(name):
 
 
 # ---------------------------------------------------------------------------------------------
-# The room: zoo.py is data that imports only splitnet.spec.stages; docs/zoo.md covers the registry
+# The room: zoo.py is data that imports only splitnet.stagelists.stages; docs/zoo.md covers the
+# registry
 
 def test_zoo_module_imports_only_stages():
-    tree = ast.parse((ROOT / "splitnet" / "spec" / "zoo.py").read_text())
+    tree = ast.parse((ROOT / "splitnet" / "stagelists" / "zoo.py").read_text())
     local = {(n.module, n.level) for n in ast.walk(tree)
              if isinstance(n, ast.ImportFrom) and n.level > 0}
     assert local == {("stages", 1)}

@@ -35,7 +35,7 @@ import torch
 from ..integrators import flows
 from ..integrators.subflows import SubflowMethod, get_method
 from ..order.check import adaptive_errors, expm, random_matrices, window_fit
-from ..spec.stages import CONVECTION, DIFFUSION, Stage
+from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 
 ODE_T = "libeineu/ODE-Transformer @ bcf51e888d1f4d1d7ab6200ca468a200ca20d714"
 PCFORMER = "rangehow/Neurips-PCformer @ 9fded6fa6e77b7b9b8140ef2b6000653254527de"
@@ -226,7 +226,8 @@ BLOCKS["pcformer-corrector"] = HistoryCorrector(
 
 class LinearFlow(SubflowMethod):
     """The exact sub-flow of a linear field ``f(t, x) = x M^T`` (or a sum of them):
-    ``x expm(dt M)^T`` (:func:`splitnet.check.expm`, float64). The field carries ``matrix``."""
+    ``x expm(dt M)^T`` (:func:`splitnet.order.check.expm`, float64). The field carries
+    ``matrix``."""
 
     name, order, evals = "linear-exact", None, 1
 

@@ -1,6 +1,8 @@
 """Reference solutions, convergence studies, the Lie bracket, and work–precision studies;
-serves :func:`~splitnet.gap.discretization_gap` (a network against the flow of its own fields)
-and :func:`~splitnet.refine.rediscretize` (a network's own fields under another integrator).
+serves :func:`~splitnet.analyses.gap.discretization_gap` (a network against the flow of its own
+fields)
+and :func:`~splitnet.analyses.refine.rediscretize` (a network's own fields under another
+integrator).
 
 Conventions (see ``docs/theory.md``):
 
@@ -36,7 +38,7 @@ from ..integrators.validate import (
     small_problem_threads,
 )
 from ..order.check import fit_slope
-from ..spec.stages import CONVECTION, DIFFUSION, EXACT_ORDER, STRING_LETTER, pair_defects
+from ..stagelists.stages import CONVECTION, DIFFUSION, EXACT_ORDER, STRING_LETTER, pair_defects
 from .gap import GapResult, discretization_gap  # the network against its ODE, served here
 from .refine import rediscretize  # the same fields, another integrator, served here
 
@@ -149,8 +151,8 @@ def leading_term(scheme, x: torch.Tensor, t: float = 0.0, *, fields) -> torch.Te
 
         E = -1/2 sum_(a<b) w_ab [F_a, F_b](x),   w_ab = S_ba - S_ab
 
-    (:func:`splitnet.spec.stages.pair_defects`; ``S_ab`` = sum of ``a_i b_j`` over a-stages before
-    b-stages) and the vector-field bracket of :func:`lie_bracket`. Zero for a second-order
+    (:func:`splitnet.stagelists.stages.pair_defects`; ``S_ab`` = sum of ``a_i b_j`` over a-stages
+    before b-stages) and the vector-field bracket of :func:`lie_bracket`. Zero for a second-order
     scheme. Lie–Trotter with D first: ``E = 1/2 [D, C]``; the seed's Macaron decoder ``(c/2, d,
     x, c/2)``: ``E = 1/2 [D, X]`` -- its self- and cross-attention are a Lie–Trotter pair."""
     scheme = resolve(scheme)

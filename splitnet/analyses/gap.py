@@ -26,7 +26,8 @@ Yoshida's triple jump, enter with their sign.)
   embedding through layers 0..k (the global error); ``cumulative_rel[k]`` divides it by
   ``||y_{k+1} - x_0||``, how far the ODE has moved the tokens.
 
-The layer's ODE is :meth:`~splitnet.layers.SplitLayer.ode_field` (one definition, shared with
+The layer's ODE is :meth:`~splitnet.integrators.layers.SplitLayer.ode_field` (one definition,
+shared with
 the trajectories' ODE path and re-discretisation). ``Phi_k`` is the core's ``exact`` sub-flow
 method (torchdiffeq dopri5 at rtol 1e-13, atol 1e-15 in float64). The model is copied to
 ``dtype`` (float64 by default) in eval mode (no dropout); the caller's model is not modified.
@@ -94,15 +95,14 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
         from tqdm.auto import tqdm
 
         it = tqdm(it, desc=f"gap {m.scheme.name}", unit="layer", leave=False)
-    pair = getattr(m.config, "reversible", False)    # the stacked pair and its ODE
+    stack = m.layers                     # its kind says what the ODE's state is (a pair...)
+    fields = stack.ode_fields()
     with torch.no_grad():
-        x0 = m.embed(idx.to(next(m.parameters()).device))
-        x0 = torch.stack([x0, x0]) if pair else x0
+        x0 = stack.ode_start(m.embed(idx.to(next(m.parameters()).device)))
         x = y = x0
-        for k, layer in it:
-            rhs = layer.pair_ode_field() if pair else layer.ode_field()
-            t = k * h
-            nx = torch.stack(layer(x[0], x[1], t)) if pair else layer(x, t)
+        for k, _ in it:
+            rhs, t = fields[k], k * h
+            nx = stack.ode_step(k, x)
             phi_x = exact(rhs, t, x, h)          # the ODE from the network's own input
             y = exact(rhs, t, y, h)              # the ODE continued from the embedding
             local.append((nx - phi_x).norm().item())

@@ -40,7 +40,7 @@ from ..integrators.schemes import CustomScheme
 from ..integrators.schemes import get as get_scheme
 from ..integrators.subflows import SubflowMethod
 from ..order.check import expm, fit_slope, random_matrices
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION
+from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 
 
 def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,

@@ -14,7 +14,8 @@ each sub-flow advanced by ``method``::
 
     x <- S_{h/n}(t_k + (n-1) h/n) o ... o S_{h/n}(t_k + h/n) o S_{h/n}(t_k) (x),   t_k = k h
 
-(one :class:`~splitnet.layers.SplitLayer` whose stages are the scheme's, repeated n times with
+(one :class:`~splitnet.integrators.layers.SplitLayer` whose stages are the scheme's, repeated n
+times with
 coefficients c/n; each field keeps its own clock, so sub-step j starts at ``t_k + j h/n``).
 As n grows, or with ``method="exact"`` and n growing, every choice converges to the exact flow
 of the layer's ODE. A network whose loss stays where it is under refinement computes (a good
@@ -51,11 +52,11 @@ from torch import nn
 
 from ..integrators.layers import SplitLayer, WeightedSum
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
-from ..integrators.subflows import METHODS, STUDY_METHODS, Euler, SubflowMethod, get_method
+from ..integrators.subflows import METHODS, STUDY_METHODS, SubflowMethod, get_method
 from ..names import unknown_name
 from ..reversible import ReversibleLayer
 from ..reversible.layer import pair_field
-from ..spec.stages import Stage
+from ..stagelists.stages import Stage
 from .sources import checkpoint_source, hf_source, study_memory, validation_loss  # served here
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
@@ -104,7 +105,8 @@ def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: i
                   own_scheme: SplittingScheme) -> SplitLayer:
     """One layer re-discretised (see :func:`rediscretize`); shares the layer's modules. A named
     scheme over other fields than the layer's is taken over the layer's fields
-    (:meth:`~splitnet.splitting.SplittingScheme.over`). A layer with learned coefficients
+    (:meth:`~splitnet.integrators.splitting.SplittingScheme.over`). A layer with learned
+    coefficients
     (``current_stages``) is refined with them as they are now, not normalised."""
     names = layer.field_names
     if scheme is None:
@@ -148,11 +150,13 @@ def _check_model(model) -> None:
 def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     """``model`` with every layer advanced by ``substeps`` steps of ``scheme`` (default: the
     model's own, with its own stage callables) with sub-flows ``method`` (a name of
-    :data:`splitnet.subflows.METHODS` or a :class:`~splitnet.subflows.SubflowMethod` instance).
+    :data:`splitnet.integrators.subflows.METHODS` or a
+    :class:`~splitnet.integrators.subflows.SubflowMethod` instance).
 
     Returns a :class:`~splitnet.nets.models.SplitTransformer` that shares every module and parameter
     of ``model`` (no copy: training one trains the other; ``eval()`` on one reaches the shared
-    modules of both). Its layers are new :class:`~splitnet.layers.SplitLayer` objects; its
+    modules of both). Its layers are new :class:`~splitnet.integrators.layers.SplitLayer` objects;
+    its
     ``scheme`` is the repeated scheme (so ``state_times`` matches ``forward(...,
     return_states=True)``), ``refinement`` says what was done, and ``config`` is still the
     trained model's (it describes the weights). ``rediscretize(model)`` computes exactly what
@@ -162,10 +166,10 @@ def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     if not isinstance(method, SubflowMethod) and method not in METHODS:
         raise ValueError(unknown_name("method", method, METHODS))
     m = get_method(method)
-    if getattr(model.config, "reversible", False) and not isinstance(m, Euler):
-        raise ValueError(f"a reversible network's stages are shears, whose Euler step is their "
-                         f"exact flow: refine it with method='euler' (more substeps, other "
-                         f"schemes) or its ODE (ode_model), not {m.name!r}")
+    for attr in stacks(model):
+        why = getattr(model, attr).refuses(m)
+        if why:
+            raise ValueError(why)
     sch = None if scheme is None else resolve(scheme)
     layers, schemes = {}, {}
     for attr in stacks(model):                     # an encoder–decoder: both stacks
@@ -186,7 +190,7 @@ def _with_layers(model, layers: dict, schemes: dict, refinement: Refinement):
     for reg in ("_parameters", "_buffers", "_modules"):
         new.__dict__[reg] = type(model.__dict__[reg])(model.__dict__[reg])
     for attr, ls in layers.items():
-        setattr(new, attr, nn.ModuleList(ls))
+        setattr(new, attr, getattr(model, attr).like(ls))
     for attr, sch in schemes.items():
         setattr(new, attr, sch)
     new.refinement = refinement
@@ -212,7 +216,8 @@ class ODELayer(nn.Module):
     """Layer k as the exact flow of its ODE ``dx/dt = sum_f F_f,k`` (``D_k + C_k`` for two
     fields) over ``[t, t + h]`` (no splitting): each ``F_f,k`` from
     :meth:`~splitnet.integrators.layers.SplitLayer.field` (the ODE of
-    :meth:`~splitnet.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow method
+    :meth:`~splitnet.integrators.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow
+    method
     (torchdiffeq dopri5 at the tolerances of the state's dtype)."""
 
     def __init__(self, layer: SplitLayer, method="exact"):
@@ -296,7 +301,7 @@ def refinement_at(seed: int, step: int, prob: float, substeps: Sequence[int]) ->
     choice is the same on ``--resume`` and on every process, and ``prob = 0`` changes nothing."""
     if prob <= 0:
         return None
-    r = random.Random(f"splitnet.refine:{int(seed)}:{int(step)}")
+    r = random.Random(f"splitnet.analyses.refine:{int(seed)}:{int(step)}")
     if r.random() >= prob:
         return None
     return int(r.choice(list(substeps)))
@@ -377,6 +382,7 @@ class RefinementResult:
     @classmethod
     def from_dict(cls, d: dict) -> RefinementResult:
         d = dict(d)
+        d.pop("depth", None)          # splitnet refine's --json: the depth table beside it
         d["own"] = RefinePoint(**d["own"])
         d["points"] = [RefinePoint(**p) for p in d["points"]]
         d["ode"] = None if d.get("ode") is None else RefinePoint(**d["ode"])
@@ -464,11 +470,11 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
     are untouched. A reversible network keeps the Euler points of the grid only."""
     grid = study_grid(schemes, substeps, methods, exact_substeps)
     _check_model(model)
-    if getattr(model.config, "reversible", False):  # on shears every method is Euler again
-        grid = [g for g in grid if g[2] == "euler"]
-        if not grid:
-            raise ValueError("a reversible network is refined with method euler (its stages "
-                             "are shears, whose Euler step is exact): add euler to the methods")
+    own_stacks = [getattr(model, a) for a in stacks(model)]
+    refused = [next(filter(None, (st.refuses(g[2]) for st in own_stacks)), None) for g in grid]
+    if grid and all(refused):        # a reversible network: on shears only Euler is exact
+        raise ValueError(f"{refused[0]}; add euler to the methods")
+    grid = [g for g, why in zip(grid, refused) if not why]
     model.eval()
     own = _point(model, evaluate, None, 1, model.config.method)
     res = RefinementResult(label or scheme_label(model), scheme_label(model), model.config.weights,

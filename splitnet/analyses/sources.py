@@ -2,7 +2,7 @@
 model and a function ``evaluate(model) -> mean loss``, from a ``splitnet train`` checkpoint
 (:func:`checkpoint_source`, on the run's own validation windows) or a local Hugging Face
 directory (:func:`hf_source`); :func:`study_memory` estimates what a study holds at once.
-``splitnet.refine`` serves these names too.
+``splitnet.analyses.refine`` serves these names too.
 """
 
 from __future__ import annotations

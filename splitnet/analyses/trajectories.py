@@ -1,6 +1,7 @@
 """Token embeddings as particles: their paths through a network, and the ODE the network steps.
 
-A :class:`~splitnet.models.SplitTransformer` with step size ``h`` maps the embedding ``x(0)`` of
+A :class:`~splitnet.nets.models.SplitTransformer` with step size ``h`` maps the embedding ``x(0)``
+of
 a sequence through ``n_layers`` steps of its splitting scheme; layer ``k`` integrates
 ``[k h, (k + 1) h]``. :func:`collect` records every token's state after every layer (and after
 every stage), with times ``t = k h + h * scheme.stage_times()`` (the mean of the two fields'
@@ -56,7 +57,6 @@ from ..geometry import (  # served here
 )
 from ..integrators.subflows import default_tolerances
 from ..nets.models import SplitTransformer
-from ..reversible import end_pair
 
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
 EMBEDDING = "embedding"
@@ -274,16 +274,15 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
         kwargs["options"] = {"step_size": h / (8 * points_per_layer)}
     pieces = [x0.unsqueeze(0)]
     times = [torch.zeros(1, dtype=torch.float64)]
-    pair = getattr(model.config, "reversible", False)   # the partitioned ODE of the pair
-    x = torch.stack([x0, x0]) if pair else x0
-    for k, layer in enumerate(model.layers if layers is None else layers):
+    stack = model.layers if layers is None else layers    # its kind says what the ODE is of
+    x = stack.ode_start(x0)
+    for k, f in enumerate(stack.ode_fields()):
         if restart:
             x = layer_starts[k]
         ts = torch.linspace(k * h, (k + 1) * h, points_per_layer + 1, dtype=torch.float64)
-        f = layer.pair_ode_field() if pair else layer.ode_field()
         f = functools.partial(f, **context) if context else f     # a decoder's memory
         sol = odeint(f, x, ts.to(x.dtype), **kwargs)
-        pieces.append(end_pair(sol[1:, 0], sol[1:, 1]) if pair else sol[1:])
+        pieces.append(stack.ode_read(sol[1:]))
         times.append(ts[1:])
         x = sol[-1]
     return torch.cat(pieces), torch.cat(times)
@@ -293,7 +292,8 @@ def _check_path(model, points_per_layer, restart: bool) -> None:
     if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
             or points_per_layer < 1:
         raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
-    if restart and getattr(model.config, "reversible", False):
+    stack = model.decoder_layers if hasattr(model, "decoder_layers") else model.layers
+    if restart and not stack.restartable:
         raise ValueError("restart=True restarts the ODE from each layer's input state; a "
                          "reversible network's states are the means of its pairs, not its "
                          "pairs: use restart=False (the ODE of the pair from the embedding)")
@@ -322,7 +322,8 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
         ``points_per_layer`` points per layer, from the embedding (``restart=False``) or from the
         network state at the start of every layer (``restart=True``).
     solver, rtol, atol : torchdiffeq solver (adaptive ``dopri5`` by default at
-        :func:`~splitnet.flows.default_tolerances` of the model's dtype; a fixed-grid solver
+        :func:`~splitnet.integrators.flows.default_tolerances` of the model's dtype; a fixed-grid
+        solver
         such as ``"rk4"`` takes 8 sub-steps per output point).
 
     Returns

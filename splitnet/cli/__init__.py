@@ -7,7 +7,8 @@ adding one is adding its file (tests/test_fuzz_cli.py fuzzes every option of it,
 parser). Options that several
 commands take (``--checkpoint``/``--hf``/``--trust-checkpoint``, ``--device``, ``--threads``, a
 figure's ``--out``) are declared once in :mod:`._args`. Parsers use only the standard library and
-:mod:`splitnet.config`, so ``--help`` starts without importing torch; the work imports what it
+:mod:`splitnet.configs.config`, so ``--help`` starts without importing torch; the work imports what
+it
 needs.
 
 Errors: bad input is one line on stderr, ``splitnet COMMAND: error: ...``, and exit status 2

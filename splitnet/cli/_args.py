@@ -329,7 +329,8 @@ def add_png_option(p, default: str) -> None:
 
 
 def add_threads_option(p) -> None:
-    """``--threads N`` (CPU threads of the work; default: :func:`splitnet.runenv.default_threads`,
+    """``--threads N`` (CPU threads of the work; default:
+    :func:`splitnet.runs.runenv.default_threads`,
     which leaves cores that other processes keep busy)."""
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="CPU threads (default: the cores not busy with other processes, at "

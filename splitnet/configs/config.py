@@ -22,7 +22,7 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, DIFFUSION
+from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
@@ -36,10 +36,12 @@ from .options import (
     REVERSIBLE_HELP,
     SESSION,
     WEIGHTS,
+    check_growth,
     check_network,
     check_parallel,
     check_projection,
     check_reversible,
+    check_tensorboard,
     int_list,
     kind_options,
     option,
@@ -57,7 +59,8 @@ GATES = ("sigmoid", "tanh")
 GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
 POSITIONS = ("learned", "none")     # how tokens know their position besides rotary attention
 DEVICES = ("auto", "cpu", "cuda")
-# Speed levers (splitnet.accel, splitnet.losses): none changes the function computed, only
+# Speed levers (splitnet.training.accel, splitnet.training.losses): none changes the function
+# computed, only
 # rounding, so all are free on --resume.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")   # the modes that capture CUDA graphs
@@ -120,9 +123,10 @@ class SplitConfig:
     gate_fields: str = option("both", "which fields get the gates", choices=GATE_FIELDS)
     method: str = option("euler", "sub-flow method of every stage (euler = residual "
                          "sub-layers)", choices=METHODS)
-    diffusion_field: str = option("attention", "the diffusion field's kind (splitnet.kinds): "
-                                  "attention = self-attention; conv = a GLU convolution over "
-                                  "conv_kernel positions (ConvS2S)",
+    diffusion_field: str = option("attention", "the diffusion field's kind "
+                                  "(splitnet.configs.kinds): attention = self-attention; "
+                                  "conv = a GLU convolution over conv_kernel positions "
+                                  "(ConvS2S)",
                                   choices=_kinds.Serving(DIFFUSION))
     conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
                               "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
@@ -199,7 +203,7 @@ class SplitConfig:
     def resolved_scheme(self):
         """The :class:`~splitnet.integrators.schemes.SplittingScheme` this config names, over a
         language model's fields by the rule every network follows
-        (:func:`splitnet.schemes.network_scheme`)."""
+        (:func:`splitnet.integrators.schemes.network_scheme`)."""
         return _schemes.network_scheme(self.scheme, (DIFFUSION, CONVECTION))
 
     @property
@@ -306,6 +310,10 @@ class TrainConfig:
     order_penalty: float = option(0.0, "λ: add λ x the squared order conditions of every "
                                   "layer's learned coefficients up to the scheme's declared "
                                   "order (needs --learn-coefficients)", metavar="λ")
+    # depth as a step size (splitnet.training.growth): none unless grow_at is given
+    grow_at: tuple[int, ...] = option((), "double the depth after each of these steps (each "
+                                      "layer copied at half the step size, its AdamW moments "
+                                      "with it)", metavar="STEP,...", parse=int_list)
     # run (free on --resume)
     eval_every: int = option(100, "validation every N steps", resume=FREE)
     ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
@@ -392,6 +400,7 @@ class TrainConfig:
         set_(self, "refine_substeps", _positive_ints("refine_substeps", self.refine_substeps))
         set_(self, "order_penalty", _real("order_penalty", self.order_penalty, lo=0.0))
         self._check_learned()
+        set_(self, "grow_at", check_growth(self))
         _choice("device", self.device, DEVICES)
         check_parallel(self, PARALLEL)
         for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
@@ -428,7 +437,7 @@ class TrainConfig:
                 raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
                                  f"one of {', '.join(PAIR_NAMES)}")
             set_(self, "pairs", os.path.abspath(os.path.expanduser(str(self.pairs))))
-        self._check_tensorboard()
+        check_tensorboard(self)
         self._check_task()
         if self.task == "lm" and self.model.vocab_size != 256:
             raise ValueError(f"a byte-level model needs vocab_size 256, got "
@@ -485,17 +494,6 @@ class TrainConfig:
         if self.refine_prob > 0 and self.model.learn_coefficients:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
-
-    def _check_tensorboard(self) -> None:
-        tb = self.tensorboard
-        if tb is None or isinstance(tb, bool):
-            object.__setattr__(self, "tensorboard", tb or None)
-        elif not isinstance(tb, str) or not tb.strip():
-            raise ValueError(f"tensorboard must be a directory, True (OUT/tensorboard) or None, "
-                             f"got {tb!r}")
-        else:
-            object.__setattr__(self, "tensorboard", None if tb.strip().lower() == "off" else
-                               os.path.abspath(os.path.expanduser(tb)))
 
     def tensorboard_dir(self) -> str | None:
         """Where TensorBoard events go: None (off), OUT/tensorboard (True) or the directory."""

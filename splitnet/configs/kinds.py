@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..names import unknown_name
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
+from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
 
 
 class FieldKind:

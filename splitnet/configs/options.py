@@ -3,18 +3,21 @@ with its help text, command-line and ``--resume`` behaviour), the checks that tu
 into a one-line error naming the option (:func:`check_int`, :func:`check_real`,
 :func:`check_choice`, bounded by :data:`LIMITS`), how a config stores a scheme
 (:func:`scheme_spec`), and the option tables more than one config reads (:data:`WEIGHTS`,
-:data:`ACTIVATIONS`). :mod:`splitnet.config` and :mod:`splitnet.seq2seq_config` build on it."""
+:data:`ACTIVATIONS`). :mod:`splitnet.configs.config` and :mod:`splitnet.configs.seq2seq` build on
+it."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import math
 import numbers
+import os
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import reversible_unsupported
+from ..stagelists.stages import reversible_unsupported
 from . import kinds as _kinds
 
 WEIGHTS = ("shared", "per-stage")
@@ -202,7 +205,7 @@ MAX_PROJECTED_ORDER = 6
 def check_projection(cfg, scheme) -> None:
     """``project_coefficients`` of a network config: a bool, only with ``learn_coefficients``,
     and a scheme whose conditions the projection reaches (declared order <= 6, or exact)."""
-    from ..spec.stages import EXACT_ORDER
+    from ..stagelists.stages import EXACT_ORDER
 
     object.__setattr__(cfg, "project_coefficients", bool(cfg.project_coefficients))
     if not cfg.project_coefficients:
@@ -220,7 +223,7 @@ def check_projection(cfg, scheme) -> None:
 def check_reversible(cfg, stacks) -> None:
     """``reversible`` / ``reversible_grid`` of a network config, checked and normalised in
     place: the grid an int in [1, 20], only with ``reversible``; with it, every stage of every
-    stack a shear (:func:`splitnet.spec.stages.reversible_unsupported`) and Euler sub-steps.
+    stack a shear (:func:`splitnet.stagelists.stages.reversible_unsupported`) and Euler sub-steps.
     ``stacks``: ``(option name, scheme)`` pairs, the option naming the scheme in errors."""
     set_ = object.__setattr__
     set_(cfg, "reversible", bool(cfg.reversible))
@@ -289,11 +292,50 @@ def check_network(cfg) -> None:
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
+def check_growth(cfg) -> tuple[int, ...]:
+    """``grow_at`` of a TrainConfig: the steps after which the depth doubles
+    (:mod:`splitnet.training.growth`), strictly increasing in ``[1, steps)``; what growing does
+    not take yet is refused."""
+    g = () if cfg.grow_at is None else cfg.grow_at
+    g = (g,) if isinstance(g, int) else g
+    if isinstance(g, str) or not all(isinstance(s, int) and not isinstance(s, bool) for s in g):
+        raise ValueError(f"grow_at must be step numbers (ints), got {cfg.grow_at!r}")
+    g = tuple(g)
+    if not g:
+        return g
+    if any(b <= a for a, b in itertools.pairwise(g)):
+        raise ValueError(f"--grow-at {','.join(map(str, g))} must be strictly increasing "
+                         f"(sorted, no step twice)")
+    if g[0] < 1 or g[-1] >= cfg.steps:
+        raise ValueError(f"--grow-at steps must lie in 1..{cfg.steps - 1} (below --steps "
+                         f"{cfg.steps}, so the grown network trains), got "
+                         f"{','.join(map(str, g))}")
+    clash = [n for n, v in (("--parallel fsdp", cfg.parallel == "fsdp"), ("--tp", cfg.tp > 1),
+                            ("--param-dtype bfloat16", cfg.param_dtype == "bfloat16")) if v]
+    if clash:
+        raise ValueError(f"--grow-at does not take {', '.join(clash)} yet (the grown model's "
+                         f"shards or bf16 copy would be rebuilt mid-run); use --parallel ddp "
+                         f"and --param-dtype float32")
+    return g
+
+
+def check_tensorboard(cfg) -> None:
+    """``tensorboard`` of a TrainConfig: None (off), True (OUT/tensorboard) or a directory,
+    normalised in place (``off``: None)."""
+    tb = cfg.tensorboard
+    if tb is None or isinstance(tb, bool):
+        object.__setattr__(cfg, "tensorboard", tb or None)
+    elif not isinstance(tb, str) or not tb.strip():
+        raise ValueError(f"tensorboard must be a directory, True (OUT/tensorboard) or None, "
+                         f"got {tb!r}")
+    else:
+        object.__setattr__(cfg, "tensorboard", None if tb.strip().lower() == "off" else
+                           os.path.abspath(os.path.expanduser(tb)))
+
+
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED",
-           "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice",
-           "check_int", "check_network", "check_parallel", "check_projection", "check_real",
-           "check_reversible",
-           "config_from_dict",
-           "int_list", "kind_option_fields", "kind_options", "option", "positive_ints",
-           "scheme_spec"]
+           "MAX_PROJECTED_ORDER", "MAX_SEED", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP",
+           "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int", "check_network",
+           "check_parallel", "check_projection", "check_real", "check_reversible",
+           "check_tensorboard", "config_from_dict", "int_list", "kind_option_fields",
+           "kind_options", "option", "positive_ints", "scheme_spec"]

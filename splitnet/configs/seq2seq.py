@@ -6,7 +6,7 @@ One frozen dataclass, every option named once with its help text (the command li
 :class:`~splitnet.configs.config.SplitConfig`). Pure Python: no torch.
 
 A network has two stacks, each a sequence of steps of a splitting scheme over its fields
-(:meth:`Seq2SeqConfig.stack` describes one, :class:`Stack`):
+(:meth:`Seq2SeqConfig.stack` describes one, :class:`StackConfig`):
 
 * the **encoder**: ``diffusion`` (non-causal self-attention, source padding masked) and
   ``convection`` (the feed-forward network), ``n_encoder_layers`` steps of ``encoder_scheme``;
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION
+from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
 from .options import (
     ACTIVATIONS,
@@ -51,7 +51,7 @@ DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
 
 @dataclass(frozen=True)
 @kind_options(CONVECTION, CROSS)
-class Stack:
+class StackConfig:
     """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
     :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
     many layers of which scheme, causal or not, reversible or not (a partitioned state,
@@ -98,7 +98,8 @@ def _legacy_arrangement(spec, fields: tuple[str, ...]):
 
 def stack_scheme(spec, fields: tuple[str, ...]):
     """The scheme ``spec`` names over a stack's ``fields``, by the rule every network follows
-    (:func:`splitnet.schemes.network_scheme`: ``strang`` is ``c/2 d c/2`` in an encoder as in a
+    (:func:`splitnet.integrators.schemes.network_scheme`: ``strang`` is ``c/2 d c/2`` in an encoder
+    as in a
     language model, ``c/2 d/2 x d/2 c/2`` in a decoder); a pattern, stage string or scheme
     object is taken as it is."""
     return _schemes.network_scheme(spec, fields)
@@ -198,13 +199,13 @@ class Seq2SeqConfig:
             object.__setattr__(self, name, v)
 
     # -- derived ---------------------------------------------------------------------------
-    def stack(self, side: str) -> Stack:
-        """The encoder's or the decoder's :class:`Stack`."""
+    def stack(self, side: str) -> StackConfig:
+        """The encoder's or the decoder's :class:`StackConfig`."""
         if side not in ("encoder", "decoder"):
             raise ValueError(f"side must be 'encoder' or 'decoder', got {side!r}")
         enc = side == "encoder"
         fields = ENCODER_FIELDS if enc else DECODER_FIELDS
-        return Stack(name=side, fields=fields,
+        return StackConfig(name=side, fields=fields,
                      n_layers=self.n_encoder_layers if enc else self.n_decoder_layers,
                      scheme=stack_scheme(getattr(self, f"{side}_scheme"), fields),
                      causal=not enc, d_model=self.d_model, n_heads=self.n_heads,
@@ -216,7 +217,7 @@ class Seq2SeqConfig:
 
     def field_kinds(self) -> dict[str, str]:
         """The kind options, ``{"<field>_field": kind}`` (:func:`~splitnet.configs.options.
-        kind_options`), which every :class:`Stack` takes over."""
+        kind_options`), which every :class:`StackConfig` takes over."""
         return {f"{f}_field": getattr(self, f"{f}_field") for f in kind_option_fields(self)}
 
     # -- plain data ------------------------------------------------------------------------
@@ -242,4 +243,4 @@ class Seq2SeqConfig:
         return dataclasses.replace(self, **changes)
 
 
-__all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "Stack", "stack_scheme"]
+__all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "StackConfig", "stack_scheme"]

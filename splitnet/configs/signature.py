@@ -1,6 +1,7 @@
 """Constructors whose keyword signature is a config dataclass's fields: what ``help()`` and IDEs
 show for :class:`~splitnet.nets.models.SplitTransformer` and
-:class:`~splitnet.seq2seq.SplitSeq2Seq`, derived from :class:`~splitnet.config.SplitConfig` /
+:class:`~splitnet.nets.seq2seq.SplitSeq2Seq`, derived from
+:class:`~splitnet.configs.config.SplitConfig` /
 :class:`~splitnet.configs.seq2seq.Seq2SeqConfig` so that adding an option to a config adds it
 here too. Pure Python."""
 

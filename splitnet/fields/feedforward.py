@@ -1,6 +1,7 @@
 """The feed-forward network, the convection field ``G(x_i)``: each particle alone.
 
-``G(x) = W_2 act(W_1 LN(x) + b_1) + b_2``. Its kind: :class:`splitnet.kinds.FeedForwardKind`.
+``G(x) = W_2 act(W_1 LN(x) + b_1) + b_2``. Its kind:
+:class:`splitnet.configs.kinds.FeedForwardKind`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 def activation_function(name: str):
-    """The activation function ``name`` of :data:`splitnet.config.ACTIVATIONS` (the one list)."""
+    """The activation function ``name`` of :data:`splitnet.configs.config.ACTIVATIONS` (the one
+    list)."""
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; available: {', '.join(ACTIVATIONS)}")
     fn, keywords = ACTIVATIONS[name]

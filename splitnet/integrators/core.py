@@ -6,7 +6,7 @@ solution A, order 8 solution D); E. Forest & R. Ruth, Physica D 43 (1990) (tripl
 M. Suzuki, Phys. Lett. A 146 (1990) 319–323 (5-stage fractal); S. Blanes & P. C. Moan,
 J. Comput. Appl. Math. 142 (2002) 313–330 (method S6, order 4); G. Strang (1968), G. I. Marchuk
 (1968); H. F. Trotter (1959). These seven are the core (``available("core")``); the zoo of
-further published methods is data in :mod:`splitnet.spec.zoo`, each registered as a
+further published methods is data in :mod:`splitnet.stagelists.zoo`, each registered as a
 :class:`ZooScheme` subclass. Every set is re-verified by ``check_order`` in the test suite.
 
 Over k fields (``scheme.over(fields)``): Lie–Trotter and Strang have their k-field forms,
@@ -17,8 +17,8 @@ family) refuse other field counts.
 
 from __future__ import annotations
 
-from ..spec import zoo
-from ..spec.stages import CONVECTION, DIFFUSION, EXACT_ORDER
+from ..stagelists import zoo
+from ..stagelists.stages import CONVECTION, DIFFUSION, EXACT_ORDER
 from .splitting import (
     SplittingScheme,
     composition_stages,
@@ -65,7 +65,8 @@ class StrangComposition(SplittingScheme):
     """Composition of Strang steps ``S(g_k h) ... S(g_1 h)``, ``S(h) = exp(h/2 C) exp(h D)
     exp(h/2 C)``, unmerged (3 stages per Strang step). ``weights`` are listed outer -> centre and
     mirrored, the centre weight being ``1 - 2 * sum(weights)``. Over k fields S is the symmetric
-    generalised Strang step (:func:`~splitnet.splitting.symmetric_step`) and the order is the
+    generalised Strang step (:func:`~splitnet.integrators.splitting.symmetric_step`) and the order
+    is the
     same: the conditions are on the weights of a symmetric second-order basic method."""
 
     weights: tuple[float, ...] = ()
@@ -156,7 +157,8 @@ class Parallel(SplittingScheme):
     """The unsplit scheme: one stage advancing the sum of all fields, ``exp(h (D + C))``.
 
     Not a splitting: with exact sub-flows its step is the exact flow (declared
-    :data:`~splitnet.stages.EXACT_ORDER`; ``check_order`` reports "exact flow"), and its order is
+    :data:`~splitnet.stagelists.stages.EXACT_ORDER`; ``check_order`` reports "exact flow"), and its
+    order is
     that of the sub-flow method: with ``euler`` it is the parallel residual block of GPT-J, PaLM
     and GPT-NeoX, ``x + D(x) + C(x)`` (one explicit Euler step of the whole ODE); with
     ``midpoint`` / ``rk4`` a Runge–Kutta block of the whole layer. Over k fields, one stage of
@@ -175,7 +177,7 @@ class Parallel(SplittingScheme):
 
 
 class ZooScheme(SplittingScheme):
-    """A published method of :mod:`splitnet.spec.zoo`. Each entry gets its own subclass (see
+    """A published method of :mod:`splitnet.stagelists.zoo`. Each entry gets its own subclass (see
     :func:`zoo_class`) whose docstring carries the citation, the formula and the problem
     class; ``method`` is the zoo record (coefficient strings, closed form, printed digits)."""
 

@@ -1,6 +1,7 @@
 """Stepping: the two numerical verbs every scheme shares, :func:`step` and :func:`integrate`,
 written on plain stage tuples and field callables (this module never imports
-:mod:`~splitnet.schemes`; schemes call it). How each stage is advanced is a sub-flow method of
+:mod:`~splitnet.integrators.schemes`; schemes call it). How each stage is advanced is a sub-flow
+method of
 :mod:`splitnet.integrators.subflows`, re-exported here.
 """
 
@@ -10,8 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ..spec.stages import CONVECTION, DIFFUSION, Stage, component_clocks, field_name
-from ..spec.stages import clocks as stage_clocks
+from ..stagelists.stages import CONVECTION, DIFFUSION, Stage, component_clocks, field_name
+from ..stagelists.stages import clocks as stage_clocks
 from .subflows import get_method
 from .validate import (
     CheckedField,

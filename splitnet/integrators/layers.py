@@ -18,7 +18,7 @@ import functools
 import torch
 from torch import nn
 
-from ..spec.stages import (
+from ..stagelists.stages import (
     BUILTIN,
     as_stages,
     clocks,
@@ -89,7 +89,8 @@ class SplitLayer(nn.Module):
     """``x -> phi^{X_s}_{c_s h} o ... o phi^{X_1}_{c_1 h}(x)`` with sub-flows advanced by
     ``method``.
 
-    ``scheme``: a :class:`~splitnet.schemes.SplittingScheme` (anything with ``stages`` and
+    ``scheme``: a :class:`~splitnet.integrators.schemes.SplittingScheme` (anything with ``stages``
+    and
     ``clocks()``) or a plain sequence of stages. The fields: ``diffusion`` / ``convection``
     keywords or ``fields={name: ...}``, each one module shared by all stages of that field, or a
     sequence with one module per stage; a module is registered under its field's name. The plan

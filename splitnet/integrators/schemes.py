@@ -1,9 +1,11 @@
 """Splitting schemes: the registry and the front door.
 
-A scheme is data (:class:`~splitnet.splitting.SplittingScheme`: stages, a declared order, the
-verbs ``step`` / ``integrate`` / ``layer``); :mod:`splitnet.core` holds the seven core methods
-and :mod:`splitnet.spec.zoo` the published coefficient sets. This module names them: the registry
-(:func:`available`, :func:`get` -- with ``fields=`` for any number of fields --,
+A scheme is data (:class:`~splitnet.integrators.splitting.SplittingScheme`: stages, a declared
+order, the
+verbs ``step`` / ``integrate`` / ``layer``); :mod:`splitnet.integrators.core` holds the seven core
+methods
+and :mod:`splitnet.stagelists.zoo` the published coefficient sets. This module names them: the
+registry (:func:`available`, :func:`get` -- with ``fields=`` for any number of fields --,
 :func:`register`), :func:`from_pattern` (sandwich strings), :func:`resolve` (any description of
 a scheme) and :func:`check_order`, the measured order of anything that describes a stage list.
 Everything of ``splitting`` and ``core`` is served here too (``sn.schemes.Strang``, ...).
@@ -17,9 +19,9 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from ..names import LISTED_BY, unknown_name
-from ..spec import stages as _st
-from ..spec import zoo
-from ..spec.stages import CONVECTION, CROSS, DIFFUSION, FIELDS, Stage, second_order_defect
+from ..stagelists import stages as _st
+from ..stagelists import zoo
+from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS, Stage, second_order_defect
 from .core import (
     BlanesMoan4,
     LieTrotter,
@@ -132,7 +134,8 @@ def get(name: str, fields: Sequence[str] | None = None) -> SplittingScheme:
     with a warning: its ``order`` is its general-splitting order, ``class_order`` the other.
 
     ``fields``: the method over these fields instead of diffusion and convection
-    (:meth:`~splitnet.splitting.SplittingScheme.over`): ``get("strang", fields=("convection",
+    (:meth:`~splitnet.integrators.splitting.SplittingScheme.over`): ``get("strang",
+    fields=("convection",
     "diffusion", "cross"))`` is ``(c .5)(d .5)(x 1)(d .5)(c .5)``, first name outermost;
     Lie–Trotter is ``(f_1 1) ... (f_k 1)``; composition methods compose that symmetric step and
     keep their order; a two-field splitting refuses other field counts (``ValueError``)."""
@@ -261,7 +264,8 @@ def resolve(scheme) -> SplittingScheme:
 def measured_order(stages: tuple[Stage, ...]) -> int:
     """The classical order of a consistent stage list as :func:`check_order` measures it
     (the nearest integer of the tail slope when the verdict is clean; at least 2 when the exact
-    second-order conditions hold, else 1; :data:`~splitnet.splitting.EXACT_ORDER` for the exact
+    second-order conditions hold, else 1; :data:`~splitnet.integrators.splitting.EXACT_ORDER` for
+    the exact
     flow of the sum of the fields). Cached: configs resolve their scheme often."""
     if abs(second_order_defect(stages)) > 1e-9:
         return 1

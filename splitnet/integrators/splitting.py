@@ -33,8 +33,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..spec import stages as _st
-from ..spec.stages import EXACT_ORDER, Stage, field_name, second_order_defect
+from ..stagelists import stages as _st
+from ..stagelists.stages import EXACT_ORDER, Stage, field_name, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -145,7 +145,8 @@ class SplittingScheme(ABC):
 
         ``order`` is the declared order and means one thing: a lower bound the stages must
         reach. Order 2 is checked by its exact conditions; order 3 and above by
-        :func:`~splitnet.check.measure_order` on random non-commuting matrices (milliseconds); a
+        :func:`~splitnet.order.check.measure_order` on random non-commuting matrices
+        (milliseconds); a
         declared order the stages do not reach, or that the check cannot confirm, is a
         ``ValueError``. Stages of a *higher* order than declared keep the declared one (it is
         what ``effective_order`` and the studies use), with a warning naming the measured order.
@@ -189,7 +190,8 @@ class SplittingScheme(ABC):
         return _st.format_stages(self.stages)
 
     def to_dict(self) -> dict:
-        """Plain data (JSON-able) that :func:`~splitnet.schemes.resolve` turns back into an
+        """Plain data (JSON-able) that :func:`~splitnet.integrators.schemes.resolve` turns back
+        into an
         equal scheme."""
         return {"name": self.name, "order": self.order,
                 "stages": [[st.field, st.coeff] for st in self.stages]}

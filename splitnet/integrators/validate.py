@@ -1,7 +1,8 @@
 """Input checks of the numerical API, and field wrappers that check or count.
 
 Each check raises a ``TypeError`` / ``ValueError`` that names the argument and the problem (the
-rows of ``docs/errors.md``). The network layer's hot path skips them; :func:`~splitnet.flows.step`,
+rows of ``docs/errors.md``). The network layer's hot path skips them;
+:func:`~splitnet.integrators.flows.step`,
 :func:`~splitnet.integrators.flows.integrate` and the analysis functions use them.
 """
 

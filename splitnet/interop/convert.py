@@ -1,7 +1,8 @@
 """Models in and out: GPT-2 and GPT-NeoX ``transformers`` models as SplitTransformers, and back.
 
 Needs the optional extra ``pip install 'splitnet[hf]'`` (transformers, safetensors); without it
-every function here raises :class:`~splitnet.config.MissingDependency` (an ``ImportError`` that
+every function here raises :class:`~splitnet.configs.config.MissingDependency` (an ``ImportError``
+that
 names the pip command). Nothing is ever downloaded: directories are read with
 ``local_files_only=True``.
 
@@ -46,7 +47,7 @@ import torch
 from ..configs.config import require
 from ..configs.kinds import KINDS, GatedKind, layer_fields
 from ..nets.models import SplitTransformer
-from ..spec.stages import CONVECTION, DIFFUSION, Stage
+from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
 # kernel (gelu_pytorch_tanh is F.gelu(approximate="tanh"), exactly what splitnet runs).
@@ -366,7 +367,8 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
 
     format : ``"gpt2"`` -- a standard GPT-2 (only for a model that is one: :func:`gpt2_mismatch`
         is None; otherwise ValueError naming why); ``"splitnet"`` -- :mod:`splitnet.interop.hf`'s
-        classes, any scheme and weights mode (load with ``splitnet.hf`` imported); ``"auto"``
+        classes, any scheme and weights mode (load with ``splitnet.interop.hf`` imported);
+        ``"auto"``
         (default) -- gpt2 when exact, else splitnet.
     tokenizer : ``"auto"`` -- the byte tokenizer (:func:`byte_tokenizer`) for a vocabulary of
         256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
@@ -459,7 +461,8 @@ class Imported:
     (None: UTF-8 bytes), the ``directory`` it came from.
 
     ``splitnet refine --hf DIR`` hooks in here: ``imported.model`` is the network to
-    re-discretise (:func:`splitnet.analysis.rediscretize`), ``imported.evaluate(text, model=m)``
+    re-discretise (:func:`splitnet.analyses.convergence.rediscretize`), ``imported.evaluate(text,
+    model=m)``
     the loss of any re-discretised ``m`` on the same tokens."""
 
     model: SplitTransformer

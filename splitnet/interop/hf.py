@@ -9,7 +9,8 @@ Importing this module registers two classes with the Auto classes, so a director
     model.generate(ids, max_new_tokens=20, do_sample=False)
 
 * :class:`SplitTransformerConfig` (``model_type = "splitnet"``) holds the model's
-  :class:`~splitnet.config.SplitConfig` as plain data (``split_config``, its ``to_dict()``: a
+  :class:`~splitnet.configs.config.SplitConfig` as plain data (``split_config``, its ``to_dict()``:
+  a
   custom scheme is stored as its stages, so nothing but JSON is needed to rebuild it).
 * :class:`SplitTransformerForCausalLM` wraps a :class:`~splitnet.nets.models.SplitTransformer` as
   ``self.model``; its forward is the SplitTransformer's (logits equal), plus the shifted

@@ -1,5 +1,6 @@
 """What a SplitTransformer costs: parameters, field evaluations and FLOPs per token, in closed
-form from its field kinds (:mod:`splitnet.kinds`) and its sub-flow method. Nothing is built and
+form from its field kinds (:mod:`splitnet.configs.kinds`) and its sub-flow method. Nothing is built
+and
 torch is not imported: ``splitnet describe --scheme all`` (every registry scheme, both weights
 modes) takes well under a second (``benchmarks/bench_describe.py``).
 
@@ -166,7 +167,8 @@ REFERENCE_SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6, "vocab_size": 256
 def describe(config: SplitConfig | None = None, seq_len: int = 256, **options) -> Cost:
     """Cost of ``SplitTransformer.from_config(config)`` on sequences of ``seq_len`` tokens.
 
-    ``config``: a :class:`~splitnet.config.SplitConfig`; or leave it out and give its fields as
+    ``config``: a :class:`~splitnet.configs.config.SplitConfig`; or leave it out and give its
+    fields as
     keywords (``describe(scheme="strang", weights="per-stage")``), on top of
     :data:`REFERENCE_SIZE`. Closed forms: nothing is built, any size costs nothing to describe.
     """

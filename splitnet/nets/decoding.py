@@ -36,14 +36,14 @@ import torch
 
 from ..configs.config import MAX_BEAM
 from ..integrators.subflows import get_method
-from ..reversible import end_pair, start_pair
 from ..runs.runenv import require_memory
-from ..spec.stages import CROSS, DIFFUSION
+from ..stagelists.stages import CROSS, DIFFUSION
 from .generation import GenerationCache, cache_unsupported
 
 
 class _DecoderView:
-    """The decoder as :class:`~splitnet.generation.GenerationCache` reads a network: its layers,
+    """The decoder as :class:`~splitnet.nets.generation.GenerationCache` reads a network: its
+    layers,
     causal."""
 
     causal = True
@@ -101,7 +101,6 @@ def step_function(model, memory, mask, use_cache: bool, capacity: int) -> Callab
     c = model.config
     store: dict = {}
     cache = GenerationCache(_DecoderView(model), capacity) if use_cache else None
-    h = c.step_size
 
     def next_logprobs(seq: torch.Tensor, reorder: torch.Tensor | None = None) -> torch.Tensor:
         if cache is None:
@@ -111,7 +110,7 @@ def step_function(model, memory, mask, use_cache: bool, capacity: int) -> Callab
                 cache.reorder(reorder)
             x = model.embed_target(seq[:, cache.length:], start=cache.length)
             ctx = {"memory": memory, "memory_mask": mask, "memory_cache": store}
-            x = _decoder_cached(model, x, cache, h, ctx)
+            x = model.decoder_layers.run_cached(x, cache.layers, **ctx)
             cache.length = seq.shape[1]
             logits = model.head(model.decoder_norm(x[:, -1]))
         logp = torch.log_softmax(logits.float(), dim=-1)
@@ -119,21 +118,6 @@ def step_function(model, memory, mask, use_cache: bool, capacity: int) -> Callab
         return logp
 
     return next_logprobs
-
-
-def _decoder_cached(model, x: torch.Tensor, cache: GenerationCache, h: float, ctx: dict):
-    """The decoder's layers on the new tokens' embedding ``x`` (R, n, D), every self-attention
-    evaluation reading and extending its cache: the decoder's last n states before its norm.
-    Reversible: the pair ``x1 = x2 = x`` stepped by each layer, read out as its mean."""
-    c = model.config
-    if not c.reversible:
-        for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
-            x = layer.forward_cached(x, k * h, caches, **ctx)
-        return x
-    x1, x2 = start_pair(x, c.reversible_grid)
-    for k, (layer, caches) in enumerate(zip(model.decoder_layers, cache.layers)):
-        x1, x2 = layer.forward_cached(x1, x2, k * h, caches, **ctx)
-    return end_pair(x1, x2)
 
 
 def _pad_rows(rows: list[list[int]], pad: int, device) -> torch.Tensor:

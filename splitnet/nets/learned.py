@@ -16,7 +16,8 @@ consistency, each field summing to 1). A penalty rather than a parametrisation: 
 of degree >= 2 can only be a penalty anyway, degree 1 is one more condition of the same kind,
 and unpenalised training then shows where free coefficients go, consistency included.
 
-The plain :class:`~splitnet.layers.SplitLayer` is untouched (its fixed plan is the hot path);
+The plain :class:`~splitnet.integrators.layers.SplitLayer` is untouched (its fixed plan is the hot
+path);
 this subclass overrides the step (:meth:`LearnedSplitLayer.forward`, ``forward_cached``) and
 what the analyses read (``ode_field``, ``field``, :meth:`LearnedSplitLayer.current_stages`).
 """
@@ -32,7 +33,7 @@ from torch import nn
 from ..integrators.layers import EvaluationCaches, SplitLayer, WeightedSum
 from ..integrators.subflows import Exact
 from ..order import conditions
-from ..spec.stages import EXACT_ORDER, Stage, field_coeffs, field_name
+from ..stagelists.stages import EXACT_ORDER, Stage, field_coeffs, field_name
 
 # The penalty's degree for a scheme declared exact (the unsplit "parallel"): its one stage is
 # the exact flow at coefficient 1, and the degree-1 conditions already say so.

@@ -2,8 +2,10 @@
 
 ``SplitTransformer``: token embedding + learned absolute positions (or none:
 ``positions="none"``, e.g. with rotary attention, ``rotary_pct``), ``n_layers`` steps of the
-scheme (each a :class:`~splitnet.layers.SplitLayer` over a diffusion field -- self-attention, or a
-GLU convolution -- and the feed-forward convection field, built by their kinds, splitnet.kinds),
+scheme (each a :class:`~splitnet.integrators.layers.SplitLayer` over a diffusion field --
+self-attention, or a
+GLU convolution -- and the feed-forward convection field, built by their kinds,
+splitnet.configs.kinds),
 final LayerNorm, output head tied to the embedding (or not: ``tie_head=False``). Layer k
 integrates ``[k h, (k + 1) h]``::
 
@@ -24,12 +26,12 @@ from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.kinds import layer_fields
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
-from ..integrators.layers import SplitLayer
-from ..reversible import ReversibleLayer, end_pair, run_stack, start_pair
+from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
-from .learned import LearnedSplitLayer, coefficients, project_coefficients
+from .learned import coefficients, project_coefficients
 from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
+from .stack import build_stack
 from .tokens import check_ids
 
 
@@ -72,7 +74,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.pos_emb = nn.Embedding(c.max_len, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
-        self.layers = nn.ModuleList(self._layer(k) for k in range(c.n_layers))
+        self.layers: Stack = build_stack(c, self.scheme, c.n_layers, self._fields)
         self.norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_head:
@@ -93,21 +95,15 @@ class SplitTransformer(ConfigBuilt, nn.Module):
     __init__.__signature__ = config_signature(SplitConfig, N_POSITIONAL)
 
     # -- construction --------------------------------------------------------------------
-    def _layer(self, k: int) -> SplitLayer:
-        """Layer ``k``: each field built by its kind (:func:`splitnet.kinds.layer_fields`), one
-        module per field (shared) or one per stage (per-stage)."""
-        c = self.config
-        fields = {}
+    def _fields(self, k: int) -> dict:
+        """Layer ``k``'s fields, each built by its kind
+        (:func:`splitnet.configs.kinds.layer_fields`):
+        one module per field (shared) or one per stage (per-stage)."""
+        c, fields = self.config, {}
         for f in layer_fields(c, self.scheme, k):
             fields[f.field] = f.kind.build(c, f.width) if f.shared else \
                 [f.kind.build(c, f.width) for _ in range(f.calls)]
-        if c.reversible:
-            return ReversibleLayer(self.scheme, step_size=c.step_size, method=c.method,
-                                   fields=fields, grid=c.reversible_grid)
-        if c.learn_coefficients:
-            return LearnedSplitLayer(self.scheme, step_size=c.step_size, method=c.method,
-                                     fields=fields, float64=c.project_coefficients)
-        return SplitLayer(self.scheme, step_size=c.step_size, method=c.method, fields=fields)
+        return fields
 
     def _init_weights(self) -> None:
         """``config.init``'s rule (:mod:`splitnet.nets.init`): the residual outputs are those
@@ -120,8 +116,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
 
     # -- use ---------------------------------------------------------------------------------
     def coefficients(self) -> tuple:
-        """Per layer, a tuple of :class:`~splitnet.spec.stages.Stage` ``(field, coeff)`` with the
-        coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
+        """Per layer, a tuple of :class:`~splitnet.stagelists.stages.Stage` ``(field, coeff)`` with
+        the coefficients as they are now: learned ones (``learn_coefficients``) or the scheme's."""
         return coefficients(self)
 
     def project_coefficients(self) -> dict:
@@ -162,45 +158,19 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         return self.head(self.norm(self.run_layers(x)))
 
     def run_layers(self, x: torch.Tensor) -> torch.Tensor:
-        """The embedded tokens ``x`` (B, T, D) through every layer (layer k at time ``k h``).
-        Reversible (``config.reversible``): the pair ``x1 = x2 = x`` through the stack, which
-        stores no activations per layer for backward (:mod:`splitnet.reversible`), read out as
-        the mean of the final pair."""
-        c = self.config
-        if c.reversible:
-            x1, x2 = start_pair(x, c.reversible_grid)
-            return end_pair(*run_stack(self.layers, x1, x2, c.step_size,
-                                       plain=getattr(self, PLAIN, False)))
-        for k, layer in enumerate(self.layers):
-            x = layer(x, k * c.step_size)
-        return x
+        """The embedded tokens ``x`` (B, T, D) through every layer (layer k at time ``k h``),
+        as the stack's kind runs them (:mod:`splitnet.integrators.stack`; reversible: the pair
+        ``x1 = x2 = x``, nothing stored per layer for backward, read out as its mean)."""
+        return self.layers.run(x, plain=getattr(self, PLAIN, False))
 
     def run_layers_cached(self, x: torch.Tensor, caches) -> torch.Tensor:
         """:meth:`run_layers` for new tokens ``x`` whose earlier tokens' keys and values sit in
         ``caches`` (one entry per layer: :class:`splitnet.nets.generation.GenerationCache`)."""
-        c = self.config
-        if c.reversible:
-            x1, x2 = start_pair(x, c.reversible_grid)
-            for k, (layer, cs) in enumerate(zip(self.layers, caches)):
-                x1, x2 = layer.forward_cached(x1, x2, k * c.step_size, cs)
-            return end_pair(x1, x2)
-        for k, (layer, cs) in enumerate(zip(self.layers, caches)):
-            x = layer.forward_cached(x, k * c.step_size, cs)
-        return x
+        return self.layers.run_cached(x, caches)
 
     def _states(self, x: torch.Tensor):
-        h, states = self.config.step_size, [x]
-        if self.config.reversible:
-            pairs = []
-            x1, x2 = start_pair(x, self.config.reversible_grid)
-            for k, layer in enumerate(self.layers):
-                x1, x2 = layer(x1, x2, k * h, states=pairs)
-            states += [end_pair(a, b) for a, b in pairs]
-            return end_pair(x1, x2), torch.stack(states)
-        for k, layer in enumerate(self.layers):
-            x, st = layer(x, k * h, return_states=True)
-            states += st
-        return x, torch.stack(states)
+        out, states = self.layers.states(x)
+        return out, torch.stack([x] + states)
 
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, *, generator: torch.Generator | None = None,

@@ -36,27 +36,25 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..configs.seq2seq import Seq2SeqConfig, Stack
+from ..configs.seq2seq import Seq2SeqConfig, StackConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
-from ..integrators.layers import SplitLayer
-from ..reversible import ReversibleLayer, end_pair, run_stack, start_pair
+from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
+from .stack import build_stack
 from .tokens import check_ids
 
 
-def _stack_layer(stack: Stack, k: int) -> SplitLayer:
-    """Layer ``k`` of ``stack``: each field built by its kind, one module per field (shared) or
+def _stack(stack: StackConfig) -> Stack:
+    """The layers of one side: each field built by its kind, one module per field (shared) or
     one per stage (per-stage, the convection width scaled: the Macaron matching)."""
-    fields = {}
-    for f in stack.layer_fields(k):
-        fields[f.field] = f.kind.build(stack, f.width) if f.shared else \
-            [f.kind.build(stack, f.width) for _ in range(f.calls)]
-    if stack.reversible:
-        return ReversibleLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
-                               fields=fields, grid=stack.reversible_grid)
-    return SplitLayer(stack.scheme, step_size=stack.step_size, method=stack.method,
-                      fields=fields)
+    def fields_of(k: int) -> dict:
+        fields = {}
+        for f in stack.layer_fields(k):
+            fields[f.field] = f.kind.build(stack, f.width) if f.shared else \
+                [f.kind.build(stack, f.width) for _ in range(f.calls)]
+        return fields
+    return build_stack(stack, stack.scheme, stack.n_layers, fields_of)
 
 
 class SplitSeq2Seq(ConfigBuilt, nn.Module):
@@ -93,11 +91,9 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         self.src_pos = nn.Embedding(c.max_len, d)
         self.tgt_pos = nn.Embedding(c.max_len, d)
         self.drop = nn.Dropout(c.dropout)
-        self.encoder_layers = nn.ModuleList(_stack_layer(self.encoder_stack, k)
-                                            for k in range(c.n_encoder_layers))
+        self.encoder_layers = _stack(self.encoder_stack)
         self.encoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
-        self.decoder_layers = nn.ModuleList(_stack_layer(self.decoder_stack, k)
-                                            for k in range(c.n_decoder_layers))
+        self.decoder_layers = _stack(self.decoder_stack)
         self.decoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
         self.head = nn.Linear(d, c.tgt_vocab, bias=False)
         if c.tie_head:
@@ -196,32 +192,13 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         logits = self.head(self.decoder_norm(x))
         return (logits, torch.stack(states)) if return_states else logits
 
-    def _integrate(self, layers, x: torch.Tensor, return_states: bool, **context):
-        """``x`` (B, L, D) through ``layers`` (layer k at time ``k h``) with ``context`` (a
-        padding mask, the memory) -> ``(final state, states or None)``; reversible: the pair
-        ``x1 = x2 = x`` through the stack, read out as its mean (the states too)."""
-        c, h = self.config, self.config.step_size
-        states = [x] if return_states else None
-        if not c.reversible:
-            for k, layer in enumerate(layers):
-                if return_states:
-                    x, st = layer(x, k * h, return_states=True, **context)
-                    states += st
-                else:
-                    x = layer(x, k * h, **context)
-            return x, states
-        x1, x2 = start_pair(x, c.reversible_grid)
+    def _integrate(self, layers: Stack, x: torch.Tensor, return_states: bool, **context):
+        """``x`` (B, L, D) through the stack ``layers`` with ``context`` (a padding mask, the
+        memory) -> ``(final state, states or None)``, as the stack's kind runs them."""
         if return_states:
-            pairs: list = []
-            for k, layer in enumerate(layers):
-                x1, x2 = layer(x1, x2, k * h, states=pairs, **context)
-            return end_pair(x1, x2), states + [end_pair(a, b) for a, b in pairs]
-        plain = getattr(self, PLAIN, False)
-        if torch.is_grad_enabled() and not plain:
-            # the store would keep the memory's keys and values from the forward, projected
-            # without gradients, for the backward's recomputation: each stage projects its own
-            context.pop("memory_cache", None)
-        return end_pair(*run_stack(layers, x1, x2, h, plain=plain, **context)), None
+            out, states = layers.states(x, **context)
+            return out, [x] + states
+        return layers.run(x, plain=getattr(self, PLAIN, False), **context), None
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_key_padding_mask=None):
         """``src`` (B, S), ``tgt_in`` (B, T) int64 -> logits (B, T, tgt_vocab). The mask (B, S)

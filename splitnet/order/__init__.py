@@ -1,4 +1,4 @@
-"""The order of a stage list, from its coefficients alone (reads :mod:`splitnet.spec`).
+"""The order of a stage list, from its coefficients alone (reads :mod:`splitnet.stagelists`).
 
 * :mod:`~splitnet.order.check` -- the order measured on random non-commuting matrices (exact
   exponentials, numpy): the verdict of ``sn.check_order``.

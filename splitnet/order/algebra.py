@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..spec.stages import BUILTIN, Stage, field_name
+from ..stagelists.stages import BUILTIN, Stage, field_name
 
 
 def _pairs(stages) -> list[tuple[tuple[str, ...], object]]:

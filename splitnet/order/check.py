@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..spec.stages import (
+from ..stagelists.stages import (
     BUILTIN,
     CONVECTION,
     DIFFUSION,

@@ -14,7 +14,8 @@ Degree 1 is consistency (each field's coefficients sum to 1); degree 2 is the on
 ``S_ba - S_ab`` per pair of fields; a method has order p iff every condition of degree <= p
 vanishes. The structure (which letters each stage advances) is fixed by a stage list; only the
 coefficients are tensors. Letters, words and Lyndon words are :mod:`splitnet.order.algebra`'s, and
-``tests/test_learned.py`` checks the conditions against :func:`splitnet.algebra.lie_conditions`
+``tests/test_learned.py`` checks the conditions against
+:func:`splitnet.order.algebra.lie_conditions`
 and their gradient against finite differences.
 
 Cost: two fields to degree 6 is arrays of 64 numbers per degree; a few milliseconds per layer
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..spec.stages import as_stages
+from ..stagelists.stages import as_stages
 from .algebra import alphabet, lyndon_words, word_index
 
 MAX_DEGREE = 8      # conditions up to this degree (2 fields: 256 words; 3 fields: 6561)
@@ -37,7 +38,8 @@ MAX_DEGREE = 8      # conditions up to this degree (2 fields: 256 words; 3 field
 def structure(stages, fields: Sequence[str] | None = None) -> tuple[tuple[tuple[int, ...], ...],
                                                                     int]:
     """``(letters of each stage, k)``: the letter indices each stage advances (one, or several
-    for a sum stage) over the alphabet of :func:`splitnet.algebra.alphabet`, and its size k."""
+    for a sum stage) over the alphabet of :func:`splitnet.order.algebra.alphabet`, and its size
+    k."""
     stages = as_stages(stages)
     letters = alphabet(stages, fields)
     pos = {f: i for i, f in enumerate(letters)}

@@ -38,7 +38,8 @@ def _step_size_ticks(ax, step_sizes) -> None:
 
 
 def plot_convergence(results, path, title: str | None = None, theory_offset: float = 0.4):
-    """Error against h for several :class:`~splitnet.analysis.ConvergenceResult` on one log-log
+    """Error against h for several :class:`~splitnet.analyses.convergence.ConvergenceResult` on one
+    log-log
     plot. Each result's theoretical slope is drawn as a thin dotted line ``theory_offset`` times
     below its data (through the first fitted point), so it is never hidden under the data;
     points left out of the fit are ringed with an ``x``. Writes ``path``."""

@@ -15,7 +15,8 @@ from .style import readable_log_ticks, save_figure, series_style
 __all__ = ["plot_refinement", "plot_refinement_summary"]
 
 
-# The i-th sub-flow method of splitnet.subflows.METHODS gets the i-th dash and marker (cycling);
+# The i-th sub-flow method of splitnet.integrators.subflows.METHODS gets the i-th dash and marker
+# (cycling);
 # never "^", which marks values off the scale, and never dotted, which marks the ODE level (as
 # everywhere in splitnet's figures). A method not in the registry: solid line, pentagons.
 _METHOD_DASHES = ("-", "--", "-.", (0, (7, 2, 1, 2, 1, 2)))
@@ -81,7 +82,8 @@ def plot_refinement(results, path, title: str | None = None, top_above: float | 
                     ncols: int = 3):
     """Loss against field evaluations per layer when a trained network's own fields are
     re-integrated (:func:`~splitnet.analyses.refine.refinement_study`): one panel per
-    :class:`~splitnet.refine.RefinementResult`, one line per scheme x method through its substep
+    :class:`~splitnet.analyses.refine.RefinementResult`, one line per scheme x method through its
+    substep
     counts (colour: scheme, dash and marker: method), the network as trained as a star, the
     ODE of the fields (``res.limit()``: the unsplit ODE solved exactly) as a dotted level.
     Values more than

@@ -7,7 +7,7 @@ explicitly invertible, and training recomputes activations from the outputs inst
 storing them (:mod:`.layer`, :mod:`.backprop`). ``SplitConfig(reversible=True)`` builds one.
 """
 
-from ..spec.stages import reversible_unsupported
+from ..stagelists.stages import reversible_unsupported
 from .backprop import plain_autograd, run_stack, two_streams
 from .layer import ReversibleLayer, check_grid, end_pair, start_pair, to_grid
 from .memory import saved_bytes

@@ -29,7 +29,7 @@ import torch
 
 from ..integrators.layers import SplitLayer
 from ..integrators.subflows import Euler
-from ..spec.stages import WRITES, reversible_unsupported
+from ..stagelists.stages import WRITES, reversible_unsupported
 
 # the float32 significand: a grid-k state is exact while |x| < 2 ** (FLOAT32_BITS - k)
 FLOAT32_BITS = 24

@@ -4,7 +4,8 @@ A run directory (``splitnet train --out DIR``) holds ``checkpoint.pt``, ``metric
 ``loss.png`` and ``.lock``.
 
 * **Safe to open.** A checkpoint holds only tensors and plain data (numbers, strings, lists,
-  dicts; the model config as :meth:`~splitnet.config.SplitConfig.to_dict`, RNG states as tensors
+  dicts; the model config as :meth:`~splitnet.configs.config.SplitConfig.to_dict`, RNG states as
+  tensors
   and lists) and is always read with ``torch.load(weights_only=True)``: opening a checkpoint
   someone sent you cannot run code. A file that needs more (the pickled objects of splitnet 0.1,
   or anything crafted) is refused unless the caller passes ``trust=True``

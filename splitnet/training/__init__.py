@@ -1,4 +1,4 @@
-"""The trainer: ``train(TrainConfig)`` (``from splitnet.train import TrainConfig, train``).
+"""The trainer: ``train(TrainConfig)`` (``from splitnet.training.train import TrainConfig, train``).
 
 * :mod:`~splitnet.training.train` -- one step, evaluation, save, the loop, the summary.
 * :mod:`~splitnet.training.setup` -- what a run is set up from: resume, optimiser, the model

@@ -1,4 +1,5 @@
-"""Speed levers shared by the trainer (:mod:`splitnet.train`) and ``benchmarks/bench_layers.py``.
+"""Speed levers shared by the trainer (:mod:`splitnet.training.train`) and
+``benchmarks/bench_layers.py``.
 
 None changes the function a network computes, only how fast (and rounding):
 

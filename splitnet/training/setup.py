@@ -26,11 +26,13 @@ import torch
 from .._io import require_writable_dir
 from ..configs.config import FIXED, FREE, TrainConfig, check_task_options, require
 from ..nets.cost import count_params, forward_flops
+from ..nets.stack import stack_class
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards
 from ..runs.runenv import RunEnv, available_memory, run_env
 from . import sharding
+from .depths import check_resumed
 
 __all__ = ["TEST_BATCH", "autocast", "build_model", "build_optimizer", "compile_scope",
            "describe_model", "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run",
@@ -134,7 +136,8 @@ def build_optimizer(model, cfg: TrainConfig):
 
 def flops_per_token(model, context: int) -> float:
     """Training FLOPs per token for MFU: 3 x the forward matmul FLOPs of the model's closed form
-    (:func:`splitnet.cost.forward_flops`: every field evaluation -- each stage times the sub-flow
+    (:func:`splitnet.nets.cost.forward_flops`: every field evaluation -- each stage times the
+    sub-flow
     method's evaluations -- at ``context`` tokens, attention dense, plus the head), the nanoGPT
     convention (6 x weights applied per token + 12 x context x d_model per attention call). A
     method with an adaptive number of evaluations (``exact``) counts one per stage, a lower
@@ -176,7 +179,7 @@ def estimate_memory(cfg: TrainConfig, world: int = 1, device=None) -> float:
     width = 1.0 if cfg.param_dtype == "bfloat16" or (cuda and cfg.amp) else 2.0  # x 16-bit
     probs = 0.0 if cuda else 5.0 * width * m.n_heads * cfg.context
     layer = n_d * (13 * d * width + probs) + n_c * (5 * d + 4 * ff) * width
-    kept = layer + 4 * d * width if m.reversible else m.n_layers * layer
+    kept = stack_class(m).saved_bytes(layer, m.n_layers, d * width)
     rows = min(tokens, cfg.loss_chunk) if cfg.loss == "chunked" else tokens
     logits = rows * m.vocab_size * (2 * width + 8)
     low = 2.0 * params if cfg.param_dtype == "bfloat16" else 0.0    # the bf16 compute copy
@@ -221,8 +224,10 @@ def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
 
 
 def _loss(fwd, *batch):
-    """Mean cross-entropy of one micro-batch: ``fwd`` is the :class:`~splitnet.losses.LMLoss`
-    (``batch`` = inputs, targets) or :class:`~splitnet.translation.Seq2SeqLoss` (source, target
+    """Mean cross-entropy of one micro-batch: ``fwd`` is the
+    :class:`~splitnet.training.losses.LMLoss`
+    (``batch`` = inputs, targets) or :class:`~splitnet.translate.translation.Seq2SeqLoss` (source,
+    target
     in, target out, source padding): model and loss in one module, maybe DDP-wrapped."""
     return fwd(*batch)
 
@@ -250,7 +255,9 @@ def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
 
     _seed_everything(cfg.seed)
     cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
-    model = cls.from_config(cfg.model)
+    # resumed: the checkpoint's depth (--grow-at may have grown it; _prepare checked it)
+    model = cls.from_config(cfg.model if state is None else
+                            type(cfg.model).from_dict(state["model_config"]))
     folder = (state or {}).get(shards.FOLDER)         # (read lazily: see _prepare)
     if folder and not (env.distributed and cfg.parallel == "fsdp"):
         state = {**state, **shards.read_whole(folder)}
@@ -394,9 +401,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         if cfg.steps < state["step"]:
             raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
                              f"{state['step']}")
-        if type(cfg.model).from_dict(state["model_config"]) != cfg.model:
-            raise ValueError("incompatible checkpoint: its model config differs from its run "
-                             "options (edited by hand?)")
+        # the network at its depth of the moment (--grow-at: the run's, grown)
+        check_resumed(cfg, type(cfg.model).from_dict(state["model_config"]), state["step"])
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
         raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
                          f"--overwrite to start again")

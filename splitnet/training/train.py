@@ -52,7 +52,7 @@ from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards as shard_store
 from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
-from . import sharding
+from . import depths, growth, sharding
 from .setup import (
     autocast,
     build_model,
@@ -414,6 +414,10 @@ def _loop(run: _Run) -> int | None:
     cfg = run.cfg
     run.fwd.train()
     while run.step < cfg.steps:
+        if cfg.grow_at and depths.done(cfg.model, run.model.config) < depths.due(cfg.grow_at,
+                                                                                 run.step):
+            _settle(run)                     # the steps before it: their numbers, old depth
+            growth.grow_run(run)
         try:
             _one_step(run)
         except Interrupted as e:

@@ -18,7 +18,8 @@ Sources (:func:`load_pairs`):
   ``sword-text-web`` / ``sword-text-sparv``, read with ``pysword`` (extra ``bible``), verse by
   verse.
 
-Catalogues are read by :mod:`splitnet.catalogs` (the stdlib's ``gettext`` fails on real ones);
+Catalogues are read by :mod:`splitnet.translate.catalogs` (the stdlib's ``gettext`` fails on real
+ones);
 a catalogue that cannot be read is skipped and named in the statistics instead of failing the
 corpus.
 

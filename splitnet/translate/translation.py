@@ -1,11 +1,13 @@
 """The translation task of the trainer (``splitnet train --task translate``) and of
 ``splitnet translate``: data, loss, validation, translating lines, BLEU and chrF.
 
-* :func:`load_data`: the sentence pairs (:func:`splitnet.pairs.load_pairs`: a TSV, a folder of
+* :func:`load_data`: the sentence pairs (:func:`splitnet.translate.pairs.load_pairs`: a TSV, a
+  folder of
   gettext catalogues, the Bible pair; default this machine's catalogues), the tokenizer (bytes,
   or ``--bpe N`` trained on the training split; on ``--resume`` the checkpoint's), the encoded
   splits; the corpus fingerprint is checked against the checkpoint's as for language models.
-* :func:`train_batch`: batch ``step`` of rank ``rank`` (:func:`splitnet.pair_batches.pair_batch`:
+* :func:`train_batch`: batch ``step`` of rank ``rank``
+  (:func:`splitnet.translate.batches.pair_batch`:
   a pure function of seed and step, so resuming needs no sampler state).
 * :class:`Seq2SeqLoss`: label-smoothed cross-entropy over the target tokens (padding ignored).
 * :func:`validation_loss`: nats per target token on the validation split, no smoothing.

@@ -56,7 +56,7 @@ def configure(p) -> None:
 def _degrees(order: int) -> int:
     """Degrees of the order conditions shown: the declared order (at least 2, at most 6; 2 for
     the exact flow)."""
-    from ...spec.stages import EXACT_ORDER
+    from ...stagelists.stages import EXACT_ORDER
 
     return 2 if order >= EXACT_ORDER else max(2, min(order, 6))
 
@@ -65,7 +65,7 @@ def _rescaled_verdict(stages, declared: int) -> str:
     """The order of ``stages`` with each field divided by its own sum (a consistent method for
     the rescaled fields ``s_f F_f``)."""
     from ...integrators.schemes import check_order
-    from ...spec.stages import per_field_normalized
+    from ...stagelists.stages import per_field_normalized
 
     norm = per_field_normalized(stages)
     if norm is None:
@@ -81,7 +81,7 @@ def coefficient_lines(model) -> list[str]:
     and :func:`splitnet.check_order`'s verdict, as they are and with each field rescaled to
     sum 1 (the method the coefficients are for the fields ``s_f F_f``)."""
     from ...integrators.schemes import check_order
-    from ...spec.stages import EXACT_ORDER
+    from ...stagelists.stages import EXACT_ORDER
 
     declared = model.scheme.order
     raw = check_order(model)
@@ -99,7 +99,7 @@ def _stage_lines(label: str, stages, declared: int, verdict: str) -> list[str]:
     """Three lines on one stage list: its string; each field's sum and the order conditions'
     largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1."""
     from ...order.algebra import lie_defects
-    from ...spec.stages import coefficient_sums, format_stages
+    from ...stagelists.stages import coefficient_sums, format_stages
 
     sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
     defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared)))
@@ -114,7 +114,7 @@ def stack_lines(model, seq_len: int) -> list[str]:
     order conditions (every layer of a stack has the same stages)."""
     from ...integrators.schemes import check_order
     from ...nets.cost import seq2seq_costs
-    from ...spec.stages import EXACT_ORDER
+    from ...stagelists.stages import EXACT_ORDER
 
     c = model.config
     lines = [f"translation model (SplitSeq2Seq): {model.n_params():,} parameters, "

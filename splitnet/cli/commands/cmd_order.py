@@ -43,13 +43,13 @@ def configure(p) -> None:
     p.add_argument("--field-order", type=csv, default=None,
                    help="with --fields 3: the fields a registry name is taken over, first "
                         "outermost (default: as a SplitSeq2Seq decoder builds the name, "
-                        "splitnet.schemes.network_scheme: strang = c/2 d/2 x d/2 c/2, "
+                        "splitnet.integrators.schemes.network_scheme: strang = c/2 d/2 x d/2 c/2, "
                         "lie-trotter = d x c)")
     p.add_argument("--memory", type=positive_int, default=5,
                    help="with --fields 3: memory particles (default 5)")
     p.add_argument("--partitioned", action="store_true",
                    help="the same fields on a partitioned state (x1, x2), as in a reversible "
-                        "network: x1' = D(x2), x2' = C(x1) (splitnet.problems."
+                        "network: x1' = D(x2), x2' = C(x1) (splitnet.analyses.problems."
                         "partitioned_system). Each field is a shear, so an Euler sub-step is "
                         "its exact sub-flow and every scheme keeps its order; --fields 2, no "
                         "d+c sum stage (default method here: euler)")
@@ -82,7 +82,7 @@ def _validate(args):
     from ...integrators.validate import check_step_size
     from ...plots import check_format
     from ...runs.runenv import require_memory
-    from ...spec.stages import reversible_unsupported
+    from ...stagelists.stages import reversible_unsupported
 
     if args.method is None:     # the residual sub-layer is the point of --partitioned
         args.method = ["euler"] if args.partitioned else ["exact"]

@@ -3,7 +3,8 @@
 Model sources: ``--checkpoint DIR`` (a ``splitnet train`` run; loss = validation bits per
 byte on the run's own validation windows). A source is a function ``args -> (model, evaluate,
 description, unit, scale)`` in :data:`SOURCES`'s order of precedence; the study itself
-(:func:`splitnet.refine.refinement_study`) only sees a model and ``evaluate(model) -> loss``.
+(:func:`splitnet.analyses.refine.refinement_study`) only sees a model and ``evaluate(model) ->
+loss``.
 An importer of Hugging Face GPT-2 models (``--hf DIR``, :mod:`splitnet.interop`) plugs in as
 one more source: an option in :func:`configure` and a function beside :func:`_from_checkpoint`.
 """
@@ -51,6 +52,19 @@ def substeps_list(text: str) -> list[int]:
     return out
 
 
+def factor_list(text: str) -> list[int]:
+    """Comma-separated depth factors, each in [2, 64], or ``none``."""
+    import argparse
+
+    if text.strip().lower() == "none":
+        return []
+    out = [positive_int(x) for x in csv(text)]
+    bad = [f for f in out if not 2 <= f <= 64]
+    if bad:
+        raise argparse.ArgumentTypeError(f"depth factors lie in 2..64, got {bad[0]}")
+    return out
+
+
 def configure(p) -> None:
     p.description = (
         "Keep every weight of a trained model and integrate each layer's own fields (attention "
@@ -83,6 +97,13 @@ def configure(p) -> None:
                         "16 windows of the model's context)")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="windows per forward pass (default 32)")
+    p.add_argument("--coarsen", type=factor_list, default=[2, 4], metavar="F,F,...|none",
+                   help="also evaluate the model with 1/F of its layers at step F h (each layer "
+                        "restricted from F: their mean, and the first of them; "
+                        "splitnet.nets.depth) (default 2,4)")
+    p.add_argument("--prolong", type=factor_list, default=[2], metavar="F,F,...|none",
+                   help="also evaluate the model with F times its layers at step h / F (each "
+                        "layer copied) (default 2)")
     add_png_option(p, "refine.png")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     add_device_option(p)
@@ -226,10 +247,19 @@ def run(args) -> int:
                            label=f"{scheme_label(model)} ({model.config.weights})", unit=unit,
                            scale=scale, progress=args.progress)
     print(res.table())
+    depth = []
+    if args.coarsen or args.prolong:
+        from ...analyses.depth import depth_study, depth_table
+
+        depth = depth_study(model, evaluate, args.coarsen, args.prolong, progress=args.progress)
+        print(depth_table(depth, unit, scale))
     if args.json:                  # the numbers first: a figure that fails must not lose them
+        import dataclasses
+
         from ..._io import atomic_write_text
 
-        atomic_write_text(args.json, json.dumps(_finite(res.to_dict()), indent=1))
+        d = {**res.to_dict(), "depth": [dataclasses.asdict(p) for p in depth]}
+        atomic_write_text(args.json, json.dumps(_finite(d), indent=1))
         print(f"json: {args.json}")
     plots.plot_refinement([res], args.out)
     print(f"png: {args.out}")
@@ -247,5 +277,5 @@ def _finite(x):
     return x
 
 
-__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_SUBSTEPS", "OWN", "RANK", "configure", "run",
-           "substeps_list"]
+__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_SUBSTEPS", "OWN", "RANK", "configure", "factor_list",
+           "run", "substeps_list"]

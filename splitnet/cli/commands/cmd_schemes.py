@@ -78,7 +78,7 @@ def _check_coefficients(stages) -> None:
 
 def _check(args) -> int:
     from ...integrators.schemes import check_order
-    from ...spec.stages import parse
+    from ...stagelists.stages import parse
 
     spec, is_list = _spec(args.check)
     if is_list:
@@ -96,7 +96,7 @@ def _check(args) -> int:
 
 
 def _row(s) -> str:
-    from ...spec.stages import merge
+    from ...stagelists.stages import merge
 
     diag = s.diagram()
     if len(diag) > 52:

@@ -8,8 +8,10 @@ may advance the **sum** of fields, ``"diffusion+convection"`` (string ``d+c:1``)
 sub-flow of ``dx/dt = D(x) + C(x)``, used by unsplit integrators (the parallel block).
 
 This module owns the field names, the :class:`Stage` value, and the pure functions of a stage
-sequence that the machinery (:mod:`~splitnet.flows`, :mod:`~splitnet.layers`,
-:mod:`~splitnet.check`) and the scheme classes (:mod:`~splitnet.schemes`) share: the fields a
+sequence that the machinery (:mod:`~splitnet.integrators.flows`,
+:mod:`~splitnet.integrators.layers`,
+:mod:`~splitnet.order.check`) and the scheme classes (:mod:`~splitnet.integrators.schemes`) share:
+the fields a
 list uses, coefficient sums, clocks, merging, the second-order conditions, the diagram, and the
 parser of stage strings such as ``"c:0.5,d:1,x:1,c:0.5"``. Pure Python: it imports neither torch
 nor numpy, so the command line can start fast.
@@ -103,7 +105,7 @@ def as_stages(items: Iterable) -> tuple[Stage, ...]:
     """A tuple of stages from any iterable of stages or pairs (no validation of the sums)."""
     if isinstance(items, (str, bytes)):
         raise TypeError(f"stages must be a sequence of (field, coeff) pairs, got a string "
-                        f"{items!r} (parse it with splitnet.spec.stages.parse)")
+                        f"{items!r} (parse it with splitnet.stagelists.stages.parse)")
     return tuple(as_stage(s) for s in items)
 
 

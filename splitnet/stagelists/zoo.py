@@ -3,7 +3,8 @@
 Each :class:`Published` holds a name, its primary citation, the published independent
 coefficients (decimal strings, so no digit is lost on the way in), how the stage list is built
 from them, the declared order as a general splitting, and whether the method is symmetric.
-:mod:`splitnet.schemes` registers every entry; ``experiments/zoo.py`` measures them all and
+:mod:`splitnet.integrators.schemes` registers every entry; ``experiments/zoo.py`` measures them all
+and
 writes ``docs/zoo.md``; ``experiments/zoo_coefficients.py`` re-derives every coefficient set
 (closed forms and order conditions in 40-digit arithmetic) and checks the strings below.
 
@@ -21,7 +22,7 @@ a kick ``(q, p)' = (0, f(q))`` (the **convection** field), where ``[C, [C, [C, D
 their ``order`` is what they have as general splittings (measured), and the registry lists them
 apart (``sn.schemes.available("restricted")``).
 
-Imports nothing but :mod:`splitnet.spec.stages`: pure data.
+Imports nothing but :mod:`splitnet.stagelists.stages`: pure data.
 """
 
 from __future__ import annotations

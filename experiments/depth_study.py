@@ -1,0 +1,394 @@
+"""Depth is a step size (issue 43): grown against full-depth training -> docs/depth.md
+
+    python experiments/depth_study.py                 # train what is missing, evaluate, report
+    python experiments/depth_study.py --report-only   # docs/depth.md from experiments/cache/depth
+
+Language models (byte-level, the Python standard library corpus, the CPU scale of
+experiments/unsplit_study.py with 8 layers: d_model 64, 4 heads, d_ff 256, context 64, batch
+16, AdamW at lr 2e-3, cosine). Four arms with equal parameters at the final depth, 8 layers:
+
+* ``transformer``  the pre-norm Transformer (Lie–Trotter, Euler sub-layers: first order)
+* ``macaron``      Strang with per-stage weights, two half-width feed-forwards (Euler sub-layers)
+* ``rev-lt``       reversible Lie–Trotter (shears: order 1)
+* ``rev-strang``   reversible Strang (shears: order 2)
+
+Each trained two ways, same steps, schedule and batches: ``full`` at 8 layers from the start,
+``grown`` from 2 layers doubled after a third and two thirds of the steps (``--grow-at``,
+:mod:`splitnet.training.growth`: 2 -> 4 -> 8). Measured per run: the validation curve (bits per
+byte on 128 fixed windows every 40 steps), training FLOPs by closed form
+(:func:`splitnet.nets.cost.forward_flops`, 3 x forward per token), the FLOPs a grown run needs
+to reach its full-depth twin's final validation loss (paired by seed), and each trained model's
+validation loss coarsened to half depth (:func:`splitnet.nets.depth.coarsen`, both
+restrictions) and prolonged to twice its depth. The convergence table of prolongation comes
+from :func:`splitnet.analyses.depth.prolongation_errors` (the cases of tests/test_depth.py).
+Runs go to ``--runs`` (default runs/depth); each finished run's numbers to
+experiments/cache/depth/, from which the report is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "experiments" / "cache" / "depth"
+SCALE = {"d_model": 64, "n_heads": 4, "n_layers": 8, "d_ff": 256, "context": 64,
+         "batch_size": 16, "steps": 1200, "lr": 2e-3, "warmup": 30, "eval_every": 40,
+         "eval_windows": 128}
+START = 2                       # the grown runs' first depth: 2 -> 4 -> 8
+ARMS = {"transformer": {"scheme": "lie-trotter"},
+        "macaron": {"scheme": "strang", "weights": "per-stage"},
+        "rev-lt": {"scheme": "lie-trotter", "reversible": True},
+        "rev-strang": {"scheme": "strang", "reversible": True}}
+LABELS = {"transformer": "Transformer (Lie–Trotter, Euler)", "macaron": "Macaron (Strang, "
+          "per-stage, Euler)", "rev-lt": "reversible Lie–Trotter", "rev-strang":
+          "reversible Strang"}
+REGIMES = ("full", "grown")
+CONVERGENCE = [("lie-trotter", True, 1), ("strang", True, 2), ("yoshida4", True, 4),
+               ("lie-trotter", False, 1), ("strang", False, 1)]
+
+
+def grow_at(steps: int) -> tuple[int, int]:
+    return (steps // 3, 2 * steps // 3)
+
+
+def train_config(arm: str, regime: str, seed: int, out: Path, steps: int):
+    from splitnet.configs.config import SplitConfig, TrainConfig
+
+    sc = SCALE
+    layers = sc["n_layers"] if regime == "full" else START
+    # the same ODE time T = L h = 8 throughout: a grown run starts at h = 4 (2 layers), and
+    # its final 8 layers are at the full run's h = 1
+    model = SplitConfig(d_model=sc["d_model"], n_heads=sc["n_heads"], n_layers=layers,
+                        d_ff=sc["d_ff"], max_len=sc["context"],
+                        step_size=sc["n_layers"] / layers, **ARMS[arm])
+    return TrainConfig(model=model, context=sc["context"], steps=steps,
+                       batch_size=sc["batch_size"], lr=sc["lr"], warmup=sc["warmup"],
+                       eval_windows=sc["eval_windows"], eval_every=sc["eval_every"],
+                       ckpt_every=steps, seed=seed, device="cpu", threads=2, progress=False,
+                       plot=False, out=str(out), overwrite=True,
+                       grow_at=grow_at(steps) if regime == "grown" else ())
+
+
+# ---------------------------------------------------------------------------------------------
+# one run: train, then its numbers into the cache
+
+
+def _flops_per_step(model_cfg, batch: int, context: int) -> float:
+    from splitnet.nets.cost import forward_flops
+
+    return 3.0 * forward_flops(model_cfg, context) * batch * context
+
+
+def _curve(cfg, records) -> list:
+    """``(step, val_bpb, cumulative training FLOPs)`` at every evaluation, the depth at each
+    step from the run's --grow-at."""
+    from splitnet.training.depths import grown_config
+
+    per = [_flops_per_step(grown_config(cfg.model, sum(1 for g in cfg.grow_at if g < s)),
+                           cfg.batch_size, cfg.context) for s in range(1, cfg.steps + 1)]
+    cum = np.cumsum(per)
+    return [(r["step"], r["val_bpb"], float(cum[r["step"] - 1]))
+            for r in records if "val_bpb" in r]
+
+
+def _depth_losses(out: Path) -> dict:
+    """Validation bpb of the trained model, coarsened by 2 (both restrictions), prolonged by 2."""
+    from splitnet.analyses.depth import depth_study
+    from splitnet.analyses.sources import checkpoint_source
+
+    model, evaluate, _ = checkpoint_source(out, windows=SCALE["eval_windows"])
+    pts = depth_study(model, evaluate, coarsen_factors=(2,), prolong_factors=(2,),
+                      progress=False)
+    return {p.label(): p.loss / math.log(2.0) for p in pts}
+
+
+def run_one(job) -> dict:
+    arm, regime, seed, runs, steps = job
+    import torch
+
+    from splitnet.runs import checkpoint as ck
+    from splitnet.training.train import train
+
+    torch.set_num_threads(2)
+    cache = CACHE / f"{arm}-{regime}-seed{seed}.json"
+    if cache.exists():
+        d = json.loads(cache.read_text())
+        if d.get("steps") == steps and d.get("scale") == SCALE:
+            return d
+    out = Path(runs) / arm / regime / f"seed{seed}"
+    cfg = train_config(arm, regime, seed, out, steps)
+    t0 = time.perf_counter()
+    train(cfg)
+    wall = time.perf_counter() - t0
+    d = {"arm": arm, "regime": regime, "seed": seed, "steps": steps, "scale": SCALE,
+         "grow_at": list(cfg.grow_at), "wall_s": wall,
+         "curve": _curve(cfg, ck.read_metrics(out / ck.METRICS)),
+         "depth": _depth_losses(out)}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(d))
+    print(f"[{time.strftime('%H:%M:%S')}] {arm} {regime} seed {seed}: {wall:.0f} s, "
+          f"final {d['curve'][-1][1]:.4f} bpb", flush=True)
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def convergence_rows() -> list:
+    """The prolongation convergence table: tests/test_depth.py's cases, float64."""
+    import torch
+
+    from splitnet.analyses.depth import prolongation_errors
+    from splitnet.nets.models import SplitTransformer
+
+    rows = []
+    for scheme, rev, order in CONVERGENCE:
+        torch.manual_seed(0)
+        m = SplitTransformer(vocab_size=64, d_model=16, n_heads=2, max_len=16, n_layers=2,
+                             scheme=scheme, reversible=rev).double().eval()
+        x = m.embed(torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(0)))
+        diffs, rates = prolongation_errors(m, x, (1, 2, 4, 8, 16, 32))
+        rows.append({"scheme": scheme, "reversible": rev, "order": order, "diffs": diffs,
+                     "rates": rates})
+    return rows
+
+
+def _ms(v, fmt=".4f") -> str:
+    v = np.asarray([x for x in v if x is not None and math.isfinite(x)], dtype=float)
+    if not len(v):
+        return "–"
+    return f"{v.mean():{fmt}}" + (f" ± {v.std(ddof=1):{fmt.lstrip('+')}}" if len(v) > 1 else "")
+
+
+def _paired(a: dict, b: dict, fmt="+.4f") -> str:
+    """Mean of a − b over the seeds both have, its standard error and t."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+        return "–"
+    d = np.array([a[s] - b[s] for s in seeds])
+    se = d.std(ddof=1) / math.sqrt(len(d))
+    t = d.mean() / se if se > 0 else float("inf")
+    return f"{d.mean():{fmt}} ± {se:.4f} (t = {t:.1f}, n = {len(d)})"
+
+
+def to_target(full: dict, grown: dict):
+    """The grown run's FLOPs to reach the full run's final validation bpb, and the full run's
+    total: ``(grown FLOPs or None, full FLOPs)``."""
+    target, total = full["curve"][-1][1], full["curve"][-1][2]
+    hit = next((f for _, v, f in grown["curve"] if v <= target), None)
+    return hit, total
+
+
+def _by(results, arm, regime) -> dict:
+    return {r["seed"]: r for r in results if r["arm"] == arm and r["regime"] == regime}
+
+
+def flops_table(results) -> list[str]:
+    lines = ["| arm | final bpb, full | final bpb, grown | grown − full (paired) | "
+             "FLOPs to the full run's final bpb, grown / full | saved |",
+             "|---|---|---|---|---|---|"]
+    for arm in ARMS:
+        full, grown = _by(results, arm, "full"), _by(results, arm, "grown")
+        seeds = sorted(set(full) & set(grown))
+        if not seeds:
+            continue
+        ratios = []
+        for s in seeds:
+            hit, total = to_target(full[s], grown[s])
+            ratios.append(None if hit is None else hit / total)
+        shown = ", ".join("not reached" if r is None else f"{r:.2f}" for r in ratios)
+        reached = [r for r in ratios if r is not None]
+        saved = f"{1 - np.mean(reached):.0%} ({len(reached)}/{len(ratios)} seeds)" if reached \
+            else "–"
+        fa = {s: full[s]["curve"][-1][1] for s in seeds}
+        ga = {s: grown[s]["curve"][-1][1] for s in seeds}
+        lines.append(f"| {LABELS[arm]} | {_ms(fa.values())} | {_ms(ga.values())} | "
+                     f"{_paired(ga, fa)} | {shown} | {saved} |")
+    return lines
+
+
+def half_depth_table(results) -> list[str]:
+    lines = ["| arm | trained as | val bpb | coarsen 2, mean | coarsen 2, first | prolong 2 |",
+             "|---|---|---|---|---|---|"]
+    for arm in ARMS:
+        for regime in REGIMES:
+            rs = list(_by(results, arm, regime).values())
+            if not rs:
+                continue
+            base = [r["depth"]["as trained"] for r in rs]
+            cols = [_ms([r["depth"][k] - r["depth"]["as trained"] for r in rs], "+.4f")
+                    for k in ("coarsen 2 (mean)", "coarsen 2 (first)", "prolong 2")]
+            lines.append(f"| {LABELS[arm]} | {regime} | {_ms(base)} | " + " | ".join(cols) + " |")
+    return lines
+
+
+def half_depth_pairs(results) -> list[str]:
+    """Half-depth cost (coarsen 2, mean) of each arm against the Transformer's, paired by
+    seed, for each regime."""
+    out = []
+    for regime in REGIMES:
+        ref = {s: r["depth"]["coarsen 2 (mean)"] - r["depth"]["as trained"]
+               for s, r in _by(results, "transformer", regime).items()}
+        for arm in list(ARMS)[1:]:
+            d = {s: r["depth"]["coarsen 2 (mean)"] - r["depth"]["as trained"]
+                 for s, r in _by(results, arm, regime).items()}
+            out.append(f"- {regime}: {LABELS[arm]} − Transformer: {_paired(d, ref)} bpb")
+    return out
+
+
+def figure(results, path: Path) -> None:
+    """Validation bpb against training FLOPs, one panel per arm: full (solid) and grown
+    (dashed) runs, one line per seed; the grown runs' growth steps marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from splitnet.plots.style import PALETTE, save_figure
+
+    fig, axes = plt.subplots(1, len(ARMS), figsize=(4.2 * len(ARMS), 3.6), sharey=True)
+    for ax, arm in zip(axes, ARMS):
+        for j, regime in enumerate(REGIMES):
+            for s, r in sorted(_by(results, arm, regime).items()):
+                c = np.array(r["curve"])
+                ax.plot(c[:, 2] / 1e12, c[:, 1], color=PALETTE[j], lw=1,
+                        ls="-" if regime == "full" else "--",
+                        label=f"{regime} (2→4→8)" if regime == "grown" and s == 0 else
+                        (regime + " (8 layers)" if s == 0 else None))
+        ax.set_title(LABELS[arm], fontsize=9)
+        ax.set_xlabel("training TFLOPs (closed form)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation bits per byte")
+    lo = min(r["curve"][-1][1] for r in results)
+    axes[0].set_ylim(lo - 0.1, lo + 1.2)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+
+
+def report(results, path: Path, conv: list) -> None:
+    rows = ["| network | declared | differences |y_f − y_2f|, f = 1, 2, 4, 8, 16 | observed "
+            "rates |", "|---|---|---|---|"]
+    for c in conv:
+        name = ("reversible " if c["reversible"] else "plain (Euler sub-layers) ") + c["scheme"]
+        rows.append(f"| {name} | {c['order']} | "
+                    f"{', '.join(f'{d:.2e}' for d in c['diffs'])} | "
+                    f"{', '.join(f'{r:.2f}' for r in c['rates'])} |")
+    seeds = sorted({r["seed"] for r in results})
+    text = TEMPLATE.format(
+        convergence="\n".join(rows), flops="\n".join(flops_table(results)),
+        half="\n".join(half_depth_table(results)), pairs="\n".join(half_depth_pairs(results)),
+        seeds=len(seeds), steps=results[0]["steps"] if results else SCALE["steps"],
+        grow=", ".join(map(str, grow_at(results[0]["steps"] if results else SCALE["steps"]))),
+        wall=sum(r["wall_s"] for r in results) / 60, eval_every=SCALE["eval_every"])
+    path.write_text(text)
+    print(f"wrote {path}")
+
+
+TEMPLATE = """# Depth is a step size
+
+Layer k of a network with step h covers [k h, (k + 1) h]. `sn.depth.prolong(model, f)` gives f L
+layers at step h / f (layers f k .. f k + f − 1 copies of layer k); `sn.depth.coarsen(model, f)`
+gives L / f layers at step f h (each from its f layers: the mean of their weights, or the first
+of them); `coarsen(prolong(m, f), f) == m`. `splitnet train --grow-at STEP,...` doubles the
+depth during training (AdamW moments copied with the weights, schedule and data unchanged,
+`--resume` bit-exact across a growth); `splitnet refine` prints the validation loss of a trained
+model coarsened by 2 and 4 and prolonged by 2. Regenerated by `python3 -m splitnet.dev regen
+depth` (`experiments/depth_study.py --report-only`, from `experiments/cache/depth`).
+
+## Prolongation converges at the network's order
+
+A network whose layers hold one set of fields each is a time-independent ODE per layer, so
+successive prolongations converge to its exact flow: for a reversible network (shears, whose
+Euler step is exact) at its scheme's order, for a plain network of Euler sub-layers at order 1
+whatever its scheme. Float64, d_model 16, 2 layers, default initialisation, the final state of
+12 tokens (`splitnet.analyses.depth.prolongation_errors`; the cases of `tests/test_depth.py`,
+which asserts the fitted slopes):
+
+{convergence}
+
+## Grown against full-depth training
+
+Byte-level language model of the Python standard library, d_model 64, 4 heads, d_ff 256,
+context 64, batch 16, {steps} AdamW steps (lr 2e-3, cosine), {seeds} seeds; every arm has the
+parameters of an 8-layer Transformer at its final depth. *full*: 8 layers (h = 1) from the
+start. *grown*: 2 layers at h = 4, doubled after steps {grow} (4 layers at h = 2, then 8 at
+h = 1: the same ODE time throughout). Validation: 128 fixed windows every {eval_every} steps.
+FLOPs: the closed form of `splitnet.nets.cost` (3 × forward per token), summed over the steps
+at each step's depth. *FLOPs to target*: the grown run's training FLOPs when its validation bpb first
+reaches its full-depth twin's final one, as a fraction of the full run's total (paired by
+seed); *saved*: 1 − their mean over the seeds that reached it.
+
+{flops}
+
+![validation bpb against training FLOPs](figures/depth_curves.png)
+
+## Half depth at inference
+
+Each trained model evaluated (the same 128 windows) as trained, coarsened to half its depth
+(4 layers at h = 2; mean or first of each pair) and prolonged to twice it (16 layers at
+h = 1/2); the columns are bpb against the model as trained (mean ± sd over seeds).
+
+{half}
+
+Paired by seed, the half-depth cost (coarsen 2, mean) against the Transformer's:
+
+{pairs}
+
+## Reading
+
+READING
+
+## What is not shown
+
+NOT_SHOWN
+
+(Training wall time of the {seeds}-seed study: {wall:.0f} min of CPU processes, two threads each.)
+"""
+
+
+def load_cache() -> list:
+    return [json.loads(p.read_text()) for p in sorted(CACHE.glob("*.json"))]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "depth")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--steps", type=int, default=SCALE["steps"])
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (two threads each)")
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--report", type=Path, default=ROOT / "docs" / "depth.md")
+    a = p.parse_args(argv)
+    arms = a.arms.split(",")
+    bad = [x for x in arms if x not in ARMS]
+    if bad:
+        print(f"depth_study: unknown arm {bad[0]!r} (of {', '.join(ARMS)})", file=sys.stderr)
+        return 2
+    if not a.report_only:
+        jobs = [(arm, regime, int(s), str(a.runs), a.steps) for s in a.seeds.split(",")
+                for arm in arms for regime in REGIMES]
+        if a.jobs > 1:
+            with mp.get_context("spawn").Pool(a.jobs) as pool:
+                pool.map(run_one, jobs, chunksize=1)
+        else:
+            for job in jobs:
+                run_one(job)
+    results = [r for r in load_cache() if r["arm"] in arms]
+    figure(results, a.report.parent / "figures" / "depth_curves.png")
+    report(results, a.report, convergence_rows())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Depth at inference: a trained network's loss with fewer or more layers, by its scheme.
+
+A network of L layers at step h is coarsened to L / f layers at step f h or prolonged to f L
+layers at step h / f (:mod:`splitnet.nets.depth`) and evaluated as it is, without training::
+
+    depth_study(model, evaluate)      # as trained; coarsen 2 and 4 (mean, first); prolong 2
+
+A network that is an ODE solver of its fields keeps its loss when its depth changes by a small
+factor, at a cost that falls at its order; one that is not loses what its own discretisation
+learnt. ``splitnet refine`` prints the table beside its re-discretisation study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import sys
+from typing import Callable
+
+import torch
+
+from ..nets.depth import RESTRICTIONS, coarsen, prolong
+
+DEFAULT_COARSEN = (2, 4)
+DEFAULT_PROLONG = (2,)
+
+
+@dataclasses.dataclass
+class DepthPoint:
+    """One network of the study: ``change`` ``"trained"``, ``"coarsen"`` or ``"prolong"`` by
+    ``factor``; ``layers`` (all stacks) at step ``step_size``; ``loss`` None when the depth is
+    not divisible by the factor (``note`` says so)."""
+
+    change: str
+    factor: int
+    restriction: str | None
+    layers: int
+    step_size: float
+    loss: float | None
+    note: str = ""
+
+    def label(self) -> str:
+        if self.change == "trained":
+            return "as trained"
+        how = f" ({self.restriction})" if self.restriction else ""
+        return f"{self.change} {self.factor}{how}"
+
+
+def _layers(model) -> int:
+    c = model.config
+    return c.n_layers if hasattr(c, "n_layers") else c.n_encoder_layers + c.n_decoder_layers
+
+
+def _plan(coarsen_factors, prolong_factors, restrictions) -> list:
+    out = [("trained", 1, None)]
+    out += [("coarsen", f, r) for f in coarsen_factors for r in restrictions]
+    return out + [("prolong", f, None) for f in prolong_factors]
+
+
+def depth_study(model, evaluate: Callable, coarsen_factors=DEFAULT_COARSEN,
+                prolong_factors=DEFAULT_PROLONG, restrictions=RESTRICTIONS,
+                progress: bool = True) -> list[DepthPoint]:
+    """``evaluate(m) -> mean loss`` of ``model`` as trained, coarsened by each of
+    ``coarsen_factors`` under each restriction, and prolonged by each of ``prolong_factors``.
+    Eval mode, no gradients; ``model`` is left as it was."""
+    for r in restrictions:
+        if r not in RESTRICTIONS:
+            raise ValueError(f"restriction must be one of {', '.join(RESTRICTIONS)}, got {r!r}")
+    model.eval()
+    h = model.config.step_size
+    todo = _plan(coarsen_factors, prolong_factors, restrictions)
+    it = todo
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(todo, desc="depth", unit="model", file=sys.stderr)
+    points = []
+    for change, f, r in it:
+        try:
+            m = model if change == "trained" else \
+                coarsen(model, f, r) if change == "coarsen" else prolong(model, f)
+        except ValueError as e:      # a depth not divisible by f: a row that says so
+            points.append(DepthPoint(change, f, r, 0, h, None, str(e)))
+            continue
+        with torch.no_grad():
+            loss = float(evaluate(m.eval()))
+        points.append(DepthPoint(change, f, r, _layers(m), m.config.step_size, loss))
+        del m
+    return points
+
+
+def depth_table(points: list[DepthPoint], unit: str = "bpb", scale: float = 1.0) -> str:
+    """The study as a text table: each network's layers, step, loss and its change against
+    the model as trained (losses times ``scale``, in ``unit``)."""
+    base = points[0].loss
+    lines = [f"depth at inference ({unit}; coarsen: L / f layers at step f h, prolong: f L at "
+             f"h / f)", f"{'network':<22} {'layers':>6} {'h':>8} {unit:>9} {'change':>9}"]
+    for p in points:
+        if p.loss is None:
+            lines.append(f"{p.label():<22} {'-':>6} {'-':>8} {'-':>9} {'-':>9}  {p.note}")
+            continue
+        d = "" if p.change == "trained" else f"{(p.loss - base) * scale:+9.4f}"
+        lines.append(f"{p.label():<22} {p.layers:>6} {p.step_size:>8.4g} "
+                     f"{p.loss * scale:>9.4f} {d:>9}")
+    return "\n".join(lines)
+
+
+def prolongation_errors(model, x: torch.Tensor, factors=(1, 2, 4, 8, 16)):
+    """How ``prolong(model, f)`` converges as ``f`` grows: the final states ``y_f`` of the
+    stack from the embedded input ``x`` for each of ``factors`` (each twice the one before),
+    their successive differences ``|y_f - y_2f|`` and the observed rates ``log2`` of successive
+    ratios -- the network's order (reversible: its scheme's; plain Euler sub-layers: 1) while
+    the differences lie in the asymptotic range and above round-off (use float64)."""
+    with torch.no_grad():
+        ys = [prolong(model, f).layers.run(x) for f in factors]
+    diffs = [float((a - b).norm()) for a, b in itertools.pairwise(ys)]
+    return diffs, [math.log2(a / b) for a, b in itertools.pairwise(diffs)]
+
+
+__all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "DepthPoint", "depth_study", "depth_table",
+           "prolongation_errors"]

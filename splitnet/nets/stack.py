@@ -1,0 +1,49 @@
+"""From a config to a stack: the one place that reads which kind of stack a network has.
+
+``build_stack(c, scheme, n_layers, fields_of)`` gives ``n_layers`` steps of ``scheme`` (layer k's
+fields from ``fields_of(k)``) in the stack kind the config asks for::
+
+    reversible=True          -> ReversibleStack of ReversibleLayer     (splitnet.reversible)
+    learn_coefficients=True  -> Stack of LearnedSplitLayer             (splitnet.nets.learned)
+    otherwise                -> Stack of SplitLayer                    (splitnet.integrators)
+
+``c`` is a :class:`~splitnet.configs.config.SplitConfig` or one stack of a
+:class:`~splitnet.configs.seq2seq.Seq2SeqConfig` (:class:`~splitnet.configs.seq2seq.StackConfig`).
+Everything after construction asks the stack (:mod:`splitnet.integrators.stack`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..integrators.layers import SplitLayer
+from ..integrators.stack import Stack
+from ..reversible.layer import ReversibleLayer
+from ..reversible.stack import ReversibleStack
+from .learned import LearnedSplitLayer
+
+
+def stack_class(c) -> type:
+    """The stack kind of config ``c``."""
+    return ReversibleStack if getattr(c, "reversible", False) else Stack
+
+
+def build_layer(c, scheme, fields: dict) -> SplitLayer:
+    """One step of ``scheme`` over ``fields`` (field name -> module or per-stage modules)."""
+    if getattr(c, "reversible", False):
+        return ReversibleLayer(scheme, step_size=c.step_size, method=c.method, fields=fields,
+                               grid=c.reversible_grid)
+    if getattr(c, "learn_coefficients", False):
+        return LearnedSplitLayer(scheme, step_size=c.step_size, method=c.method, fields=fields,
+                                 float64=c.project_coefficients)
+    return SplitLayer(scheme, step_size=c.step_size, method=c.method, fields=fields)
+
+
+def build_stack(c, scheme, n_layers: int, fields_of: Callable[[int], dict]) -> Stack:
+    """``n_layers`` layers of ``scheme`` at ``c.step_size`` in the kind ``c`` asks for."""
+    cls = stack_class(c)
+    layers = [build_layer(c, scheme, fields_of(k)) for k in range(n_layers)]
+    return cls(layers, **cls.settings_of(c))
+
+
+__all__ = ["build_layer", "build_stack", "stack_class"]

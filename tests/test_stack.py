@@ -1,0 +1,108 @@
+"""One stack per network (issue 42): the kind of a network's layer list says how they run, and
+nothing else in the package asks whether a network is reversible."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from splitnet.integrators.checkpointed import CheckpointedStack
+from splitnet.integrators.stack import Stack
+from splitnet.nets.learned import LearnedSplitLayer
+from splitnet.nets.models import SplitTransformer
+from splitnet.nets.seq2seq import SplitSeq2Seq
+from splitnet.reversible.stack import ReversibleStack
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"vocab_size": 97, "d_model": 16, "n_heads": 2, "n_layers": 4, "max_len": 32}
+
+
+def test_each_network_holds_the_stack_its_config_asks_for():
+    assert type(SplitTransformer(**SMALL).layers) is Stack
+    rev = SplitTransformer(**SMALL, reversible=True, reversible_grid=12, step_size=0.5)
+    assert type(rev.layers) is ReversibleStack
+    assert (rev.layers.grid, rev.layers.step_size) == (12, 0.5)
+    learned = SplitTransformer(**SMALL, learn_coefficients=True)
+    assert type(learned.layers) is Stack
+    assert all(isinstance(layer, LearnedSplitLayer) for layer in learned.layers)
+    s2s = SplitSeq2Seq(300, 300, 16, 2, n_encoder_layers=2, n_decoder_layers=3, reversible=True)
+    assert type(s2s.encoder_layers) is ReversibleStack and len(s2s.decoder_layers) == 3
+
+
+def test_a_slice_keeps_the_kind_and_its_settings():
+    rev = SplitTransformer(**SMALL, reversible=True, reversible_grid=10, step_size=0.25)
+    part = rev.layers[1:3]
+    assert type(part) is ReversibleStack and len(part) == 2
+    assert (part.grid, part.step_size) == (10, 0.25)
+    assert part[0] is rev.layers[1]
+    other = rev.layers.like(list(rev.layers), step_size=0.125)
+    assert other.step_size == 0.125 and other.grid == 10
+
+
+def test_the_state_dict_keys_are_those_of_a_list():
+    m = SplitTransformer(**SMALL, reversible=True)
+    assert any(k.startswith("layers.3.") for k in m.state_dict())
+
+
+def _saved_bytes(model, idx) -> int:
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(idx).square().mean()
+    loss.backward()
+    return total
+
+
+def test_checkpointed_stack_is_the_same_function_and_keeps_less():
+    """A stack kind in one file (integrators/checkpointed.py): the same logits and gradients in
+    float64, the same weight names, and fewer bytes saved for backward."""
+    torch.manual_seed(0)
+    plain = SplitTransformer(**{**SMALL, "n_layers": 6}).double()
+    ck = SplitTransformer(**{**SMALL, "n_layers": 6}).double()
+    ck.load_state_dict(plain.state_dict())
+    ck.layers = CheckpointedStack(ck.layers, ck.layers.step_size)
+    assert list(ck.state_dict()) == list(plain.state_dict())
+    idx = torch.randint(0, 97, (2, 24))
+    torch.testing.assert_close(ck(idx), plain(idx), rtol=0, atol=0)
+    a, b = _saved_bytes(plain, idx), _saved_bytes(ck, idx)
+    for p, q in zip(plain.parameters(), ck.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-14)
+    assert b < 0.6 * a, (a, b)
+    # a stack built from it again by `like` keeps the kind (re-discretisation, depth changes)
+    assert type(ck.layers.like(list(ck.layers))) is CheckpointedStack
+
+
+def _reads_reversible_flag(path: Path) -> bool:
+    """Whether code (not a docstring) reads an attribute ``reversible`` or
+    ``getattr(x, "reversible", ...)``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "reversible" \
+                and isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" \
+                and len(node.args) > 1 and getattr(node.args[1], "value", None) == "reversible":
+            return True
+    return False
+
+
+def test_only_the_stack_builder_and_the_gpt2_export_read_the_reversible_flag():
+    """Issue 42's count: files outside reversible/, configs/, cli/ that branch on the flag."""
+    allowed = {"reversible", "configs", "cli"}
+    readers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "splitnet").rglob("*.py")
+                     if p.relative_to(ROOT / "splitnet").parts[0] not in allowed
+                     and _reads_reversible_flag(p))
+    assert readers == ["splitnet/interop/convert.py", "splitnet/nets/stack.py"]
+
+
+@pytest.mark.parametrize("reversible", [False, True])
+def test_refined_models_keep_their_stack_kind(reversible):
+    from splitnet.analyses.refine import ode_model, rediscretize
+
+    m = SplitTransformer(**SMALL, reversible=reversible)
+    assert type(rediscretize(m, substeps=2).layers) is type(m.layers)
+    assert type(ode_model(m).layers) is type(m.layers)
