@@ -324,9 +324,9 @@ parameters of an 8-layer Transformer at its final depth. *full*: 8 layers (h = 1
 start. *grown*: 2 layers at h = 4, doubled after steps {grow} (4 layers at h = 2, then 8 at
 h = 1: the same ODE time throughout). Validation: 128 fixed windows every {eval_every} steps.
 FLOPs: the closed form of `splitnet.nets.cost` (3 × forward per token), summed over the steps
-at each step's depth. *FLOPs to target*: the grown run's training FLOPs when its validation bpb first
-reaches its full-depth twin's final one, as a fraction of the full run's total (paired by
-seed); *saved*: 1 − their mean over the seeds that reached it.
+at each step's depth. *FLOPs to target*: the grown run's training FLOPs when its validation bpb
+first reaches its full-depth twin's final one, as a fraction of the full run's total (paired
+by seed); *saved*: 1 − their mean over the seeds that reached it.
 
 {flops}
 
