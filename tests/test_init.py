@@ -11,7 +11,8 @@ from torch import nn
 
 from splitnet.cli import build_parser
 from splitnet.cli.commands.cmd_train import config_from_args
-from splitnet.configs.config import SplitConfig
+from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.options import init_rule
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.seq2seq import SplitSeq2Seq
@@ -27,7 +28,9 @@ def _s2s(seed=0, **kw):
 
 
 def test_defaults_choices_and_errors():
-    assert SplitConfig().init == "gpt2" and Seq2SeqConfig().init == "xavier"
+    # a bare language model's rule is gpt2 (None: its task's), an encoder–decoder's xavier
+    assert SplitConfig().init is None and init_rule(SplitConfig()) == "gpt2"
+    assert Seq2SeqConfig().init == "xavier"
     for cls in (SplitConfig, Seq2SeqConfig):
         for rule in ("gpt2", "xavier"):
             assert cls(init=rule).init == rule
@@ -117,3 +120,21 @@ def test_an_old_seq2seq_dict_loads_as_gpt2_with_the_same_function():
     del lm["init"]
     assert SplitConfig.from_dict(lm).init == "gpt2"
     assert Seq2SeqConfig.from_dict(Seq2SeqConfig().to_dict()).init == "xavier"   # kept if given
+
+
+def test_one_initialisation_rule_per_task_from_the_command_line_and_from_python():
+    """Issue 42: ``TrainConfig(task="mlm", model=SplitConfig(d_model=64))`` got gpt2 where
+    ``splitnet train --task mlm --d-model 64`` got xavier; the task's rule now applies to a
+    model that names none, from either door, and an explicit one is kept."""
+    p = build_parser("train")
+    for task, rule in (("lm", "gpt2"), ("mlm", "xavier")):
+        py = TrainConfig(task=task, model=SplitConfig(d_model=64)).model.init
+        cli = config_from_args(p.parse_args(["--task", task, "--d-model", "64"]))[0].model.init
+        assert py == cli == rule, (task, py, cli)
+        for explicit in ("gpt2", "xavier"):
+            assert TrainConfig(task=task, model=SplitConfig(init=explicit)).model.init == \
+                explicit == config_from_args(p.parse_args(
+                    ["--task", task, "--init", explicit]))[0].model.init
+    torch.manual_seed(0)
+    bare = SplitTransformer(vocab_size=50, d_model=32, n_heads=4, n_layers=2)
+    assert bare.embed_scale == 1.0 and abs(float(bare.tok_emb.weight.std()) - 0.02) < 0.003

@@ -42,6 +42,7 @@ from .options import (
     check_projection,
     check_reversible,
     check_tensorboard,
+    init_rule,
     int_list,
     kind_options,
     option,
@@ -133,7 +134,7 @@ class SplitConfig:
     activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                              choices=ACTIVATIONS)
     norm_eps: float = option(1e-5, "LayerNorm epsilon")
-    init: str = option("gpt2", INIT_HELP, choices=INITS)
+    init: str | None = option(None, INIT_HELP, choices=INITS)   # None: the task's rule
     positions: str = option("learned", "token positions: learned absolute embeddings added to "
                             "the input (GPT-2), or none (GPT-NeoX: rotary attention carries "
                             "them)", choices=POSITIONS)
@@ -442,9 +443,9 @@ class TrainConfig:
         if self.task == "lm" and self.model.vocab_size != 256:
             raise ValueError(f"a byte-level model needs vocab_size 256, got "
                              f"{self.model.vocab_size}")
+        if self.task != "translate" and self.model.init is None:   # the task's rule (one for
+            set_(self, "model", self.model.replace(init=init_rule(self.model, self.task)))  # all)
         if self.task == "mlm":        # bytes and the mask token, every token sees every other
-            if self.model == SplitConfig(max_len=self.model.max_len):  # the default: an encoder's
-                set_(self, "model", self.model.replace(init="xavier"))  # init, as translation's
             vocab = self.model.vocab_size if self.bpe else MLM_VOCAB    # a BPE's: plan_run's
             set_(self, "model", self.model.replace(vocab_size=vocab, causal=False))
         if self.model.max_len != self.context:

@@ -33,7 +33,8 @@ INITS = ("gpt2", "xavier")
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
-             "in forward: torch.nn.Transformer / fairseq; translation's default)")
+             "in forward: torch.nn.Transformer / fairseq; the default of masked LMs and "
+             "translation); not given: the task's")
 # The two options of a reversible network, declared once for every network config (a language
 # model's SplitConfig and a translation model's Seq2SeqConfig, whose --reversible is one flag).
 REVERSIBLE_HELP = ("a partitioned state (x1, x2): attention writes x1 reading x2 (cross-attention "
@@ -45,6 +46,17 @@ REVERSIBLE_GRID_HELP = ("with --reversible: every increment rounded to a multipl
 # What a config dict written before an option existed meant: a checkpoint without the key
 # rebuilds the function it was trained as (xavier's sqrt(d) embedding scale changes it).
 LEGACY = {"init": "gpt2"}
+
+
+def init_rule(cfg, task: str | None = None) -> str:
+    """The initialisation a network config ``cfg`` gets: its ``init``, or when None the rule of
+    its task (``task``; default the network's): gpt2 for a language model, xavier for a masked
+    LM (an encoder) and an encoder–decoder (torch.nn.Transformer's rule)."""
+    if cfg.init is not None:
+        return cfg.init
+    if task is None:
+        task = "translate" if hasattr(cfg, "n_encoder_layers") else "lm"
+    return "gpt2" if task == "lm" else "xavier"
 
 # How an option behaves on --resume: "fixed" options define the run (a different explicit value
 # is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);
@@ -286,7 +298,7 @@ def check_network(cfg) -> None:
     set_(cfg, "dropout", check_real("dropout", cfg.dropout, lo=0.0, hi=1.0, hi_open=True))
     check_choice("method", cfg.method, METHODS)
     check_choice("activation", cfg.activation, ACTIVATIONS)
-    check_choice("init", cfg.init, INITS)
+    check_choice("init", cfg.init, INITS, none=True)
     for field in kind_option_fields(cfg):
         _kinds.check_option(cfg, field)
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
@@ -337,5 +349,5 @@ __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMI
            "MAX_PROJECTED_ORDER", "MAX_SEED", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP",
            "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int", "check_network",
            "check_parallel", "check_projection", "check_real", "check_reversible",
-           "check_tensorboard", "config_from_dict", "int_list", "kind_option_fields",
+           "check_tensorboard", "config_from_dict", "init_rule", "int_list", "kind_option_fields",
            "kind_options", "option", "positive_ints", "scheme_spec"]

@@ -46,6 +46,7 @@ import torch
 
 from ..configs.config import require
 from ..configs.kinds import KINDS, GatedKind, layer_fields
+from ..configs.options import init_rule
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 
@@ -319,7 +320,7 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"sub-flow method {c.method!r} (GPT-2: euler, the residual sub-layer)")
     if not c.causal:
         reasons.append("bidirectional attention")
-    if c.init != "gpt2":
+    if init_rule(c) != "gpt2":
         reasons.append(f"init {c.init!r} scales the token embedding by sqrt(d_model) (GPT-2: "
                        f"init 'gpt2', unscaled)")
     if c.activation not in ACT_TO_HF:

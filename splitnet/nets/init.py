@@ -42,11 +42,13 @@ from collections.abc import Iterable
 
 from torch import nn
 
+from ..configs.options import init_rule
+
 
 def embed_scale(config) -> float:
     """The factor on the token embedding in forward: ``sqrt(d_model)`` under ``xavier``, 1
     under ``gpt2`` (the networks skip the multiply then)."""
-    return math.sqrt(config.d_model) if config.init == "xavier" else 1.0
+    return math.sqrt(config.d_model) if init_rule(config) == "xavier" else 1.0
 
 
 def residual_outputs(layers: Iterable, plans: Iterable) -> list[nn.Parameter]:
@@ -113,6 +115,7 @@ def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterab
     declared residual-output matrices (:func:`residual_outputs`), ``n_residual`` the residual
     sub-layers they are scaled by, ``embeddings`` the token tables and an untied head,
     ``positions`` the position tables."""
+    rule = rule or "gpt2"                  # a bare language model's (configs.options.init_rule)
     if rule == "gpt2":
         init_gpt2(model, n_residual, residual)
     elif rule == "xavier":

@@ -24,6 +24,7 @@ from torch import nn
 
 from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.kinds import layer_fields
+from ..configs.options import init_rule
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..integrators.stack import Stack
@@ -110,7 +111,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         the kinds declare, scaled by the stage count of the whole network."""
         c = self.config
         plans = [layer_fields(c, self.scheme, k) for k in range(c.n_layers)]
-        initialise(self, c.init, n_residual=c.n_layers * len(self.scheme.stages),
+        initialise(self, init_rule(c), n_residual=c.n_layers * len(self.scheme.stages),
                    residual=residual_outputs(self.layers, plans),
                    embeddings=(self.tok_emb, self.head), positions=(self.pos_emb,))
 

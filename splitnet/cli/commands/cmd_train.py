@@ -66,8 +66,6 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
         task = "translate" if to_s2s else "lm"
     cls = Seq2SeqConfig if task == "translate" else SplitConfig
     model = given_options(args, cls, skip=_MODEL_SKIP)
-    if task == "mlm":     # an encoder's default, as translation's (benchmarks/parity_mlm.py)
-        model.setdefault("init", "xavier")
     cfg = TrainConfig(model=cls(**model), **{**run, "task": task})
     return cfg, set(run) | {f"model.{k}" for k in model}
 
