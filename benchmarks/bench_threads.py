@@ -5,7 +5,7 @@ steps/s from its own summary line) and ``splitnet sample`` (tokens/s from its st
 greedy tokens from a checkpoint of the same model) are run as separate processes with
 ``--threads 1``, ``--threads 2``, ..., torch's own default (one thread per core: what both
 commands used before splitnet 0.2.1) and no flag (the command's default now,
-:func:`splitnet.runs.runenv.default_threads`), interleaved, ``--reps`` times each; reported: the
+:func:`splitnet.runenv.default_threads`), interleaved, ``--reps`` times each; reported: the
 median and the range, with the 1-minute load average before each run.
 
     python3 benchmarks/bench_threads.py                       # docs/benchmarks.md's table

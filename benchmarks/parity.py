@@ -51,8 +51,8 @@ from torch import nn
 from splitnet.configs.config import SplitConfig, TrainConfig
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.reference import RefGPT, load_into_gpt, load_into_torch_transformer
+from splitnet.runenv import RunEnv
 from splitnet.runs import data as D
-from splitnet.runs.runenv import RunEnv
 from splitnet.training.setup import build_model, build_optimizer, lr_at, wrap_model
 from splitnet.translate.batches import ByteTokenizer, encode_pairs, eval_batches
 from splitnet.translate.translation import train_batch

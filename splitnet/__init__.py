@@ -9,7 +9,7 @@ list (``tests/test_structure.py`` enforces it; ``docs/architecture.md`` says wha
 
 ``stagelists`` (stages, the published methods as data) · ``order`` (order conditions and checks) ·
 ``integrators`` (schemes, sub-flows, the verbs step/integrate/layer) · ``configs`` ·
-``fields`` · ``nets`` · ``runs`` (checkpoints, corpora, processes) · ``translate`` ·
+``fields`` · ``nets`` · ``runs`` (checkpoints, corpora) · ``translate`` ·
 ``interop`` · ``plots`` · ``analyses`` · ``training`` · ``cli`` · ``dev``.
 
 This file is the front door: ``sn.schemes``, ``sn.SplittingScheme``, ``sn.check_order``,
@@ -49,7 +49,7 @@ PUBLIC_MODULES = {
     "generation": "nets.generation", "decoding": "nets.decoding", "cost": "nets.cost",
     "reference": "nets.reference", "depth": "nets.depth",
     # runs
-    "checkpoint": "runs.checkpoint", "data": "runs.data", "runenv": "runs.runenv",
+    "checkpoint": "runs.checkpoint", "data": "runs.data", "runenv": "runenv",
     # translate
     "translation": "translate.translation", "pairs": "translate.pairs",
     "pair_batches": "translate.batches", "catalogs": "translate.catalogs",

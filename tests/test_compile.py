@@ -142,7 +142,7 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
     (and the options it was given) instead of running inductor."""
     from splitnet import train as T
     from splitnet.configs.config import SplitConfig, TrainConfig
-    from splitnet.runs.runenv import run_env
+    from splitnet.runenv import run_env
     from splitnet.training.setup import wrap_model
 
     torch._dynamo.reset()
@@ -201,7 +201,7 @@ import sys, time, torch
 from splitnet import train as T
 from splitnet.configs.config import SplitConfig, TrainConfig
 from splitnet.nets.models import SplitTransformer
-from splitnet.runs.runenv import run_env
+from splitnet.runenv import run_env
 from splitnet.training.setup import wrap_model
 torch.set_num_threads(1)
 cfg = TrainConfig(model=SplitConfig(d_model=64, n_heads=4, n_layers=4, scheme=sys.argv[1]),

@@ -48,7 +48,7 @@ def test_weights_that_do_not_fit_the_config_are_refused_by_name(change, match, t
 
 def test_the_weights_memory_is_asked_for_before_anything_is_built(monkeypatch, tmp_path):
     asked = []
-    monkeypatch.setattr("splitnet.runs.runenv.require_memory", lambda *a: asked.append(a))
+    monkeypatch.setattr("splitnet.runenv.require_memory", lambda *a: asked.append(a))
     state = _state()
     n = sum(t.numel() for t in state["model"].values())
     C.check_weights(state, tmp_path)

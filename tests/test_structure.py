@@ -222,9 +222,9 @@ def test_command_line_starts_without_torch(argv):
 # The package's layers, lowest first: a unit is a module directly in splitnet/ or a sub-package
 # (a folder counts as one). A unit imports only units listed before it; the front door
 # (splitnet/__init__.py) serves them all and imports none of them at import time.
-LAYERS = ("names", "_io", "stagelists", "geometry", "runs", "order", "integrators", "configs",
-          "fields", "reversible", "nets", "translate", "mlm", "interop", "plots", "analyses",
-          "training", "cli", "__main__", "dev")
+LAYERS = ("names", "_io", "runenv", "stagelists", "geometry", "order", "integrators",
+          "configs", "fields", "reversible", "nets", "runs", "translate", "mlm", "interop",
+          "plots", "analyses", "training", "cli", "__main__", "dev")
 MAX_TOP_LEVEL_MODULES = 6       # modules directly in splitnet/, __init__ and __main__ included
 MAX_PACKAGE_MODULES = 12        # modules of one sub-package, its __init__ included
 MAX_LEVELS = 13                 # the longest chain of unit imports, counted in units

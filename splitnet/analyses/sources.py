@@ -80,7 +80,7 @@ def checkpoint_source(path, windows: int | None = None, device="cpu", batch_size
     context = tc["context"]
     starts = D.val_starts(corpus, n, context, seed=0)
     if check_memory:
-        from ..runs.runenv import require_memory
+        from ..runenv import require_memory
 
         require_memory(study_memory(model.config, len(starts), context, batch_size),
                        f"a refinement study of {len(starts)} windows of {context} bytes, "

@@ -330,19 +330,19 @@ def add_png_option(p, default: str) -> None:
 
 def add_threads_option(p) -> None:
     """``--threads N`` (CPU threads of the work; default:
-    :func:`splitnet.runs.runenv.default_threads`,
+    :func:`splitnet.runenv.default_threads`,
     which leaves cores that other processes keep busy)."""
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="CPU threads (default: the cores not busy with other processes, at "
-                        "least 1; see splitnet.runs.runenv.default_threads)")
+                        "least 1; see splitnet.runenv.default_threads)")
 
 
 def set_threads(n: int | None) -> int:
-    """Set torch's CPU threads to ``n`` (None: :func:`splitnet.runs.runenv.default_threads`);
+    """Set torch's CPU threads to ``n`` (None: :func:`splitnet.runenv.default_threads`);
     returns the number set. Imports torch: call it from ``run``."""
     import torch
 
-    from ..runs.runenv import default_threads
+    from ..runenv import default_threads
 
     n = n or default_threads()
     if n != torch.get_num_threads():

@@ -36,7 +36,7 @@ import torch
 
 from ..configs.config import MAX_BEAM
 from ..integrators.subflows import get_method
-from ..runs.runenv import require_memory
+from ..runenv import require_memory
 from ..stagelists.stages import CROSS, DIFFUSION
 from .generation import GenerationCache, cache_unsupported
 

@@ -5,7 +5,6 @@
 * :mod:`~splitnet.runs.integrity` -- the digest of every tensor of a checkpoint, checked on load;
   what is wrong with a checkpoint that cannot be read.
 * :mod:`~splitnet.runs.data` -- corpora, their fingerprint, the resumable batch sequence.
-* :mod:`~splitnet.runs.runenv` -- world, rank, device, signals, memory and thread limits.
 """
 
 __all__ = []   # a folder of modules: import each by name

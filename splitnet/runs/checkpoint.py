@@ -243,18 +243,8 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
-# what a checkpoint's "model_kind" names: its config class and its model class (absent: "lm")
-MODEL_KINDS = {"lm": ("splitnet.configs.config:SplitConfig",
-                      "splitnet.nets.models:SplitTransformer"),
-               "seq2seq": ("splitnet.configs.seq2seq:Seq2SeqConfig",
-                           "splitnet.nets.seq2seq:SplitSeq2Seq")}
-
-
-def _class(path: str):
-    import importlib
-
-    mod, _, name = path.partition(":")
-    return getattr(importlib.import_module(mod), name)
+# what a checkpoint's "model_kind" says it holds (absent: "lm"): model_classes gives the classes
+MODEL_KINDS = ("lm", "seq2seq")
 
 
 def model_kind(model) -> str:
@@ -265,11 +255,16 @@ def model_kind(model) -> str:
 
 def model_classes(state: dict, f) -> tuple:
     """(config class, model class) of a loaded checkpoint (``model_kind``, default lm)."""
+    from ..configs.config import SplitConfig
+    from ..configs.seq2seq import Seq2SeqConfig
+    from ..nets.models import SplitTransformer
+    from ..nets.seq2seq import SplitSeq2Seq
+
     kind = state.get("model_kind", "lm")
     if kind not in MODEL_KINDS:
         raise _bad(Path(f), f"unknown model_kind {kind!r} (this splitnet reads "
                             f"{', '.join(MODEL_KINDS)})")
-    return tuple(_class(p) for p in MODEL_KINDS[kind])
+    return {"lm": (SplitConfig, SplitTransformer), "seq2seq": (Seq2SeqConfig, SplitSeq2Seq)}[kind]
 
 
 def check_weights(state: dict, path):
@@ -279,7 +274,7 @@ def check_weights(state: dict, path):
     device (no memory) and every weight's name and shape compared, and the parameters must fit
     in free memory. A mismatch is a ValueError naming the file and the first weight that
     differs, before anything is allocated."""
-    from .runenv import require_memory
+    from ..runenv import require_memory
 
     f = checkpoint_file(path)
     config_cls, model_cls = model_classes(state, f)

@@ -27,10 +27,10 @@ from .._io import require_writable_dir
 from ..configs.config import FIXED, FREE, TrainConfig, check_task_options, require
 from ..nets.cost import count_params, forward_flops
 from ..nets.stack import stack_class
+from ..runenv import RunEnv, available_memory, run_env
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards
-from ..runs.runenv import RunEnv, available_memory, run_env
 from . import sharding
 from .depths import check_resumed
 
@@ -487,7 +487,7 @@ def _check_decode_memory(cfg: TrainConfig, device) -> None:
     if not cfg.bleu_sentences:
         return
     from ..nets.decoding import decode_memory
-    from ..runs.runenv import require_memory
+    from ..runenv import require_memory
 
     rows = min(cfg.bleu_sentences, TEST_BATCH)
     require_memory(decode_memory(cfg.model, rows, cfg.context, cfg.context, cfg.beam),

@@ -17,7 +17,7 @@ Everything else (norms, embeddings, the head, learned coefficients, other fields
 replicated over ``tp`` and sharded over ``dp`` by FSDP (:mod:`splitnet.training.sharding`).
 The fields read their local head count from the projection's width, so a field's code is the
 same with and without ``--tp``. Ranks of one ``tp`` group take the same batch: the data is
-split over ``dp`` (:class:`splitnet.runs.runenv.RunEnv`'s ``dp_rank`` / ``dp_world``).
+split over ``dp`` (:class:`splitnet.runenv.RunEnv`'s ``dp_rank`` / ``dp_world``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ processes run ``torchrun ... -m splitnet train ...``. The loop, top to bottom::
         _save(run) every ckpt_every steps, at the end and on a signal
 
 Set-up (``--resume``, optimiser, schedule, memory check, model, corpus) lives in
-:mod:`splitnet.training.setup`, processes and signals in :mod:`splitnet.runs.runenv`, sharding
+:mod:`splitnet.training.setup`, processes and signals in :mod:`splitnet.runenv`, sharding
 in :mod:`splitnet.training.sharding`.
 
 Optimisation: AdamW (decay on matrices), warmup then cosine to ``min_lr_ratio * lr``, clipping
@@ -48,10 +48,10 @@ from ..analyses.refine import refined, refinement_at, scheme_label
 from ..configs.config import FIXED, FREE, TrainConfig
 from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
 from ..order.projection import ProjectionError
+from ..runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards as shard_store
-from ..runs.runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from . import depths, growth, sharding
 from .setup import (
     autocast,

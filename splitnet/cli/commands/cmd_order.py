@@ -81,7 +81,7 @@ def _validate(args):
     from ...integrators.subflows import get_method
     from ...integrators.validate import check_step_size
     from ...plots import check_format
-    from ...runs.runenv import require_memory
+    from ...runenv import require_memory
     from ...stagelists.stages import reversible_unsupported
 
     if args.method is None:     # the residual sub-layer is the point of --partitioned

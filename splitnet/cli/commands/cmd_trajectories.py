@@ -183,7 +183,7 @@ def memory_estimate(cfg, n_tokens: int, points_per_layer: int, ode: bool) -> flo
 
 
 def _require_memory(args, cfg) -> None:
-    from ...runs.runenv import require_memory
+    from ...runenv import require_memory
 
     n = len(args.text.encode("utf-8", "surrogateescape"))
     require_memory(memory_estimate(cfg, n, args.points_per_layer, not args.no_ode),
