@@ -22,12 +22,13 @@ OPTS = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32
         "--scheme", "strang", "--weights", "per-stage", "--device", "cpu"]
 
 
-@pytest.mark.parametrize("extra", [[], ["--reversible"], ["--task", "mlm"]],
-                         ids=["plain", "reversible", "mlm"])
+@pytest.mark.parametrize("extra", [[], ["--reversible"], ["--task", "mlm"], ["--grow-at", "2"]],
+                         ids=["plain", "reversible", "mlm", "grown"])
 def test_two_gloo_processes_match_one(tmp_path, extra):
     """The reversible network too: its stack's backward hands DDP ordinary parameter
     gradients. And a masked language model: the masks are drawn for the global batch, the
-    same count in every row, so two ranks' mean is the single process's."""
+    same count in every row, so two ranks' mean is the single process's. And a run whose
+    depth doubles after step 2 (--grow-at): every rank grows, DDP wraps the grown model."""
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def g{i}(y):\n    return y - {i % 5}\n" for i in range(400)))
     one, two = tmp_path / "one", tmp_path / "two"

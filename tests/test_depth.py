@@ -166,3 +166,22 @@ def test_depth_study_rows_and_the_refine_options():
     assert factor_list("none") == [] and factor_list("2,4") == [2, 4]
     with pytest.raises(Exception, match=r"depth factors lie in 2\.\.64"):
         factor_list("1")
+
+
+def test_the_convergence_table_of_docs_depth_md_is_what_the_code_measures():
+    """docs/depth.md's table is experiments/depth_study.py's rendering of these measurements
+    (regen depth): every rate there equals the one measured now, to its two decimals."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "depth.md").read_text()
+    rows = [ln for ln in doc.splitlines() if ln.startswith("| reversible ") or
+            ln.startswith("| plain (Euler sub-layers) ")]
+    assert len(rows) == 5, rows
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        rev = cells[0].startswith("reversible")
+        scheme = cells[0].split()[-1]
+        _, rates = convergence_rates(scheme, rev)
+        assert cells[3] == ", ".join(f"{r:.2f}" for r in rates), (ln, rates)
+        assert all(abs(float(r) - int(cells[1])) < 0.1 for r in re.findall(r"[\d.]+", cells[3]))

@@ -143,3 +143,15 @@ def test_a_checkpoint_whose_depth_the_schedule_cannot_explain_is_refused():
                         (one.replace(d_model=64), 1)):
         with pytest.raises(ValueError, match="incompatible checkpoint"):
             depths.check_resumed(cfg, model, step)
+
+
+def test_an_encoder_decoder_grows_both_stacks(tmp_path):
+    out = tmp_path / "mt"
+    _train("--task", "translate", "--pairs", "copy", "--n-encoder-layers", "1",
+           "--n-decoder-layers", "1", "--d-model", "32", "--n-heads", "2", "--context", "24",
+           "--batch-size", "8", "--steps", "6", "--grow-at", "3", "--eval-every", "3",
+           "--bleu-sentences", "0", "--threads", "1", "--no-progress", "--no-plot", "--out",
+           str(out))
+    c = ck.load(out)["model_config"]
+    assert (c["n_encoder_layers"], c["n_decoder_layers"], c["step_size"]) == (2, 2, 0.5)
+    assert sorted(_losses(out)) == list(range(1, 7))

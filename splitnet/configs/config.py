@@ -28,12 +28,8 @@ from .options import (
     ACTIVATIONS,
     FIXED,
     FREE,
-    INIT_HELP,
-    INITS,
     LIMITS,
     MAX_SEED,
-    REVERSIBLE_GRID_HELP,
-    REVERSIBLE_HELP,
     SESSION,
     WEIGHTS,
     check_growth,
@@ -45,6 +41,7 @@ from .options import (
     init_rule,
     int_list,
     kind_options,
+    network_option,
     option,
 )
 from .options import check_choice as _choice
@@ -104,26 +101,24 @@ class SplitConfig:
     """Everything that defines a SplitTransformer; see its docstring for the meaning."""
 
     vocab_size: int = option(256, "vocabulary size (256: bytes)", cli=False)
-    d_model: int = option(128, "model width")
-    n_heads: int = option(4, "attention heads")
+    d_model: int = network_option("d_model")
+    n_heads: int = network_option("n_heads")
     n_layers: int = option(4, "layers = steps of the scheme")
     scheme: Any = option("lie-trotter", "scheme name (lie-trotter, strang, yoshida4, ...), s/f "
                          "sublayer pattern such as ssfsff, or a stage string c:0.5,d:1,c:0.5")
     causal: bool = option(True, "mask the future in attention", cli=False)
-    weights: str = option("shared", "one sub-layer per field per layer (shared) or one per "
-                          "stage (per-stage)", choices=WEIGHTS)
-    step_size: float = option(1.0, "h: each layer integrates [k h, (k+1) h]")
-    d_ff: int | None = option(None, "feed-forward width (default 4 d_model)")
+    weights: str = network_option("weights")
+    step_size: float = network_option("step_size")
+    d_ff: int | None = network_option("d_ff")
     max_len: int = option(1024, "longest sequence (learned positions)", cli=False)
-    dropout: float = option(0.0, "dropout probability")
+    dropout: float = network_option("dropout")
     gate: str | None = option(None, "SDU self-dependency gates (Highway Transformer)",
                               choices=GATES)
     gate_layers: tuple[int, ...] | None = option(
         None, "0-based layers that get gates, e.g. 0,1 (default: all, with --gate)",
         metavar="K,K,...", parse=int_list)
     gate_fields: str = option("both", "which fields get the gates", choices=GATE_FIELDS)
-    method: str = option("euler", "sub-flow method of every stage (euler = residual "
-                         "sub-layers)", choices=METHODS)
+    method: str = network_option("method")
     diffusion_field: str = option("attention", "the diffusion field's kind "
                                   "(splitnet.configs.kinds): attention = self-attention; "
                                   "conv = a GLU convolution over conv_kernel positions "
@@ -131,10 +126,9 @@ class SplitConfig:
                                   choices=_kinds.Serving(DIFFUSION))
     conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
                               "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
-    activation: str = option("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
-                             choices=ACTIVATIONS)
-    norm_eps: float = option(1e-5, "LayerNorm epsilon")
-    init: str | None = option(None, INIT_HELP, choices=INITS)   # None: the task's rule
+    activation: str = network_option("activation")
+    norm_eps: float = network_option("norm_eps")
+    init: str | None = network_option("init")       # None: the task's rule (init_rule)
     positions: str = option("learned", "token positions: learned absolute embeddings added to "
                             "the input (GPT-2), or none (GPT-NeoX: rotary attention carries "
                             "them)", choices=POSITIONS)
@@ -152,8 +146,8 @@ class SplitConfig:
     project_coefficients: bool = option(False, "learned coefficients kept exactly a method of "
                                         "the scheme's order: float64, projected onto the order "
                                         "conditions after every optimiser step")
-    reversible: bool = option(False, REVERSIBLE_HELP)
-    reversible_grid: int | None = option(None, REVERSIBLE_GRID_HELP, metavar="K")
+    reversible: bool = network_option("reversible")
+    reversible_grid: int | None = network_option("reversible_grid")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

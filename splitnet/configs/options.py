@@ -76,6 +76,36 @@ def option(default, help: str, resume: str = FIXED, cli: bool = True, metavar: s
     return dataclasses.field(default=default, metadata=meta)
 
 
+# The options every network config shares, declared once: name -> (default, help, extras).
+# Each config names them by network_option(name) (a fresh field), with its own default where
+# its network differs (an encoder–decoder's init), so the help texts cannot drift apart.
+NETWORK_OPTIONS = {
+    "d_model": (128, "model width", {}),
+    "n_heads": (4, "attention heads", {}),
+    "weights": ("shared", "one sub-layer per field per layer (shared) or one per stage "
+                "(per-stage, feed-forward width scaled: Macaron matching)", {"choices": WEIGHTS}),
+    "step_size": (1.0, "h: each layer integrates [k h, (k+1) h]", {}),
+    "d_ff": (None, "feed-forward width (default 4 d_model)", {}),
+    "dropout": (0.0, "dropout probability", {}),
+    "method": ("euler", "sub-flow method of every stage (euler = residual sub-layers)",
+               {"choices": METHODS}),
+    "activation": ("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
+                   {"choices": ACTIVATIONS}),
+    "norm_eps": (1e-5, "LayerNorm epsilon", {}),
+    "init": (None, INIT_HELP, {"choices": INITS}),
+    "reversible": (False, REVERSIBLE_HELP, {}),
+    "reversible_grid": (None, REVERSIBLE_GRID_HELP, {"metavar": "K"}),
+}
+_SAME = object()
+
+
+def network_option(name: str, default=_SAME):
+    """The field of the shared network option ``name`` (:data:`NETWORK_OPTIONS`), with
+    ``default`` in place of the shared one when given."""
+    d, help, extras = NETWORK_OPTIONS[name]
+    return option(d if default is _SAME else default, help, **extras)
+
+
 # Upper bounds of the numbers a config takes: far beyond any real run, low enough that sizes,
 # seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
 # error naming the option, not an overflow deep inside torch).
@@ -346,8 +376,9 @@ def check_tensorboard(cfg) -> None:
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP",
-           "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int", "check_network",
-           "check_parallel", "check_projection", "check_real", "check_reversible",
-           "check_tensorboard", "config_from_dict", "init_rule", "int_list", "kind_option_fields",
-           "kind_options", "option", "positive_ints", "scheme_spec"]
+           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "REVERSIBLE_GRID_HELP",
+           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int",
+           "check_network", "check_parallel", "check_projection", "check_real",
+           "check_reversible", "check_tensorboard", "config_from_dict", "init_rule", "int_list",
+           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
+           "scheme_spec"]

@@ -25,23 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..integrators import schemes as _schemes
-from ..integrators.subflows import METHODS
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
+from .options import check_int as _int
 from .options import (
-    ACTIVATIONS,
-    INIT_HELP,
-    INITS,
-    REVERSIBLE_GRID_HELP,
-    REVERSIBLE_HELP,
-    WEIGHTS,
     check_network,
     check_reversible,
     kind_option_fields,
     kind_options,
+    network_option,
     option,
 )
-from .options import check_int as _int
 from .options import config_from_dict as _from_dict
 from .options import scheme_spec as _scheme_spec
 
@@ -114,8 +108,8 @@ class Seq2SeqConfig:
 
     src_vocab: int = option(259, "source vocabulary size (259: bytes and pad/bos/eos)", cli=False)
     tgt_vocab: int = option(259, "target vocabulary size", cli=False)
-    d_model: int = option(128, "model width")
-    n_heads: int = option(4, "attention heads")
+    d_model: int = network_option("d_model")
+    n_heads: int = network_option("n_heads")
     n_encoder_layers: int = option(3, "encoder layers = steps of the encoder scheme")
     n_decoder_layers: int = option(3, "decoder layers = steps of the decoder scheme")
     encoder_scheme: Any = option("lie-trotter", "encoder scheme over diffusion (self-attention) "
@@ -126,19 +120,16 @@ class Seq2SeqConfig:
                                  "convection: a name (lie-trotter = the standard decoder "
                                  "layer) or a stage string such as c:0.5,d:1,x:1,c:0.5 (with "
                                  "--weights per-stage: the Macaron decoder)")
-    weights: str = option("shared", "one sub-layer per field per layer (shared) or one per "
-                          "stage (per-stage, feed-forward width scaled: Macaron matching)",
-                          choices=WEIGHTS)
-    step_size: float = option(1.0, "h: each layer integrates [k h, (k+1) h]")
-    d_ff: int | None = option(None, "feed-forward width (default 4 d_model)")
+    weights: str = network_option("weights")
+    step_size: float = network_option("step_size")
+    d_ff: int | None = network_option("d_ff")
     max_len: int = option(256, "longest source or target sequence (learned positions)",
                           cli=False)
-    dropout: float = option(0.0, "dropout probability")
-    method: str = option("euler", "sub-flow method of every stage (euler = residual "
-                         "sub-layers)", choices=METHODS)
-    activation: str = option("gelu", "feed-forward activation", choices=ACTIVATIONS)
-    norm_eps: float = option(1e-5, "LayerNorm epsilon")
-    init: str = option("xavier", INIT_HELP, choices=INITS)
+    dropout: float = network_option("dropout")
+    method: str = network_option("method")
+    activation: str = network_option("activation")
+    norm_eps: float = network_option("norm_eps")
+    init: str = network_option("init", "xavier")
     shared_embeddings: bool = option(True, "one token embedding for source and target (needs "
                                      "equal vocabularies; --no-shared-embeddings: two)")
     # Untied by default: with the xavier rule a head tied to the embedding learns the copy and
@@ -152,8 +143,8 @@ class Seq2SeqConfig:
     eos_id: int = option(258, "end-of-sequence id: targets end with it", cli=False)
     # both stacks reversible: the encoder's self-attention and the decoder's self- and
     # cross-attention write x1, the feed-forward x2 (splitnet.reversible)
-    reversible: bool = option(False, REVERSIBLE_HELP)
-    reversible_grid: int | None = option(None, REVERSIBLE_GRID_HELP, metavar="K")
+    reversible: bool = network_option("reversible")
+    reversible_grid: int | None = network_option("reversible_grid")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

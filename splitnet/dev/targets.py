@@ -99,6 +99,9 @@ TARGETS = {t.name: t for t in [
            "recorded in docs/data/gpu-h200-2026-11-26/seed_scale)", "seconds",
            (("benchmarks/gpu_seed_scale.py", "--doc", "docs/translation.md", "--table",
              f"{_SEED_SCALE}/steps2800", f"{_SEED_SCALE}/steps944"),)),
+    Target("depth", "docs/depth.md, docs/figures/depth_curves.png (from experiments/cache/depth; "
+           "without it, trains the 24 runs again: ~20 min on two threads)", "seconds",
+           (("experiments/depth_study.py",),)),
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",
            "~35 min on two threads (12 runs of 1-5 min; cached in experiments/cache/mlm)",
            (("experiments/mlm_study.py", "--study", "--report"),)),
