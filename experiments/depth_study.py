@@ -275,6 +275,81 @@ def figure(results, path: Path) -> None:
     save_figure(fig, path, dpi=110)
 
 
+def _stat(results, arm, regime, key) -> float:
+    rs = list(_by(results, arm, regime).values())
+    return float(np.mean([r["depth"][key] - r["depth"]["as trained"] for r in rs])) if rs \
+        else float("nan")
+
+
+def _grown_minus_full(results, arm) -> tuple[float, float]:
+    full, grown = _by(results, arm, "full"), _by(results, arm, "grown")
+    d = np.array([grown[s]["curve"][-1][1] - full[s]["curve"][-1][1]
+                  for s in sorted(set(full) & set(grown))])
+    if len(d) < 2:
+        return float("nan"), float("nan")
+    return float(d.mean()), float(d.mean() / (d.std(ddof=1) / math.sqrt(len(d))))
+
+
+def reading(results) -> str:
+    """The reading, its numbers from the results (so a re-run rewrites them)."""
+    v = {}
+    for arm in ARMS:
+        v[arm] = {k: _stat(results, arm, rg, key) for k, rg, key in (
+            ("cf", "full", "coarsen 2 (mean)"), ("ff", "full", "coarsen 2 (first)"),
+            ("pf", "full", "prolong 2"), ("cg", "grown", "coarsen 2 (mean)"),
+            ("fg", "grown", "coarsen 2 (first)"))}
+        v[arm]["d"], v[arm]["t"] = _grown_minus_full(results, arm)
+    tf, rl, rs, mc = v["transformer"], v["rev-lt"], v["rev-strang"], v["macaron"]
+    hits = {arm: [to_target(f, g)[0] / to_target(f, g)[1] for s, f in _by(results, arm, "full")
+                  .items() if (g := _by(results, arm, "grown").get(s)) and to_target(f, g)[0]]
+            for arm in ARMS}
+    n = len({r["seed"] for r in results})
+    saved = ", ".join(f"{LABELS[a].split(' (')[0]} {1 - np.mean(h):.0%} on {len(h)} of {n} "
+                      f"seeds" for a, h in hits.items() if h) or "none"
+    pairs = [(f, _by(results, arm, "grown").get(s)) for arm in ARMS
+             for s, f in _by(results, arm, "full").items()]
+    ratio = np.mean([g["curve"][-1][2] / f["curve"][-1][2] for f, g in pairs if g])
+    return f"""The question was whether a higher-order network lets depth be changed more cheaply
+than a first-order one. The answer depends on the direction.
+
+**More depth: yes, at the network's order.** Prolonging a trained full-depth network to twice
+its layers (each layer copied at half the step) costs reversible Strang {rs['pf']:+.3f} bpb,
+reversible Lie–Trotter {rl['pf']:+.3f}, Macaron {mc['pf']:+.3f} and the Transformer
+{tf['pf']:+.3f}. A second-order reversible network is an integrator of its fields: halving its
+step changes its output at O(h²), so it keeps its loss. The first-order ones (reversible
+Lie–Trotter; Euler sub-layers whatever the arrangement) change at O(h) and lose it. The same
+ordering as the untrained convergence table above, and as docs/reversible.md's exact-flow test.
+
+**Less depth: no, for a network trained at full depth.** Coarsening to half depth costs every
+arm more than 0.3 bpb, the second-order one included: reversible Strang {rs['cf']:+.3f} (mean
+of each pair) or {rs['ff']:+.3f} (first of each pair), the Transformer {tf['cf']:+.3f} or
+{tf['ff']:+.3f}. A network trained at one depth learns layers that differ from one to the
+next; merging two of them is no step of the same ODE, whatever the order of the method. The
+issue's goal for half-depth inference (at most 0.02 bpb for reversible Strang) is missed by far.
+Networks *grown* to their depth keep much more of it: coarsening a grown network costs
+{rs['cg']:+.3f} (reversible Strang), {rl['cg']:+.3f} (reversible Lie–Trotter), {mc['cg']:+.3f}
+(Macaron) and {tf['cg']:+.3f} (Transformer). Their layers were copies a third of the training
+ago, and the reversible ones drift apart least (paired t against the Transformer below −3).
+
+**The restriction.** For grown networks the mean of each pair is the better restriction in every
+arm; for full-depth ones the first of each pair is less bad, but costs more than 0.6 bpb
+either way. So `coarsen` defaults to the mean, which is the better choice where coarsening is
+usable at all; `restriction="first"` is there for the other case.
+
+**Training by growth: cheaper for the Euler networks, not for the reversible ones.** Grown
+2 → 4 → 8 over the same steps, a run costs {ratio:.2f} of the full run's FLOPs. The Transformer ends
+level with its full-depth twin ({tf['d']:+.3f} bpb, t = {tf['t']:.1f}), Macaron too
+({mc['d']:+.3f}, t = {mc['t']:.1f}). Reaching the full run's final loss saved: {saved}. The
+reversible networks end clearly worse when grown: Lie–Trotter {rl['d']:+.3f} (t = {rl['t']:.1f}),
+Strang {rs['d']:+.3f} (t = {rs['t']:.1f}), and never reach their twins' loss within the budget.
+So the moonshot (at least 40 % fewer FLOPs to the same loss for a second-order network) is
+missed. A higher order makes refinement cheap, but at this scale it does not make growth
+cheaper, and reversibility makes growth worse. A likely reason, not yet tested: the grown
+reversible runs start at h = 4. There a shear step moves one block by four times a field
+evaluated at the other, before the fields have learnt to be small.
+"""
+
+
 def report(results, path: Path, conv: list) -> None:
     rows = ["| network | declared | differences |y_f − y_2f|, f = 1, 2, 4, 8, 16 | observed "
             "rates |", "|---|---|---|---|"]
@@ -289,9 +364,23 @@ def report(results, path: Path, conv: list) -> None:
         half="\n".join(half_depth_table(results)), pairs="\n".join(half_depth_pairs(results)),
         seeds=len(seeds), steps=results[0]["steps"] if results else SCALE["steps"],
         grow=", ".join(map(str, grow_at(results[0]["steps"] if results else SCALE["steps"]))),
-        wall=sum(r["wall_s"] for r in results) / 60, eval_every=SCALE["eval_every"])
+        wall=sum(r["wall_s"] for r in results) / 60, eval_every=SCALE["eval_every"],
+        reading=reading(results) if results else "(no runs)", not_shown=NOT_SHOWN)
     path.write_text(text)
     print(f"wrote {path}")
+
+
+NOT_SHOWN = """- One scale: d_model 64, 8 layers, 1200 steps, 3 seeds, one corpus. A longer run or a
+  wider model may change the growth comparison, where the Transformer's gain is within seed
+  noise.
+- One growth schedule: 2 -> 4 -> 8 after a third and two thirds of the steps, from h = 4. Starting
+  the reversible networks at h = 1 (the final network then at h = 1/4), other split points,
+  and a warm-up after each growth are not tried.
+- Yoshida4 networks (fourth order) are in the convergence table only, not trained here.
+- Depth changes at inference are measured on the 128 validation windows the runs evaluated on,
+  bits per byte only. No downstream task.
+- No GPU. FLOPs are the closed form (matmuls, attention dense), not wall time; wall time per run
+  is in the cache files."""
 
 
 TEMPLATE = """# Depth is a step size
@@ -346,11 +435,10 @@ Paired by seed, the half-depth cost (coarsen 2, mean) against the Transformer's:
 
 ## Reading
 
-READING
-
+{reading}
 ## What is not shown
 
-NOT_SHOWN
+{not_shown}
 
 (Training wall time of the {seeds}-seed study: {wall:.0f} min of CPU processes, two threads each.)
 """

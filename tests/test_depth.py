@@ -175,6 +175,7 @@ def test_the_convergence_table_of_docs_depth_md_is_what_the_code_measures():
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "depth.md").read_text()
+    doc = doc.split("## Prolongation converges")[1].split("\n## ")[0]     # its section
     rows = [ln for ln in doc.splitlines() if ln.startswith("| reversible ") or
             ln.startswith("| plain (Euler sub-layers) ")]
     assert len(rows) == 5, rows
@@ -185,3 +186,41 @@ def test_the_convergence_table_of_docs_depth_md_is_what_the_code_measures():
         _, rates = convergence_rates(scheme, rev)
         assert cells[3] == ", ".join(f"{r:.2f}" for r in rates), (ln, rates)
         assert all(abs(float(r) - int(cells[1])) < 0.1 for r in re.findall(r"[\d.]+", cells[3]))
+
+
+def test_the_reading_of_docs_depth_md_holds_for_the_recorded_runs():
+    """The words of the study's reading, checked against experiments/cache/depth (the runs the
+    tables come from): a higher order makes doubling the depth cheap, halving a network trained
+    at full depth costs every arm more than 0.3 bpb, grown networks are the ones that halve
+    well (best with the mean), and the grown reversible networks never reach their twins."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "experiments"))
+    try:
+        import depth_study as S
+    finally:
+        sys.path.pop(0)
+    runs = [json.loads(p.read_text()) for p in sorted((root / "experiments" / "cache" /
+                                                         "depth").glob("*.json"))]
+    assert len(runs) == 24 and {r["seed"] for r in runs} == {0, 1, 2}
+
+    def mean(arm, regime, key):
+        return S._stat(runs, arm, regime, key)
+    prolong = [mean(a, "full", "prolong 2") for a in ("rev-strang", "rev-lt", "transformer")]
+    assert prolong == sorted(prolong) and prolong[0] < 0.02 < 0.25 < prolong[1]
+    for arm in S.ARMS:
+        assert min(mean(arm, "full", "coarsen 2 (mean)"), mean(arm, "full", "coarsen 2 (first)")) \
+            > 0.3
+        assert mean(arm, "grown", "coarsen 2 (mean)") < mean(arm, "grown", "coarsen 2 (first)")
+        assert mean(arm, "full", "coarsen 2 (first)") < mean(arm, "full", "coarsen 2 (mean)")
+        assert mean(arm, "grown", "coarsen 2 (mean)") < mean(arm, "full", "coarsen 2 (first)")
+    for arm in ("rev-lt", "rev-strang"):
+        d, t = S._grown_minus_full(runs, arm)
+        assert d > 0.03 and t > 3
+        assert all(S.to_target(f, S._by(runs, arm, "grown")[s])[0] is None
+                   for s, f in S._by(runs, arm, "full").items())
+    doc = (root / "docs" / "depth.md").read_text()
+    assert S.reading(runs) in doc
