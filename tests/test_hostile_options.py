@@ -156,7 +156,7 @@ def test_a_huge_beam_is_refused_up_front(mt_run, tmp_path, capsys):
 
 def test_a_beam_search_that_cannot_fit_is_refused_before_it_starts(mt_run, monkeypatch):
     from splitnet.nets.decoding import decode_memory
-    from splitnet.runs import runenv
+    from splitnet import runenv
 
     model = ck.load_model(mt_run)
     src = torch.tensor([[5, 6, 7]] * 4)
