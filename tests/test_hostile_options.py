@@ -155,8 +155,8 @@ def test_a_huge_beam_is_refused_up_front(mt_run, tmp_path, capsys):
 
 
 def test_a_beam_search_that_cannot_fit_is_refused_before_it_starts(mt_run, monkeypatch):
-    from splitnet.nets.decoding import decode_memory
     from splitnet import runenv
+    from splitnet.nets.decoding import decode_memory
 
     model = ck.load_model(mt_run)
     src = torch.tensor([[5, 6, 7]] * 4)
