@@ -184,6 +184,8 @@ def _type_of(f: dataclasses.Field):
 
 def _default_text(f: dataclasses.Field, defaults: dict) -> str:
     v = defaults.get(f.name, f.default if f.default is not dataclasses.MISSING else None)
+    if isinstance(v, tuple):          # as it is typed: K,K,... (an empty one: none)
+        v = ",".join(map(str, v)) or None
     return "" if v is None else f" (default {v})"
 
 
