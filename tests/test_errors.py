@@ -275,6 +275,18 @@ CASES = [
      lambda: _model(diffusion_field="conv").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
      ValueError, r"use_cache=True, but this model cannot use a key/value cache: the diffusion "
                  r"field of layer 0 \(GLUConv\) mixes tokens but keeps no key/value cache"),
+    ("generating from a masked language model",
+     lambda: _model(causal=False).generate(torch.tensor([[1, 2]]), 2),
+     ValueError, r"the model is bidirectional \(causal=False: a masked language model\): each "
+                 r"token's state reads the tokens after it, so it does not continue text"),
+    ("a prolongation by a factor that is not an int",
+     lambda: sn.depth.prolong(_model(), 1.5),
+     ValueError, r"the depth factor must be an int >= 1, got 1.5"),
+    ("coarsening a depth the factor does not divide",
+     lambda: sn.depth.coarsen(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 2),
+     ValueError, r"n_layers=3 is not divisible by the factor 2"),
+    ("growth steps out of order", lambda: _train_config(grow_at=(8, 4)),
+     ValueError, r"--grow-at 8,4 must be strictly increasing \(sorted, no step twice\)"),
     ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
      ValueError, r"min_lr_ratio must be >= 0, got -1"),
     ("cosine floor above 1 (rate above its peak)", lambda: _train_config(min_lr_ratio=2),

@@ -180,8 +180,7 @@ def test_the_stored_config_is_the_split_config_as_data(tf, tmp_path):
 
 @pytest.mark.parametrize("change, reason", [
     ({"step_size": 0.5}, "step size"), ({"scheme": "strang"}, "not Lie"),
-    ({"method": "midpoint"}, "midpoint"), ({"gate": "sigmoid"}, "gates"),
-    ({"causal": False}, "bidirectional")])
+    ({"method": "midpoint"}, "midpoint"), ({"gate": "sigmoid"}, "gates")])
 def test_only_an_exact_gpt2_is_written_as_one(tf, change, reason, tmp_path):
     m = _model(**change)
     assert reason in sn.interop.gpt2_mismatch(m)
@@ -190,6 +189,17 @@ def test_only_an_exact_gpt2_is_written_as_one(tf, change, reason, tmp_path):
     assert not (tmp_path / "x").exists()
     assert sn.interop.to_hf(m, tmp_path / "y") == "splitnet"
     assert sn.interop.gpt2_mismatch(_model(weights="per-stage")) is None
+
+
+def test_a_masked_language_model_is_not_exported_as_a_causal_lm(tf, tmp_path):
+    """Issue 49 D12: AutoModelForCausalLM would generate from a bidirectional model; every
+    format refuses it, before anything is written."""
+    m = _model(causal=False)
+    assert "bidirectional" in sn.interop.gpt2_mismatch(m)
+    for fmt in ("auto", "gpt2", "splitnet"):
+        with pytest.raises(ValueError, match=r"bidirectional \(causal=False"):
+            sn.interop.to_hf(m, tmp_path / fmt, format=fmt)
+        assert not (tmp_path / fmt).exists()
 
 
 @pytest.mark.parametrize("change, reason", [

@@ -101,9 +101,11 @@ def test_a_callable_that_declares_nothing_mixes_tokens_and_takes_no_cache():
 
 def test_a_model_that_cannot_cache_says_why():
     m = _model(causal=False)
-    with pytest.raises(ValueError, match=r"cannot use a key/value cache: the model is not "
-                                         r"causal \(earlier tokens' states"):
-        G.generate(m, _prompt(), 2, use_cache=True)
+    assert G.cache_unsupported(m).startswith("the model is not causal (earlier tokens' states")
+    # and a bidirectional model does not generate at all (issue 49 D12), cached or not
+    for use_cache in (None, True, False):
+        with pytest.raises(ValueError, match=r"^the model is bidirectional \(causal=False"):
+            G.generate(m, _prompt(), 2, use_cache=use_cache)
 
 
 @pytest.mark.parametrize("idx,match", [

@@ -377,6 +377,10 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
     Returns the format written (``"gpt2"`` or ``"splitnet"``)."""
     transformers, hf = _hf()
     _check_model(model)
+    if not model.config.causal:       # issue 49 D12: AutoModelForCausalLM would generate from it
+        raise ValueError("the model is bidirectional (causal=False: a masked language model), "
+                         "not a causal LM; it is not exported as one (score it with 'splitnet "
+                         "evaluate')")
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     out = Path(directory).expanduser()

@@ -239,6 +239,10 @@ def check_request(model, idx, max_new_tokens, temperature, top_k, generator, use
     if idx.dim() != 2 or idx.shape[0] < 1 or idx.shape[1] < 1:
         raise ValueError(f"idx must have shape (batch, seq) with batch >= 1 and seq >= 1, got "
                          f"{tuple(idx.shape)}")
+    if not getattr(model.config, "causal", True):   # issue 49 D12: every door refuses it
+        raise ValueError("the model is bidirectional (causal=False: a masked language model): "
+                         "each token's state reads the tokens after it, so it does not continue "
+                         "text; score it with 'splitnet evaluate' or fill masked tokens")
     device = model.tok_emb.weight.device
     if idx.device != device:
         raise ValueError(f"idx is on {idx.device} but the model is on {device}")
