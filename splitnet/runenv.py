@@ -16,8 +16,25 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Interrupted", "RunEnv", "Signals", "available_memory", "default_threads",
-           "require_memory", "run_env", "setup_phase"]
+
+def draws_progress(asked: bool = True) -> bool:
+    """Whether a progress bar is drawn: when asked and stderr is a terminal (or a notebook's
+    kernel, where tqdm draws a widget). A log file gets no bar updates."""
+    import sys
+
+    return bool(asked) and (sys.stderr.isatty() or "ipykernel" in sys.modules)
+
+__all__ = [
+    "Interrupted",
+    "RunEnv",
+    "Signals",
+    "available_memory",
+    "default_threads",
+    "draws_progress",
+    "require_memory",
+    "run_env",
+    "setup_phase",
+]
 
 # ----------------------------------------------------------------------------------------------
 # processes and devices

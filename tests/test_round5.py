@@ -239,3 +239,36 @@ def test_no_output_is_written_over_a_file_inside_a_folder_the_command_reads(shar
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and "which this command reads" in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and path.read_bytes() == before
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_only(tmp_path):
+    """D17: a log file (stderr not a terminal) gets no bar updates; a terminal gets the bar."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    text = tmp_path / "t.txt"
+    text.write_text("def f(x):\n    return x\n" * 400)
+    argv = [sys.executable, "-m", "splitnet", "train", "--text", str(text), "--steps", "3",
+            "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+            "--batch-size", "2", "--eval-windows", "4", "--threads", "1", "--no-plot"]
+    r = subprocess.run([*argv, "--out", str(tmp_path / "log")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "\r" not in r.stderr and "3/3" not in r.stderr, r.stderr
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    p = subprocess.run([*argv, "--out", str(tmp_path / "tty")], stdout=subprocess.DEVNULL,
+                       stderr=slave, timeout=120)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:             # the terminal's other end is closed: all is read
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert p.returncode == 0 and b"3/3" in seen, seen[-500:]

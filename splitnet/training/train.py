@@ -516,8 +516,10 @@ def _session(run: _Run, t_start: float) -> dict:
             f"{run.env.world}{f' (tp {run.env.tp})' if run.env.tp > 1 else ''} batch="
             f"{cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
             f"steps {run.step} -> {cfg.steps}")
+    from ..runenv import draws_progress
+
     run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
-                   disable=not run.env.is_main or not cfg.progress, file=sys.stderr)
+                   disable=not (run.env.is_main and draws_progress(cfg.progress)), file=sys.stderr)
     t_loop = time.perf_counter()
     try:
         sig = _loop(run)

@@ -182,6 +182,7 @@ def run(args) -> int:
 
     from ... import plots
     from ...analyses import convergence as analysis
+    from ...runenv import draws_progress
 
     schemes, hs = _validate(args)
     set_threads(args.threads)
@@ -197,7 +198,7 @@ def run(args) -> int:
     results = [analysis.convergence_study(s, x0=x0, step_sizes=hs, kind=args.kind, method=m,
                                           fields=fields)
                for s, m in tqdm(combos, desc="convergence studies", unit="study",
-                                file=sys.stderr)]
+                                file=sys.stderr, disable=not draws_progress())]
     width = max(16, *(len(_label(s)) + 2 for s in schemes))
     print(f"\n{'scheme':<{width}}{'method':<10}{'order':>6}{slope:>14}{'expected':>10}  verdict")
     bad = 0

@@ -223,6 +223,7 @@ def run(args) -> int:
     from ... import plots
     from ..._io import check_outputs
     from ...analyses.refine import refinement_study, scheme_label, stacks
+    from ...runenv import draws_progress
 
     grid = _grid(args)                              # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)], _inputs(args))
@@ -245,13 +246,14 @@ def run(args) -> int:
     res = refinement_study(model, evaluate, schemes=schemes, substeps=args.substeps,
                            methods=args.methods, exact_substeps=args.exact_substeps,
                            label=f"{scheme_label(model)} ({model.config.weights})", unit=unit,
-                           scale=scale, progress=args.progress)
+                           scale=scale, progress=draws_progress(args.progress))
     print(res.table())
     depth = []
     if args.coarsen or args.prolong:
         from ...analyses.depth import depth_study, depth_table
 
-        depth = depth_study(model, evaluate, args.coarsen, args.prolong, progress=args.progress)
+        depth = depth_study(model, evaluate, args.coarsen, args.prolong,
+                            progress=draws_progress(args.progress))
         print(depth_table(depth, unit, scale))
     if args.json:                  # the numbers first: a figure that fails must not lose them
         import dataclasses
