@@ -272,3 +272,28 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only(tmp_path):
         seen += chunk
     os.close(master)
     assert p.returncode == 0 and b"3/3" in seen, seen[-500:]
+
+
+def test_a_damaged_r_database_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """D9: a corrupted Rdata.rdx / Rdata.rdb (the Austen novels, the sentiment lexicon) is a
+    ValueError naming the file and the fix, for every way zlib, struct or the parser fails."""
+    import zlib
+
+    from splitnet.mlm import rlazy
+
+    class Broken:
+        @staticmethod
+        def read_rds(path):
+            raise zlib.error("Error -3 while decompressing data: incorrect header check")
+    monkeypatch.setattr(rlazy, "_rdata", lambda recipe: Broken)
+    base = tmp_path / "Rdata"
+    (tmp_path / "Rdata.rdx").write_bytes(b"junk")
+    with pytest.raises(ValueError, match=r"Rdata\.rdx is damaged and cannot be read \(error: "
+                                         r"Error -3 .*\); install it again \(the recipe\)$"):
+        rlazy.variables(base, "the recipe")
+    (tmp_path / "Rdata.rdb").write_bytes(b"\x00\x00\x00\x10" + b"not zlib data")
+    for length, why in ((17, r"error: Error -3"), (2, r"error: unpack requires")):
+        monkeypatch.setattr(rlazy, "variables", lambda b, r, n=length: {"x": (0, n)})
+        with pytest.raises(ValueError, match=rf"Rdata\.rdb is damaged and cannot be read "
+                                             rf"\({why}"):
+            rlazy.read_variable(base, "x", "the recipe")
