@@ -2,8 +2,11 @@
 written over a file of a run the command reads, by any spelling."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -297,3 +300,25 @@ def test_a_damaged_r_database_is_one_line_naming_the_file(tmp_path, monkeypatch)
         with pytest.raises(ValueError, match=rf"Rdata\.rdb is damaged and cannot be read "
                                              rf"\({why}"):
             rlazy.read_variable(base, "x", "the recipe")
+
+
+def test_wordnet_and_lexicon_read_errors_name_the_file_and_the_line(tmp_path):
+    """D13: a damaged WordNet data file names the file and the line; a lexicon that is not
+    text names the file (a bad lexicon line already named both)."""
+    from splitnet.mlm import lexicon as X
+    from splitnet.mlm import wordnet as W
+
+    fixture = Path(__file__).parent / "data" / "wordnet"
+    wn = tmp_path / "wn"
+    shutil.copytree(fixture, wn)
+    lines = (wn / "data.verb").read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if ln[:1].isdigit())
+    lines[k] = "00001740 99 v 01 x 0 000 | gloss\n"
+    (wn / "data.verb").write_text("".join(lines))
+    with pytest.raises(ValueError, match=rf"{re.escape(str(wn / 'data.verb'))} line {k + 1}: "
+                                         r"not a WordNet data line"):
+        W.read_synsets(wn)
+    bad = tmp_path / "lex.tsv"
+    bad.write_bytes(b"good\tpositive\n\xff\xfe\x00junk\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}: not UTF-8 text \(byte 14\)"):
+        X.read_tsv(bad)

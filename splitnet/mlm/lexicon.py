@@ -21,7 +21,12 @@ LABELS = {"negative": 0, "positive": 1}
 def read_tsv(path) -> dict[str, int]:
     """``word<TAB>positive|negative`` lines (blank lines and ``#`` comments skipped)."""
     out = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); a lexicon is "
+                         f"'word<TAB>positive|negative' lines") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         word, _, label = line.partition("\t")

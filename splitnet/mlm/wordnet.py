@@ -98,8 +98,15 @@ def read_synsets(root=None) -> list[Synset]:
     path = wordnet_root(root)
     out = []
     for pos in POS_FILES:
-        with open(path / f"data.{pos}", encoding="utf-8", errors="replace") as fh:
-            out += [s for line in fh if (s := parse_line(line, pos)) is not None]
+        f = path / f"data.{pos}"
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    s = parse_line(line, pos)
+                except ValueError as e:      # the file and the line, not only the text
+                    raise ValueError(f"{f} line {n}: {e}") from None
+                if s is not None:
+                    out.append(s)
     return out
 
 
