@@ -322,3 +322,14 @@ def test_wordnet_and_lexicon_read_errors_name_the_file_and_the_line(tmp_path):
     bad.write_bytes(b"good\tpositive\n\xff\xfe\x00junk\n")
     with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}: not UTF-8 text \(byte 14\)"):
         X.read_tsv(bad)
+
+
+def test_describe_activations_checks_memory_before_building():
+    """D5: a size that cannot fit is refused in one line before any model is built (it was
+    allocated, and the OOM killer fired)."""
+    r = subprocess.run([sys.executable, "-m", "splitnet", "describe", "--d-model", "16384",
+                        "--n-heads", "16", "--n-layers", "1024", "--activations"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-800:]
+    assert "measuring the activations of 1024 layers of width 16384 on 256 tokens needs about" \
+        in r.stderr and "lower --seq-len, --n-layers or --d-model" in r.stderr

@@ -138,6 +138,22 @@ def stack_lines(model, seq_len: int) -> list[str]:
     return lines + [""] + coefficients
 
 
+def _measure_need(config, seq_len: int) -> float:
+    """Rough bytes one measurement allocates: float32 weights and what a forward of
+    ``seq_len`` tokens saves, per stage and token 2 (11 d_model + 4 d_ff + 5 heads seq_len)
+    bytes (Korthikanti et al.'s counts in float32: 34.3 KB per layer and token measured at
+    d_model 128, seq_len 256, 34.9 here), with half again to spare; a size that cannot fit is
+    refused before it is built (issue 49 D5)."""
+    seq2seq = hasattr(config, "decoder_scheme")
+    layers = (config.n_encoder_layers + config.n_decoder_layers) if seq2seq else config.n_layers
+    stages = 3 if seq2seq else len(config.resolved_scheme().stages)
+    d, ff = config.d_model, config.d_ff
+    vocab = (config.src_vocab + config.tgt_vocab) if seq2seq else config.vocab_size
+    params = layers * stages * (2 * d * d + d * ff) + vocab * d
+    saved = seq_len * layers * stages * 2 * (11 * d + 4 * ff + 5 * config.n_heads * seq_len)
+    return 1.5 * (4.0 * params + saved) * (2 if seq2seq else 1)
+
+
 def _bytes_per_token(config, seq_len: int) -> int:
     """Bytes saved for backward per token: a language model on ``seq_len`` tokens, a
     translation model on ``seq_len`` source and ``seq_len`` target tokens (per target token)."""
@@ -145,7 +161,11 @@ def _bytes_per_token(config, seq_len: int) -> int:
 
     from ...nets.models import Seq2SeqConfig, SplitSeq2Seq, SplitTransformer
     from ...reversible import saved_bytes
+    from ...runenv import require_memory
 
+    require_memory(_measure_need(config, seq_len), f"measuring the activations of "
+                   f"{_name_and_depth(config)[1]} layers of width {config.d_model} on "
+                   f"{seq_len} tokens", "lower --seq-len, --n-layers or --d-model")
     torch.manual_seed(0)
     config = config.replace(max_len=max(seq_len, config.max_len))
     if isinstance(config, Seq2SeqConfig):
