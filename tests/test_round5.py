@@ -333,3 +333,31 @@ def test_describe_activations_checks_memory_before_building():
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-800:]
     assert "measuring the activations of 1024 layers of width 16384 on 256 tokens needs about" \
         in r.stderr and "lower --seq-len, --n-layers or --d-model" in r.stderr
+
+
+def test_a_corpus_that_moved_resumes_by_its_content(tmp_path):
+    """D10: --resume --text NEW_PATH continues when the corpus there is the one trained on
+    (compared by content, as --pairs is); other content still needs --allow-data-change."""
+    from splitnet.cli import main
+
+    a = tmp_path / "a" / "corpus.txt"
+    a.parent.mkdir()
+    a.write_text("def f(x):\n    return x + 1\n" * 300)
+    common = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+              "--batch-size", "2", "--eval-windows", "4", "--threads", "1", "--no-progress",
+              "--no-plot"]
+    run = tmp_path / "run"
+    assert main(["train", "--text", str(a), "--out", str(run), "--steps", "2", *common]) == 0
+    b = tmp_path / "b" / "moved.txt"
+    b.parent.mkdir()
+    a.rename(b)
+    assert main(["train", "--resume", "--text", str(b), "--out", str(run), "--steps", "3",
+                 "--threads", "1", "--no-progress", "--no-plot"]) == 0
+    assert ck.load(run)["step"] == 3
+    b.write_text("something else entirely\n" * 300)
+    argv = ["train", "--resume", "--text", str(b), "--out", str(run), "--steps", "4",
+            "--threads", "1", "--no-progress", "--no-plot"]
+    r = subprocess.run([sys.executable, "-m", "splitnet", *argv], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "the corpus changed since the checkpoint" in r.stderr, r.stderr
+    assert main([*argv, "--allow-data-change"]) == 0 and ck.load(run)["step"] == 4

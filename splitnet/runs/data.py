@@ -129,6 +129,15 @@ class Corpus:
                 "bytes": int(len(self.train) + len(self.val)), "sha256": self.digest}
 
 
+def same_content(a, b) -> bool:
+    """Two fingerprints of one corpus, wherever it lies: files, bytes and digest equal (a corpus
+    that moved, or is spelled otherwise, is the same corpus)."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return a == b
+    return {k: v for k, v in a.items() if k != "source"} == \
+        {k: v for k, v in b.items() if k != "source"}
+
+
 def describe_fingerprint(fp) -> str:
     if not isinstance(fp, dict):
         return "none recorded"
@@ -384,8 +393,28 @@ def val_batches(corpus: Corpus, starts: torch.Tensor, batch_size: int, context: 
         yield _windows(corpus.val, starts[i:i + batch_size], context)
 
 
-__all__ = ["ARCHIVES", "LN2", "MAX_ARCHIVE", "MAX_MEMBER", "VOCAB_SIZE", "Corpus",
-           "check_context", "decode", "describe_fingerprint", "encode", "is_text",
-           "is_val_file", "load_corpus", "load_file", "load_stdlib", "load_text",
-           "stdlib_files", "stdlib_root", "step_generator", "train_batch", "val_batches",
-           "val_starts"]
+__all__ = [
+    "ARCHIVES",
+    "LN2",
+    "MAX_ARCHIVE",
+    "MAX_MEMBER",
+    "VOCAB_SIZE",
+    "Corpus",
+    "check_context",
+    "decode",
+    "describe_fingerprint",
+    "encode",
+    "is_text",
+    "is_val_file",
+    "load_corpus",
+    "load_file",
+    "load_stdlib",
+    "load_text",
+    "same_content",
+    "stdlib_files",
+    "stdlib_root",
+    "step_generator",
+    "train_batch",
+    "val_batches",
+    "val_starts",
+]

@@ -80,11 +80,11 @@ def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = 
         if kind not in (FIXED, FREE):                      # session options: from `given`
             changes[name] = getattr(given, name)
         elif name in explicit and getattr(given, name) != getattr(old, name):
-            # pairs: the same corpus may be spelled otherwise (relative, ./, from elsewhere);
-            # translation.load_data compares its fingerprint (--allow-data-change as ever)
-            if kind == FREE or name == "pairs":
+            # the corpus may be spelled otherwise or have moved (issue 49 D10): its content is
+            # compared by fingerprint once read (--allow-data-change for other content)
+            if kind == FREE or name in ("pairs", "text"):
                 changes[name] = getattr(given, name)
-            elif not (name == "text" and _same_path(given.text, old.text)):
+            else:
                 bad.append(f"{name}: checkpoint {getattr(old, name)!r}, given "
                            f"{getattr(given, name)!r}")
     for name in sorted(e[6:] for e in explicit if e.startswith("model.")):
@@ -96,10 +96,6 @@ def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = 
                          "checkpoint (" + "; ".join(bad) + "); drop them, or start a new run "
                          "with another --out")
     return old.replace(**changes)
-
-
-def _same_path(a, b) -> bool:
-    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,7 +431,7 @@ def _corpus(cfg: TrainConfig, state: dict | None, log):
 
     corpus = load_run_corpus(cfg.text, cfg.corpus, cfg.val_fraction, exclude=[cfg.out])
     D.check_context(corpus, cfg.context)
-    if state is not None and state.get("corpus") != corpus.fingerprint():
+    if state is not None and not D.same_content(state.get("corpus"), corpus.fingerprint()):
         msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
                f"{D.describe_fingerprint(state.get('corpus'))}; now: "
                f"{D.describe_fingerprint(corpus.fingerprint())})")
