@@ -185,6 +185,15 @@ def test_the_command_on_the_fixture(tmp_path):
                   "--lexicon", FIXTURE / "lexicon.tsv")
     assert r.returncode == 0, r.stderr
     assert "| wn-polarity | 2 |" in r.stdout
+    # a lexicon that covers no adjective leaves wn-polarity out with a note, the others kept
+    # (issue 49 D8: it was blamed on a truncated WordNet and every task thrown away)
+    small = tmp_path / "small.tsv"
+    small.write_text("zzz\tpositive\n")
+    r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", FIXTURE, "--seed", "4",
+                  "--lexicon", small)
+    assert r.returncode == 0, r.stderr
+    assert "wn-polarity left out: wn-polarity: the lexicon names the head lemma of no " \
+        "adjective" in r.stderr and "| wn-lex | 45 |" in r.stdout and "truncated" not in r.stderr
     # one line and exit 2: no WordNet, not a masked LM, a split with no test synsets
     r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", tmp_path / "none")
     assert r.returncode == 2 and W.INSTALL in r.stderr and r.stderr.count("\n") == 1
