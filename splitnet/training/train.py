@@ -489,8 +489,7 @@ def _open_files(run: _Run) -> None:
         if not run.cfg.overwrite and (run.out / ck.CKPT).exists():
             raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
                              f"process wrote it; pass --resume or --overwrite")
-        # --overwrite: the earlier run; otherwise what a run killed before its first
-        # checkpoint left (metrics, plot). Moved to a new previous-N, never deleted.
+        # the earlier run (--overwrite), or a run killed before its first save: kept aside
         prev = ck.move_aside(run.out)
         if prev is not None:
             run.log(f"the earlier run in {run.out} was moved to {prev}")
@@ -590,7 +589,8 @@ def _summary(run: _Run, sig, startup_s: float) -> dict:
                     if cfg.compile else "")
             first = (f"; start-up {startup_s:.1f} s{comp}, first step "
                      f"{speed['first_step_s']:.2f} s")
-        run.log(f"done: step {run.step}, val bpb {vb}, {speed['tok_per_s']:.0f} tokens/s "
+        per = "bits per token" if cfg.bpe or cfg.task == "translate" else "bpb"   # not bytes
+        run.log(f"done: step {run.step}, val {per} {vb}, {speed['tok_per_s']:.0f} tokens/s "
                 f"steady (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
                 f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")
     return summary
