@@ -361,3 +361,21 @@ def test_a_corpus_that_moved_resumes_by_its_content(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2 and "the corpus changed since the checkpoint" in r.stderr, r.stderr
     assert main([*argv, "--allow-data-change"]) == 0 and ck.load(run)["step"] == 4
+
+
+def test_a_bpe_on_one_endless_word_is_bounded():
+    """D6: BPE training was quadratic in a word's length (1 MB of one character: over 15
+    minutes, deaf to Ctrl-C). Runs of non-space characters are cut into pieces of at most
+    MAX_PIECE first; the tokenizer still gives back the exact text."""
+    pytest.importorskip("tokenizers")
+    from splitnet.translate.batches import MAX_PIECE, train_bpe
+
+    code = ("from splitnet.translate.batches import train_bpe\n"
+            "tok = train_bpe(['a' * 1_000_000], 300)\n"
+            "assert tok.decode(tok.encode('a' * 1000)) == 'a' * 1000\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)      # a hang guard, not a speed test (it takes < 1 s)
+    assert r.returncode == 0, r.stderr[-800:]
+    tok = train_bpe(["def f(x):\n    return x * 2\n" * 50, "z" * 500], 300)
+    text = "word " + "z" * (3 * MAX_PIECE + 5) + " éü 中文\n"
+    assert tok.decode(tok.encode(text)) == text

@@ -130,6 +130,9 @@ class BPETokenizer:
         return f"BPETokenizer(vocab_size={self.vocab_size})"
 
 
+MAX_PIECE = 64     # the longest run of non-space characters one BPE word may be
+
+
 def train_bpe(texts, vocab_size: int, min_frequency: int = 2) -> BPETokenizer:
     """A byte-level BPE with ``vocab_size`` entries (256 byte symbols and 3 specials among
     them) learned from ``texts`` -- the training split, sources and targets together, e.g.
@@ -138,11 +141,15 @@ def train_bpe(texts, vocab_size: int, min_frequency: int = 2) -> BPETokenizer:
         raise ValueError(f"vocab_size must be an int >= 260 (256 bytes, 3 specials and at "
                          f"least one merge), got {vocab_size!r}")
     require("tokenizers", extra="translate", feature="BPE tokenization")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
-    # no prefix space: encode -> decode gives back the exact text
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # no prefix space: encode -> decode gives back the exact text. A run of more than
+    # MAX_PIECE non-space characters is cut into pieces first: BPE training is quadratic in a
+    # word's length (a 1 MB line of one character took over 15 minutes, deaf to Ctrl-C)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(rf"\S{{{MAX_PIECE}}}"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                   special_tokens=list(BPE_SPECIALS), show_progress=False,
@@ -272,6 +279,7 @@ def eval_batches(enc: EncodedPairs, batch_size: int, max_len: int):
 
 __all__ = [
     "BPE_SPECIALS",
+    "MAX_PIECE",
     "POOL",
     "BPETokenizer",
     "ByteTokenizer",
