@@ -205,7 +205,8 @@ def test_the_reading_of_docs_depth_md_holds_for_the_recorded_runs():
         sys.path.pop(0)
     runs = [json.loads(p.read_text()) for p in sorted((root / "experiments" / "cache" /
                                                          "depth").glob("*.json"))]
-    assert len(runs) == 24 and {r["seed"] for r in runs} == {0, 1, 2}
+    assert len(runs) == 36 and {r["seed"] for r in runs} == {0, 1, 2}
+    assert {r["regime"] for r in runs} == {"full", "grown", "grown-h1"}
 
     def mean(arm, regime, key):
         return S._stat(runs, arm, regime, key)

@@ -337,8 +337,7 @@ def _stop_requested(run: _Run) -> int | None:
 
 
 def _sync_every(run: _Run) -> int:
-    """Steps between host syncs: ``sync_every`` if given, else 10 on CUDA and 1 on the CPU
-    (where a sync costs nothing)."""
+    """Steps between host syncs: ``sync_every``, else 10 on CUDA, 1 on the CPU (free there)."""
     return run.cfg.sync_every or (10 if run.env.device.type == "cuda" else 1)
 
 
@@ -477,7 +476,8 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
         finally:
             if env.distributed:
                 import torch.distributed as dist
-
+                if sys.exc_info()[0] is None:   # D16: a rank that tears its group down first
+                    dist.barrier()              # can abort its peers' gloo threads (SIGABRT)
                 dist.destroy_process_group()
 
 
