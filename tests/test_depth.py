@@ -223,5 +223,13 @@ def test_the_reading_of_docs_depth_md_holds_for_the_recorded_runs():
         assert d > 0.03 and t > 3
         assert all(S.to_target(f, S._by(runs, arm, "grown")[s])[0] is None
                    for s, f in S._by(runs, arm, "full").items())
+    # started at h = 1, the Transformer reaches its twin's loss on every seed with >= 40 %
+    # fewer FLOPs and ends better; the reversible deficit stays
+    d, t = S._grown_minus_full(runs, "transformer", "grown-h1")
+    assert d < 0 and t < -3
+    hits = [S.to_target(f, S._by(runs, "transformer", "grown-h1")[s])
+            for s, f in S._by(runs, "transformer", "full").items()]
+    assert all(h is not None and h / total <= 0.6 for h, total in hits)
+    assert all(S._grown_minus_full(runs, a, "grown-h1")[0] > 0.03 for a in ("rev-lt", "rev-strang"))
     doc = (root / "docs" / "depth.md").read_text()
     assert S.reading(runs) in doc
