@@ -106,3 +106,35 @@ def test_refined_models_keep_their_stack_kind(reversible):
     m = SplitTransformer(**SMALL, reversible=reversible)
     assert type(rediscretize(m, substeps=2).layers) is type(m.layers)
     assert type(ode_model(m).layers) is type(m.layers)
+
+
+class _Clock(torch.nn.Module):
+    """A layer that records the time it is called at (the fields of the built-in kinds do not
+    depend on t, so a stack that mis-times its layers would pass every other test)."""
+
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def forward(self, *x, t=None, **kw):
+        *state, t = x if t is None else (*x, t)
+        self.seen.append(t)
+        states = kw.get("states")
+        if states is not None:
+            states.append(tuple(state))
+        return state[0] if len(state) == 1 else tuple(state)
+
+
+def test_layer_k_of_a_stack_runs_at_time_k_h():
+    seen: list = []
+    x = torch.zeros(1, 2, 4)
+    plain = Stack([_Clock(seen) for _ in range(3)], step_size=0.5)
+    plain.run(x)
+    assert seen == [0.0, 0.5, 1.0]
+    seen.clear()
+    with torch.no_grad():                      # ordinary calls: a pair layer of any kind
+        ReversibleStack([_Clock(seen) for _ in range(3)], step_size=0.25).run(x)
+    assert seen == [0.0, 0.25, 0.5]
+    seen.clear()
+    ReversibleStack([_Clock(seen) for _ in range(2)], step_size=2.0).states(x)
+    assert seen == [0.0, 2.0]
