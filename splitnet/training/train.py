@@ -413,8 +413,8 @@ def _loop(run: _Run) -> int | None:
     cfg = run.cfg
     run.fwd.train()
     while run.step < cfg.steps:
-        if cfg.grow_at and depths.done(cfg.model, run.model.config) < depths.due(cfg.grow_at,
-                                                                                 run.step):
+        if run.step in cfg.grow_at and depths.done(cfg.model, run.model.config) < \
+                depths.due(cfg.grow_at, run.step):   # a listed step only (see check_resumed)
             _settle(run)                     # the steps before it: their numbers, old depth
             growth.grow_run(run)
         try:
