@@ -23,7 +23,7 @@ The levers (each a named option; the defaults are the plain step)::
     --compile-mode MODE          default | reduce-overhead | max-autotune (CUDA graphs) |
                                  max-autotune-no-cudagraphs
     --loss plain|chunked         chunked: linear + cross-entropy per chunk of --loss-chunk rows,
-                                 never the full float32 logits (splitnet.training.losses)
+                                 never the full float32 logits (splitnet.tasks.losses)
     --sdpa BACKEND               auto | flash | efficient | cudnn | math
     --optimizer none|fused|foreach|for-loop   an AdamW step inside the timed step
     --precision params           parameters stored in --dtype (bf16 weights, no master copy)
@@ -59,7 +59,7 @@ from splitnet.configs.config import ADAMW_IMPLS, COMPILE_MODES, LOSSES, SDPA_BAC
 from splitnet.nets.cost import describe
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.reference import RefGPT
-from splitnet.training.losses import LMLoss, plain_cross_entropy
+from splitnet.tasks.losses import LMLoss, plain_cross_entropy
 
 # Dense bf16 peak (no sparsity) of cards we may see, FLOP/s.
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}

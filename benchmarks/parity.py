@@ -48,11 +48,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.reference import RefGPT, load_into_gpt, load_into_torch_transformer
 from splitnet.runenv import RunEnv
 from splitnet.runs import data as D
+from splitnet.training.config import TrainConfig
 from splitnet.training.setup import build_model, build_optimizer, lr_at, wrap_model
 from splitnet.translate.batches import ByteTokenizer, encode_pairs, eval_batches
 from splitnet.translate.translation import train_batch

@@ -51,7 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
+from splitnet.training.config import TrainConfig
 
 T_LAUNCH = time.perf_counter()
 

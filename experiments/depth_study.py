@@ -61,7 +61,8 @@ def grow_at(steps: int) -> tuple[int, int]:
 
 
 def train_config(arm: str, regime: str, seed: int, out: Path, steps: int):
-    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.configs.config import SplitConfig
+    from splitnet.training.config import TrainConfig
 
     sc = SCALE
     layers = sc["n_layers"] if regime == "full" else START

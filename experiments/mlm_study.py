@@ -63,7 +63,8 @@ RUN = {"context": 64, "batch_size": 32, "lr": 3e-3, "eval_every": 300, "ckpt_eve
 
 
 def _config(label: str, seed: int, out: Path, resume: bool, corpus: str = "stdlib"):
-    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.configs.config import SplitConfig
+    from splitnet.training.config import TrainConfig
 
     scheme, weights = ARRANGEMENTS[label]
     named = {} if corpus == "stdlib" else {"corpus": corpus}

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
+from splitnet.training.config import TrainConfig
 
 MODELS = {
     "transformer": ({}, {}),

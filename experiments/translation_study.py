@@ -78,8 +78,8 @@ COST_LEN = 48               # tokens per side at which FLOPs per token are quote
 
 
 def _train_config(p: dict, arrangement: str, seed: int, out: Path, **session):
-    from splitnet.configs.config import TrainConfig
     from splitnet.configs.seq2seq import Seq2SeqConfig
+    from splitnet.training.config import TrainConfig
 
     enc, dec, weights = ARRANGEMENTS[arrangement]
     model = Seq2SeqConfig(encoder_scheme=enc, decoder_scheme=dec, weights=weights,

@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
+from splitnet.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = {"d_model": 64, "n_heads": 4, "n_layers": 4, "d_ff": 256, "context": 64,

@@ -61,7 +61,7 @@ PUBLIC_MODULES = {
     "refine": "analyses.refine", "trajectories": "analyses.trajectories",
     "blocks": "analyses.blocks",
     # training
-    "train": "training.train", "trainsetup": "training.setup", "losses": "training.losses",
+    "train": "training.train", "trainsetup": "training.setup", "losses": "tasks.losses",
     "accel": "training.accel", "tracking": "training.tracking",
 }
 # Public name -> the module (a key of PUBLIC_MODULES or a package) that defines it.
@@ -75,7 +75,8 @@ PUBLIC_NAMES = {
 }
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "mlm",
-            "nets", "order", "plots", "reversible", "runs", "stagelists", "training", "translate")
+            "nets", "order", "plots", "reversible", "runs", "stagelists", "tasks", "training",
+            "translate")
 
 # Public modules that need an optional extra to import (name -> the pip extra). They are served
 # (`sn.hf`, `import splitnet.hf`: without the extra, one ImportError naming it), but `__all__`

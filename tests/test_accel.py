@@ -11,8 +11,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from splitnet import accel
-from splitnet.configs.config import TrainConfig
 from splitnet.nets.models import SplitTransformer
+from splitnet.training.config import TrainConfig
 from splitnet.training.train import build_optimizer
 
 

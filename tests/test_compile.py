@@ -141,8 +141,9 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
     """The trainer's (fwd, step_fn) for a tiny model, every torch.compile recording its graphs
     (and the options it was given) instead of running inductor."""
     from splitnet import train as T
-    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.configs.config import SplitConfig
     from splitnet.runenv import run_env
+    from splitnet.training.config import TrainConfig
     from splitnet.training.setup import wrap_model
 
     torch._dynamo.reset()
@@ -162,7 +163,7 @@ def _trainer_step(monkeypatch, scope, scheme="strang", weights="per-stage", loss
     fwd, step_fn = wrap_model(model, T.build_optimizer(model, cfg), cfg, run_env("cpu"))
     x, y = torch.randint(0, 256, (2, 8)), torch.randint(0, 256, (2, 8))
     loss = step_fn(fwd, x, y)
-    from splitnet.training.losses import plain_cross_entropy
+    from splitnet.tasks.losses import plain_cross_entropy
 
     assert torch.allclose(loss, plain_cross_entropy(model(x), y), atol=1e-5)
     return model, graphs, options
@@ -199,7 +200,8 @@ def test_trainer_regional_compile_graphs(monkeypatch):
 _COMPILE_TIME = """
 import sys, time, torch
 from splitnet import train as T
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
+from splitnet.training.config import TrainConfig
 from splitnet.nets.models import SplitTransformer
 from splitnet.runenv import run_env
 from splitnet.training.setup import wrap_model

@@ -131,7 +131,7 @@ def test_bad_growth_lists_are_one_line_errors(tmp_path, grow, extra, want):
 
 
 def test_a_checkpoint_whose_depth_the_schedule_cannot_explain_is_refused():
-    from splitnet.configs.config import TrainConfig
+    from splitnet.training.config import TrainConfig
 
     cfg = TrainConfig(steps=10, grow_at=(3, 6))
     one = cfg.model

@@ -349,7 +349,7 @@ def test_an_equal_corpus_elsewhere_is_the_same_corpus():
 
 
 def test_an_older_checkpoints_relative_pairs_read_from_elsewhere_says_so(tmp_path, monkeypatch):
-    from splitnet.configs.config import TrainConfig
+    from splitnet.training.config import TrainConfig
     from splitnet.translate.translation import load_data
 
     monkeypatch.chdir(tmp_path)

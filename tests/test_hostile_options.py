@@ -14,8 +14,9 @@ import torch
 
 from splitnet.cli import build_parser, main
 from splitnet.cli.commands.cmd_train import config_from_args
-from splitnet.configs.config import MAX_BEAM, TrainConfig
+from splitnet.configs.config import MAX_BEAM
 from splitnet.runs import checkpoint as ck
+from splitnet.training.config import TrainConfig
 
 S2S_TINY = ["--task", "translate", "--d-model", "16", "--n-heads", "2", "--n-encoder-layers",
             "1", "--n-decoder-layers", "1", "--context", "16", "--batch-size", "4", "--warmup",

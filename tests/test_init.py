@@ -11,11 +11,12 @@ from torch import nn
 
 from splitnet.cli import build_parser
 from splitnet.cli.commands.cmd_train import config_from_args
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.configs.options import init_rule
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.seq2seq import SplitSeq2Seq
+from splitnet.training.config import TrainConfig
 
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2}
 D = 32

@@ -1,4 +1,4 @@
-"""splitnet.training.losses: the chunked linear + cross-entropy equals the plain one (value and both
+"""splitnet.tasks.losses: the chunked linear + cross-entropy equals the plain one (value and both
 gradients, float64), with any chunk size, under no_grad, traced by dynamo, and inside LMLoss on
 real networks; ``features`` is what ``forward`` feeds the head."""
 
@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.reference import RefGPT
-from splitnet.training.losses import LMLoss, linear_cross_entropy, plain_cross_entropy
+from splitnet.tasks.losses import LMLoss, linear_cross_entropy, plain_cross_entropy
 
 
 def _data(n=37, d=8, v=11, seed=0):

@@ -6,8 +6,9 @@ import contextlib
 import pytest
 import torch
 
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.nets.cost import count_params
+from splitnet.training.config import TrainConfig
 from splitnet.training.setup import autocast, estimate_memory
 
 GIB = 2 ** 30

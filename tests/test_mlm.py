@@ -11,12 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.mlm import IGNORE, MASK_ID, MLM_VOCAB, mask_tokens
 from splitnet.mlm import masking as M
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.reference import load_into_torch_encoder
 from splitnet.runs import checkpoint as ck
+from splitnet.training.config import TrainConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import parity_mlm

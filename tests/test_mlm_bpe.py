@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from splitnet.cli import main
-from splitnet.configs.config import TrainConfig
 from splitnet.mlm import masking, probe
 from splitnet.mlm.tokens import ByteText, TokenCorpus, text_tokens
 from splitnet.runs import checkpoint as ck
+from splitnet.training.config import TrainConfig
 
 pytest.importorskip("tokenizers")
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.order import conditions
 from splitnet.order.algebra import algebraic_order
 from splitnet.order.projection import ProjectionError, project, residual
+from splitnet.training.config import TrainConfig
 
 
 def _setup(name, layers=4, sd=0.02, seed=0):

@@ -16,9 +16,10 @@ from splitnet import checkpoint as ck
 from splitnet import refine as R
 from splitnet.analyses.convergence import rediscretize
 from splitnet.cli import main as _main
-from splitnet.configs.config import SplitConfig, TrainConfig
+from splitnet.configs.config import SplitConfig
 from splitnet.integrators.layers import WeightedSum
 from splitnet.stagelists.stages import CONVECTION, DIFFUSION
+from splitnet.training.config import TrainConfig
 from splitnet.training.train import train
 
 

@@ -172,8 +172,9 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_for_what_it_is(tmp_path
     still is): the advice names what to fix."""
     import errno as E
 
-    from splitnet.configs.config import SplitConfig, TrainConfig
+    from splitnet.configs.config import SplitConfig
     from splitnet.runs import checkpoint as C
+    from splitnet.training.config import TrainConfig
     from splitnet.training.train import TrainingError, train
 
     def refuse(obj, path):

@@ -223,7 +223,7 @@ def test_command_line_starts_without_torch(argv):
 # (a folder counts as one). A unit imports only units listed before it; the front door
 # (splitnet/__init__.py) serves them all and imports none of them at import time.
 LAYERS = ("names", "_io", "runenv", "stagelists", "geometry", "order", "integrators",
-          "configs", "fields", "reversible", "nets", "runs", "translate", "mlm", "interop",
+          "configs", "fields", "reversible", "nets", "runs", "translate", "mlm", "tasks", "interop",
           "plots", "analyses", "training", "cli", "__main__", "dev")
 MAX_TOP_LEVEL_MODULES = 6       # modules directly in splitnet/, __init__ and __main__ included
 MAX_PACKAGE_MODULES = 12        # modules of one sub-package, its __init__ included

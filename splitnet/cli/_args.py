@@ -16,9 +16,9 @@ from ..configs.config import (
     FREE,
     MAX_BEAM,
     MAX_SEED,
-    TrainConfig,
     cli_fields,
 )
+from ..training.config import TrainConfig
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 

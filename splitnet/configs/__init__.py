@@ -4,8 +4,9 @@
 * :mod:`~splitnet.configs.signature` -- keyword signatures of config-built classes.
 * :mod:`~splitnet.configs.kinds` -- the field kinds: what builds each field of a network, its
   parameters and FLOPs in closed form.
-* :mod:`~splitnet.configs.config` -- :class:`SplitConfig` (a language model) and
-  :class:`TrainConfig` (a run); :mod:`~splitnet.configs.seq2seq` -- :class:`Seq2SeqConfig`.
+* :mod:`~splitnet.configs.config` -- :class:`SplitConfig` (a language model) and the names of
+  a run's choices; :mod:`~splitnet.configs.seq2seq` -- :class:`Seq2SeqConfig`. A run's
+  ``TrainConfig`` is :mod:`splitnet.training.config` (it asks the run's task).
 """
 
 __all__ = []   # a folder of modules: import each by name

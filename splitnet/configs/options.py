@@ -48,15 +48,14 @@ REVERSIBLE_GRID_HELP = ("with --reversible: every increment rounded to a multipl
 LEGACY = {"init": "gpt2"}
 
 
-def init_rule(cfg, task: str | None = None) -> str:
-    """The initialisation a network config ``cfg`` gets: its ``init``, or when None the rule of
-    its task (``task``; default the network's): gpt2 for a language model, xavier for a masked
-    LM (an encoder) and an encoder–decoder (torch.nn.Transformer's rule)."""
+def init_rule(cfg) -> str:
+    """The initialisation a network config ``cfg`` gets: its ``init``, or when None its
+    network's rule: gpt2 for a language model, xavier for an encoder–decoder
+    (torch.nn.Transformer's rule). A training run's task sets its own first
+    (:attr:`splitnet.tasks.task.Task.init`: xavier for a masked LM, an encoder)."""
     if cfg.init is not None:
         return cfg.init
-    if task is None:
-        task = "translate" if hasattr(cfg, "n_encoder_layers") else "lm"
-    return "gpt2" if task == "lm" else "xavier"
+    return "xavier" if hasattr(cfg, "n_encoder_layers") else "gpt2"
 
 # How an option behaves on --resume: "fixed" options define the run (a different explicit value
 # is an error); "free" ones may be changed by an explicit flag (they do not alter the maths);

@@ -196,7 +196,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
     def features(self, idx: torch.Tensor) -> torch.Tensor:
         """The final states after the last norm, ``norm(x_L)`` (B, T, D): ``forward(idx)`` is
         ``head(features(idx))``. A loss that never forms the full logits multiplies them by
-        ``head.weight`` itself (:func:`splitnet.training.losses.linear_cross_entropy`)."""
+        ``head.weight`` itself (:func:`splitnet.tasks.losses.linear_cross_entropy`)."""
         return self.norm(self.run_layers(self.embed(idx)))
 
     def state_times(self) -> torch.Tensor:

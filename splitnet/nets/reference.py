@@ -81,7 +81,7 @@ class RefGPT(nn.Module):
             x = block(x)
         return self.lm_head(self.ln_f(x))
 
-    # The two names splitnet.training.losses.LMLoss uses (as SplitTransformer has them), so the
+    # The two names splitnet.tasks.losses.LMLoss uses (as SplitTransformer has them), so the
     # benchmark applies the same loss levers to the reference.
     def features(self, idx):
         """``ln_f`` of the last block's output: ``forward(idx) == lm_head(features(idx))``."""

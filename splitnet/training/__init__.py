@@ -1,9 +1,10 @@
-"""The trainer: ``train(TrainConfig)`` (``from splitnet.training.train import TrainConfig, train``).
+"""The trainer: ``train(TrainConfig)`` (``from splitnet.training.train import TrainConfig, train``);
+what a run learns is its task (:mod:`splitnet.tasks`).
 
 * :mod:`~splitnet.training.train` -- one step, evaluation, save, the loop, the summary.
 * :mod:`~splitnet.training.setup` -- what a run is set up from: resume, optimiser, the model
   built and wrapped, the plan checked before anything is written.
-* :mod:`~splitnet.training.losses` -- the language-model loss (plain and chunked).
+* :mod:`~splitnet.training.config` -- :class:`TrainConfig`, the run's options.
 * :mod:`~splitnet.training.accel` -- speed levers that change no maths.
 * :mod:`~splitnet.training.tracking` -- TensorBoard records (optional).
 """

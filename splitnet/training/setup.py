@@ -24,22 +24,21 @@ import numpy as np
 import torch
 
 from .._io import require_writable_dir
-from ..configs.config import FIXED, FREE, TrainConfig, check_task_options, require
+from ..configs.options import FIXED, FREE
 from ..nets.cost import count_params, forward_flops
 from ..nets.stack import stack_class
 from ..runenv import RunEnv, available_memory, run_env
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards
+from ..tasks.task import check_task_options, get_task
 from . import sharding
+from .config import TrainConfig
 from .depths import check_resumed
 
-__all__ = ["TEST_BATCH", "autocast", "build_model", "build_optimizer", "compile_scope",
+__all__ = ["autocast", "build_model", "build_optimizer", "compile_scope",
            "describe_model", "estimate_memory", "flops_per_token", "lr_at", "plan", "plan_run",
            "resume_config", "step_batch", "wrap_model"]
-
-TEST_BATCH = 32     # sources decoded together for the test scores (translate_lines' default)
-
 
 # ----------------------------------------------------------------------------------------------
 # configuration on --resume
@@ -158,13 +157,11 @@ def estimate_memory(cfg: TrainConfig, world: int = 1, device=None) -> float:
     final pair. Measured on an H200 (2026-11-26, bf16 autocast, eager, Strang, d_model 768,
     ``benchmarks/gpu_reversible.py``): 46.4 KB per token and layer, 42.2 KB by this rule.
     Used to refuse a run that cannot fit before anything is allocated."""
-    if cfg.task == "translate":
-        from ..translate.translation import estimate_memory as seq2seq_memory
-
-        return seq2seq_memory(cfg, world, _on_cuda(cfg, device))
-    m = cfg.model
-    if cfg.task == "mlm" and cfg.bpe:         # the vocabulary the tokenizer will give
-        m = m.replace(vocab_size=cfg.bpe + 1)
+    task = get_task(cfg.task)
+    own = task.memory(cfg, world, _on_cuda(cfg, device))    # an encoder–decoder's own rule
+    if own is not None:
+        return own
+    m = task.planned_model(cfg)         # (a masked LM's BPE: the vocabulary it will give)
     sch = m.resolved_scheme()
     n_d = sch.n_stages("diffusion")
     n_c = sch.n_stages("convection")
@@ -221,7 +218,7 @@ def _check_memory(cfg: TrainConfig, device, world: int, log) -> None:
 
 def _loss(fwd, *batch):
     """Mean cross-entropy of one micro-batch: ``fwd`` is the
-    :class:`~splitnet.training.losses.LMLoss`
+    :class:`~splitnet.tasks.losses.LMLoss`
     (``batch`` = inputs, targets) or :class:`~splitnet.translate.translation.Seq2SeqLoss` (source,
     target
     in, target out, source padding): model and loss in one module, maybe DDP-wrapped."""
@@ -247,13 +244,10 @@ def _damaged(cfg: TrainConfig, e: BaseException) -> ValueError:
 def build_model(cfg: TrainConfig, state: dict | None, env: RunEnv):
     """Model, optimiser and schedule, restored from ``state`` when resuming (into the unsharded
     model; then, under ``--parallel fsdp``, sharded: :mod:`splitnet.training.sharding`)."""
-    from ..nets.models import SplitSeq2Seq, SplitTransformer
-
     _seed_everything(cfg.seed)
-    cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
     # resumed: the checkpoint's depth (--grow-at may have grown it; _prepare checked it)
-    model = cls.from_config(cfg.model if state is None else
-                            type(cfg.model).from_dict(state["model_config"]))
+    model = get_task(cfg.task).build(cfg.model if state is None else
+                                     type(cfg.model).from_dict(state["model_config"]))
     folder = (state or {}).get(shards.FOLDER)         # (read lazily: see _prepare)
     if folder and not (env.distributed and cfg.parallel == "fsdp"):
         state = {**state, **shards.read_whole(folder)}
@@ -307,12 +301,11 @@ def compile_scope(cfg: TrainConfig, model) -> str | None:
 
 
 def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
-    """Model and loss as trained (an LMLoss): on a bf16 copy with float32 master weights when
-    asked; compiled together as one graph (the float32 upcast of the logits fuses into it;
-    fullgraph, except under DDP, whose optimiser splits the graph at bucket boundaries) or
-    region by region; DDP-wrapped across processes."""
+    """Model and loss as trained (the task's loss module): on a bf16 copy with float32 master
+    weights when asked; compiled together as one graph (the float32 upcast of the logits fuses
+    into it; fullgraph, except under DDP, whose optimiser splits the graph at bucket
+    boundaries) or region by region; DDP-wrapped across processes."""
     from . import accel
-    from .losses import LMLoss
 
     compute = model
     if cfg.param_dtype == "bfloat16":
@@ -324,14 +317,10 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         # harness) the next would run eagerly with only a warning. Nothing compiled is shared
         # between runs, so each compiled run starts afresh.
         torch._dynamo.reset()
-    if cfg.task == "translate":
-        from ..translate.translation import Seq2SeqLoss
-
-        fwd = Seq2SeqLoss(compute, cfg.label_smoothing)
-    else:
-        fwd = LMLoss(compute, cfg.loss, cfg.loss_chunk)
+    fwd = get_task(cfg.task).loss(compute, cfg)
     if scope == "regional":
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
+    if scope == "regional" and hasattr(fwd, "head_loss"):     # LMLoss: the last region
         fwd.head_fn = torch.compile(fwd.head_loss, fullgraph=True, dynamic=False,
                                     **accel.compile_kwargs(cfg.compile_mode))
     if env.distributed and cfg.parallel == "ddp":     # fsdp: the model is sharded already
@@ -346,23 +335,10 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
 
 def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, int]:
     """This rank's share of step ``step``'s batch (tensors split row-wise into micro-
-    batches) and the tokens the whole step trains on: ``batch_size x context`` bytes for a
-    language model, the target tokens of the global batch (eos included, padding not) for
-    translation."""
-    if cfg.task == "translate":
-        from ..translate.translation import train_batch
-
-        batch, tokens = train_batch(corpus, cfg, step, env.replica, env.replicas)
-        return list(batch), tokens
-    if cfg.task == "mlm":            # the same windows, masked (splitnet.mlm)
-        from ..mlm import train_batch
-
-        x, y = train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed, env.replica,
-                           env.replicas)
-    else:
-        x, y = D.train_batch(corpus, step, cfg.batch_size, cfg.context, cfg.seed,
-                             env.replica, env.replicas)
-    return [x, y], cfg.batch_size * cfg.context
+    batches) and the tokens the whole step trains on (:meth:`splitnet.tasks.task.Task.batch`:
+    ``batch_size x context`` bytes for a language model, the target tokens of the global batch
+    for translation)."""
+    return get_task(cfg.task).batch(cfg, corpus, step, env.replica, env.replicas)
 
 
 def describe_model(m) -> str:
@@ -422,27 +398,10 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
 
 
 def _corpus(cfg: TrainConfig, state: dict | None, log):
-    if cfg.task == "translate":
-        from ..translate.translation import load_data
-
-        return load_data(cfg, state, log)
-    # the run directory is never part of its own corpus (--out inside the --text folder)
-    from ..mlm.corpora import load_run_corpus
-
-    corpus = load_run_corpus(cfg.text, cfg.corpus, cfg.val_fraction, exclude=[cfg.out])
-    D.check_context(corpus, cfg.context)
-    if state is not None and not D.same_content(state.get("corpus"), corpus.fingerprint()):
-        msg = (f"the corpus changed since the checkpoint was written (checkpoint: "
-               f"{D.describe_fingerprint(state.get('corpus'))}; now: "
-               f"{D.describe_fingerprint(corpus.fingerprint())})")
-        if not cfg.allow_data_change:
-            raise ValueError(msg + "; pass --allow-data-change to go on with the new data")
-        log(f"warning: {msg}; going on (--allow-data-change)")
-    if cfg.task == "mlm" and cfg.bpe:
-        from ..mlm.tokens import bpe_corpus
-
-        corpus = bpe_corpus(corpus, cfg.bpe, state, log)
-        D.check_context(corpus, cfg.context)
+    """The task's data, refused on ``--resume`` if it is not the checkpoint's."""
+    task = get_task(cfg.task)
+    corpus = task.corpus(cfg, state, log)
+    task.check_data(cfg, state, corpus, log)
     return corpus
 
 
@@ -453,42 +412,11 @@ def plan_run(cfg: TrainConfig, explicit, env: RunEnv, log):
     if cfg.parallel == "fsdp" and not env.distributed:
         log("note: --parallel fsdp shards over the processes torchrun starts; this run is one "
             "process, so nothing is sharded")
-    if cfg.task == "translate" and cfg.bleu_sentences:    # scored after the last step
-        require("sacrebleu", extra="translate", feature="the test BLEU and chrF at the end of "
-                "--task translate (--bleu-sentences 0: none)")
+    task = get_task(cfg.task)
+    task.requires(cfg)
     _check_memory(cfg, env.device, env.world, log)
     corpus = _corpus(cfg, state, log)
-    if cfg.task == "translate":                   # the vocabulary is the tokenizer's
-        from ..translate.translation import model_config
-
-        model = model_config(cfg, corpus.tokenizer)
-        if state is not None and model != cfg.model:
-            raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
-                             "(edited by hand?)")
-        cfg = cfg.replace(model=model)
-        _check_decode_memory(cfg, env.device)
-    elif cfg.task == "mlm" and cfg.bpe:           # the BPE's vocabulary and the mask token
-        model = cfg.model.replace(vocab_size=corpus.mask_id + 1)
-        if state is not None and model != cfg.model:
-            raise ValueError("incompatible checkpoint: its tokenizer does not fit its model "
-                             "(edited by hand?)")
-        cfg = cfg.replace(model=model)
-    return cfg, state, corpus
-
-
-def _check_decode_memory(cfg: TrainConfig, device) -> None:
-    """The beam search that scores the test pairs after the last step, checked before the
-    first: ``--beam`` rows per source, in batches of :data:`TEST_BATCH` sources of up to
-    ``context`` tokens (:func:`splitnet.nets.decoding.decode_memory`)."""
-    if not cfg.bleu_sentences:
-        return
-    from ..nets.decoding import decode_memory
-    from ..runenv import require_memory
-
-    rows = min(cfg.bleu_sentences, TEST_BATCH)
-    require_memory(decode_memory(cfg.model, rows, cfg.context, cfg.context, cfg.beam),
-                   f"the beam search of the test scores (--beam {cfg.beam}, {rows} sources at "
-                   f"once)", "lower --beam, or --bleu-sentences 0 for none", device)
+    return task.fit(cfg, corpus, state, env.device), state, corpus
 
 
 def plan(cfg: TrainConfig, explicit: set[str] | None = None) -> tuple[TrainConfig, D.Corpus]:

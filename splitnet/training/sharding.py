@@ -227,7 +227,7 @@ def scoring_model(model, cfg, env):
     (every rank takes part in the gathering; the others get None)."""
     if not (env.distributed and cfg.parallel == "fsdp"):
         return model
-    from ..nets.models import SplitSeq2Seq, SplitTransformer
+    from ..tasks.task import get_task
     from .tensor_parallel import whole
 
     state = {}
@@ -237,8 +237,7 @@ def scoring_model(model, cfg, env):
             state[k] = w.cpu()
     if not env.is_main:
         return None
-    cls = SplitSeq2Seq if cfg.task == "translate" else SplitTransformer
-    plain = cls.from_config(cfg.model)
+    plain = get_task(cfg.task).build(cfg.model)
     plain.load_state_dict(state)
     return plain.to(env.device)
 

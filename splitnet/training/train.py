@@ -6,7 +6,7 @@ processes run ``torchrun ... -m splitnet train ...``. The loop, top to bottom::
     run = _setup(cfg, checkpoint)              # model, optimiser, schedule, RNG, data, files
     while run.step < cfg.steps:
         loss = _train_step(run)                # forward + backward over the micro-batches, update
-        _log(run, loss)                        # metrics.jsonl, progress bar, validation
+        report.log_step(run, loss)                        # metrics.jsonl, progress bar, validation
         _save(run) every ckpt_every steps, at the end and on a signal
 
 Set-up (``--resume``, optimiser, schedule, memory check, model, corpus) lives in
@@ -33,9 +33,7 @@ uninterrupted. A non-finite loss stops the run without overwriting the last good
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import statistics
 import sys
 import time
 from contextlib import nullcontext
@@ -45,14 +43,17 @@ from pathlib import Path
 import torch
 
 from ..analyses.refine import refined, refinement_at, scheme_label
-from ..configs.config import FIXED, FREE, TrainConfig
+from ..configs.options import FIXED, FREE
 from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
 from ..order.projection import ProjectionError
 from ..runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards as shard_store
-from . import depths, growth, sharding
+from ..tasks.task import Task, get_task
+from . import depths, growth, report, sharding
+from .config import TrainConfig
+from .report import PEAK_BF16, TrainingError
 from .setup import (
     autocast,
     build_model,
@@ -69,15 +70,6 @@ from .setup import (
     wrap_model,
 )
 
-# Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
-PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
-             "4090": 165.2e12}
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (non-finite loss)."""
-
-
 # ----------------------------------------------------------------------------------------------
 # one run
 
@@ -86,10 +78,11 @@ class TrainingError(RuntimeError):
 class _Run:
     cfg: TrainConfig
     env: RunEnv
-    corpus: object                # D.Corpus, or translation.PairData (--task translate)
+    task: Task                    # what the run learns (splitnet.tasks)
+    corpus: object                # the task's data (D.Corpus, translation.PairData, ...)
     model: torch.nn.Module        # the raw model (checkpoints, evaluation)
     step_fn: object               # callable (fwd, x, y) -> loss, compiled with --compile
-    fwd: torch.nn.Module          # model + loss as trained (LMLoss, DDP-wrapped across ranks)
+    fwd: torch.nn.Module          # model + the task's loss as trained (DDP-wrapped)
     opt: torch.optim.Optimizer
     sched: object
     step: int
@@ -98,7 +91,7 @@ class _Run:
     signals: Signals
     fpt: float
     peak: float | None
-    vstarts: torch.Tensor | None  # language models: the validation windows
+    val: object                   # what the task's held-out score reads (windows, ...)
     n_params: int
     log: object
     step_times: list = field(default_factory=list)
@@ -112,7 +105,7 @@ class _Run:
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
     lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
     step_tokens: list = field(default_factory=list)   # target tokens of each step this session
-    scores: dict | None = None    # translation: BLEU and chrF at the end
+    scores: dict | None = None    # the task's scores after the last step (BLEU, chrF)
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
@@ -130,19 +123,26 @@ def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, 
         name = torch.cuda.get_device_name(env.device)
         peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
     out = Path(cfg.out)
-    return _Run(cfg=cfg, env=env, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
+    task = get_task(cfg.task)
+    return _Run(cfg=cfg, env=env, task=task, corpus=corpus, model=model, step_fn=step_fn, fwd=fwd,
                 opt=opt, sched=sched, step=step, amp=autocast(cfg, env.device), out=out,
                 signals=signals, fpt=flops_per_token(model, cfg.context), peak=peak,
-                vstarts=None if cfg.task == "translate" else
-                D.val_starts(corpus, cfg.eval_windows, cfg.context, seed=0),
+                val=task.validation(cfg, corpus),
                 n_params=model.n_params(), log=log, compile_scope=compile_scope(cfg, model))
 
 
 def _evaluate(run: _Run) -> tuple[float, dict]:
-    """The held-out loss (nats) and extra metrics (:func:`.evaluation.held_out`)."""
-    from .evaluation import held_out
+    """The task's held-out loss (nats) and extra metrics, on the float32 model, eagerly
+    (compiled regions are bypassed rather than recompiled for another batch shape); the
+    model is back in training mode afterwards."""
+    from . import accel
 
-    return held_out(run)
+    run.model.eval()
+    try:
+        with torch.no_grad(), run.amp, run.signals.interruptible(), accel.eager():
+            return run.task.held_out(run.model, run.corpus, run.cfg, run.env, run.val)
+    finally:
+        run.model.train()
 
 
 @dataclass
@@ -277,54 +277,6 @@ def _stored(cfg: TrainConfig) -> dict:
     return d
 
 
-def _record(run: _Run, p: _Pending, loss: float, gnorm, dt: float) -> dict:
-    tokens = p.tokens
-    rec = {"step": p.step, "loss": loss, "bpb": loss / D.LN2, "lr": p.lr,
-           "tokens": p.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
-    if gnorm is not None:
-        rec["grad_norm"] = gnorm
-    if run.peak:
-        rec["mfu"] = run.fpt * rec["tok_per_s"] / run.peak
-    return rec
-
-
-def _log(run: _Run, rec: dict) -> None:
-    if not run.env.is_main:
-        return
-    _log_line(run, rec)
-    if run.tb is not None:
-        run.tb.write(rec)
-    speed = _steady(run)
-    post = {"loss": f"{rec['loss']:.3f}", "bpb": f"{rec['bpb']:.3f}",
-            "tok/s": f"{speed['tok_per_s']:.0f}"}
-    if "mfu" in speed:
-        post["mfu"] = f"{speed['mfu']:.1%}"
-    if run.last_val is not None:
-        post["val_bpb"] = f"{run.last_val:.3f}"
-    run.bar.set_postfix(post, refresh=False)
-    run.bar.update(1)
-
-
-def _steady(run: _Run) -> dict:
-    """Steady-state speed: the median over this session's steps after the warm-up ones (the
-    first tenth, at least the first two: compilation, allocator and cache warm-up), never an
-    average that includes them. ``compile_s`` (with --compile): the first step's excess over
-    that median, i.e. tracing and code generation of forward and backward."""
-    ts = run.step_times
-    if not ts:
-        return {"tok_per_s": 0.0}
-    skip = min(len(ts) - 1, max(2, len(ts) // 10))
-    med = statistics.median(ts[skip:])
-    per_step = statistics.fmean(run.step_tokens[skip:]) if run.step_tokens[skip:] else \
-        run.cfg.batch_size * run.cfg.context
-    out = {"tok_per_s": per_step / med, "step_s": med,
-           "first_step_s": ts[0], "warmup_steps": skip,
-           "compile_s": max(0.0, ts[0] - med) if run.cfg.compile else None}
-    if run.peak:
-        out["mfu"] = run.fpt * out["tok_per_s"] / run.peak
-    return out
-
-
 def _stop_requested(run: _Run) -> int | None:
     sig = run.signals.received
     if run.env.distributed:   # every rank must agree to stop at the same step
@@ -380,20 +332,20 @@ def _settle(run: _Run, evaluate: bool = True) -> None:
         _verify_directory(run)
     run.step_times += [dt] * len(pending)
     run.step_tokens += [p.tokens for p in pending]
-    recs = [_record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
+    recs = [report.record(run, p, loss, g, dt) for p, loss, g in zip(pending, losses, gnorms)]
     s = run.step
     if evaluate and (s % run.cfg.eval_every == 0 or s == run.cfg.steps):
         try:
             vl, extra = _evaluate(run)
         except Interrupted:
             for rec in recs:        # the steps themselves are complete: keep their lines
-                _log(run, rec)
+                report.log_step(run, rec)
             raise
         run.last_val, run.last_extra = vl / D.LN2, extra
         recs[-1].update(val_loss=vl, val_bpb=run.last_val, **extra,
                         **coefficient_metrics(run.model))
     for rec in recs:
-        _log(run, rec)
+        report.log_step(run, rec)
 
 
 def _one_step(run: _Run) -> None:
@@ -481,34 +433,11 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
                 dist.destroy_process_group()
 
 
-def _open_files(run: _Run) -> None:
-    """Under the lock: clear what an overwritten run left, trim metrics on resume."""
-    if not run.env.is_main:
-        return
-    if not run.cfg.resume:
-        if not run.cfg.overwrite and (run.out / ck.CKPT).exists():
-            raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
-                             f"process wrote it; pass --resume or --overwrite")
-        # the earlier run (--overwrite), or a run killed before its first save: kept aside
-        prev = ck.move_aside(run.out)
-        if prev is not None:
-            run.log(f"the earlier run in {run.out} was moved to {prev}")
-    ck.remove_torn_saves(run.out)
-    if run.cfg.resume:
-        ck.truncate_metrics(run.out / ck.METRICS, run.step)
-    run.metrics = open(run.out / ck.METRICS, "a")
-    if run.cfg.tensorboard_dir() is not None:
-        from .tracking import TensorBoardLog
-
-        run.tb = TensorBoardLog(run.cfg.tensorboard_dir(), run.step)
-        run.log(f"TensorBoard events: {run.tb.log_dir} (tensorboard --logdir {run.tb.log_dir})")
-
-
 def _session(run: _Run, t_start: float) -> dict:
     from tqdm.auto import tqdm
 
     cfg = run.cfg
-    _open_files(run)
+    report.open_files(run)
     run.log(f"splitnet train: {run.corpus.describe()}")
     run.log(f"model: {describe_model(run.model)} weights={cfg.model.weights} d_model="
             f"{cfg.model.d_model} params={run.n_params:,}; device={run.env.device} world="
@@ -530,70 +459,27 @@ def _session(run: _Run, t_start: float) -> dict:
             run.metrics.close()
         if run.tb is not None:
             run.tb.close()
-    return _summary(run, sig, t_loop - t_start)
+    return report.summary(run, sig, t_loop - t_start)
 
 
 def _final_scores(run: _Run) -> int | None:
-    """Translation: BLEU and chrF of beam search on the test pairs, logged and written to
-    metrics.jsonl (rank 0; ``bleu_sentences`` 0: none). A signal during the beam search stops
-    it and is returned: the last step's checkpoint is complete, and ``--resume`` scores."""
+    """The task's scores after the last step (translation: BLEU and chrF of beam search on
+    the test pairs), logged and written to metrics.jsonl (rank 0). A signal during them stops
+    them and is returned: the last step's checkpoint is complete, and ``--resume`` scores."""
     cfg = run.cfg
-    if cfg.task != "translate" or not cfg.bleu_sentences:
+    if not run.task.scores_at_end(cfg):
         return None
     model = sharding.scoring_model(run.model, cfg, run.env)    # fsdp: gathered to rank 0
     if not run.env.is_main:
         return None
-    from ..translate.translation import test_scores
     try:
         with run.signals.interruptible():
-            run.scores = test_scores(model, run.corpus, cfg.bleu_sentences, cfg.beam,
-                                     cfg.length_penalty, run.env.device, run.log)
+            run.scores = run.task.final_scores(model, run.corpus, cfg, run.env.device, run.log)
     except Interrupted as e:
         return e.signum
     run.model.train()
     if run.scores:
-        _log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})
-
-
-def _log_line(run: _Run, rec: dict) -> None:
-    try:
-        run.metrics.write(json.dumps(rec) + "\n")
-        run.metrics.flush()
-    except OSError as e:
-        raise TrainingError(f"cannot write {run.out / ck.METRICS} ({e.strerror}); stopping at "
-                            f"step {run.step}: the last checkpoint is kept, --resume continues "
-                            f"from it") from None
-
-
-def _summary(run: _Run, sig, startup_s: float) -> dict:
-    cfg = run.cfg
-    speed = _steady(run)
-    summary = {"step": run.step, "steps": cfg.steps, "val_bpb": run.last_val,
-               "n_params": run.n_params, "out": str(run.out), "signal": sig,
-               "flops_per_token": run.fpt, "startup_s": startup_s,
-               "compile_scope": run.compile_scope, **run.last_extra, **speed}
-    if run.scores:
-        summary.update(bleu=run.scores["bleu"], chrf=run.scores["chrf"])
-    if sig is not None:
-        run.log(f"\nreceived signal {sig}: checkpoint saved at step {run.step} in "
-                f"{run.out / ck.CKPT}; continue with --resume")
-    elif run.step == cfg.steps:
-        vb = f"{run.last_val:.4f}" if run.last_val is not None else "n/a (no step run)"
-        if "val_acc" in run.last_extra:       # a masked LM: bits per masked byte, restored
-            unit = "tokens" if cfg.bpe else "bytes"
-            vb += f" (masked {unit}), {run.last_extra['val_acc']:.1%} restored"
-        mfu = f", MFU {speed['mfu']:.1%}" if "mfu" in speed else ""
-        first = ""
-        if run.step_times:
-            comp = (f", compile {speed['compile_s']:.1f} s ({run.compile_scope})"
-                    if cfg.compile else "")
-            first = (f"; start-up {startup_s:.1f} s{comp}, first step "
-                     f"{speed['first_step_s']:.2f} s")
-        per = "bits per token" if cfg.bpe or cfg.task == "translate" else "bpb"   # not bytes
-        run.log(f"done: step {run.step}, val {per} {vb}, {speed['tok_per_s']:.0f} tokens/s "
-                f"steady (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
-                f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")
-    return summary
+        report.log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})
 
 
 __all__ = ["PEAK_BF16", "TrainConfig", "TrainingError", "build_optimizer", "estimate_memory",

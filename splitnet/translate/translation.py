@@ -136,7 +136,7 @@ class Seq2SeqLoss(nn.Module):
     the target tokens (``pad_id`` ignored), in float32, summed and divided by ``share[0]`` (the
     tokens a micro-batch would hold if the global batch's were spread evenly; see
     :func:`train_batch`), or their mean without ``share``. The model is a submodule (as
-    :class:`~splitnet.training.losses.LMLoss`), so DDP wraps model and loss together."""
+    :class:`~splitnet.tasks.losses.LMLoss`), so DDP wraps model and loss together."""
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.1):
         super().__init__()

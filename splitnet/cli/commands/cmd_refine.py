@@ -177,8 +177,8 @@ def _from_checkpoint(args, device):
 def _from_translation(args, device):
     """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
     on the first --windows validation pairs of its own corpus."""
-    from ...configs.config import TrainConfig
     from ...runs.checkpoint import load, model_from_state
+    from ...training.config import TrainConfig
     from ...translate.batches import EncodedPairs
     from ...translate.translation import load_data, validation_loss
 

@@ -1,18 +1,15 @@
-"""``splitnet train``: every option comes from :class:`~splitnet.configs.config.TrainConfig` and its
+"""``splitnet train``: every option comes from
+:class:`~splitnet.training.config.TrainConfig` and its
 model's :class:`~splitnet.configs.config.SplitConfig` (names, defaults, help, resume behaviour)."""
 
 from __future__ import annotations
 
 import sys
 
-from ...configs.config import (
-    SplitConfig,
-    TrainConfig,
-    check_task_options,
-    cli_fields,
-    foreign_options,
-)
+from ...configs.config import SplitConfig, cli_fields
 from ...configs.seq2seq import Seq2SeqConfig
+from ...tasks.task import check_task_options, get_task, task_of
+from ...training.config import TrainConfig
 from .._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
@@ -48,7 +45,7 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
     """The TrainConfig the command line describes and the option names it gave explicitly.
 
     The task is ``--task`` (default lm): an option of the other task is refused, one line
-    (:func:`~splitnet.configs.config.check_task_options`), never a silent switch of task. On
+    (:func:`~splitnet.tasks.task.check_task_options`), never a silent switch of task. On
     ``--resume`` without ``--task`` the task is the checkpoint's, which only the trainer reads:
     the config is built for the task the given options point to, ``task`` is not counted as
     given, and :func:`splitnet.training.setup.resume_config` checks them against the
@@ -59,19 +56,11 @@ def config_from_args(args) -> tuple[TrainConfig, set[str]]:
         task = run.get("task", "lm")
         check_task_options(task, [n for n in names if n != "task"])
     else:
-        to_s2s, to_lm = foreign_options("lm", names), foreign_options("translate", names)
-        if to_s2s and to_lm:
-            raise ValueError(f"{_flags(to_lm)} (a language model's) and {_flags(to_s2s)} (--task "
-                             f"translate's): a run is one or the other")
-        task = "translate" if to_s2s else "lm"
-    cls = Seq2SeqConfig if task == "translate" else SplitConfig
+        task = task_of(names)
+    cls = get_task(task).model_config
     model = given_options(args, cls, skip=_MODEL_SKIP)
     cfg = TrainConfig(model=cls(**model), **{**run, "task": task})
     return cfg, set(run) | {f"model.{k}" for k in model}
-
-
-def _flags(names) -> str:
-    return ", ".join("--" + n.replace("_", "-") for n in names)
 
 
 def run(args) -> int:

@@ -90,12 +90,11 @@ def _load(args, device):
     state = load(args.checkpoint, trust=args.trust_checkpoint)
     if state.get("model_kind", "lm") != "seq2seq" or state.get("tokenizer") is None:
         # the pointer must lead somewhere that takes this model: sample refuses a masked LM
-        task = (state.get("train_config") or {}).get("task", "lm")
-        other = ("'splitnet evaluate' scores a masked LM" if task == "mlm" else
-                 "'splitnet sample' continues text")
-        raise ValueError(f"{args.checkpoint} holds a {'masked ' if task == 'mlm' else ''}"
-                         f"language model, not a translation model (train one with 'splitnet "
-                         f"train --task translate'; {other})")
+        from ...tasks import TASKS
+
+        task = TASKS.get((state.get("train_config") or {}).get("task", "lm"), TASKS["lm"])
+        raise ValueError(f"{args.checkpoint} holds {task.noun}, not a translation model (train "
+                         f"one with 'splitnet train --task translate'; {task.reader})")
     model = model_from_state(state, args.checkpoint).to(device).eval()
     return model, tokenizer_from_dict(state["tokenizer"])
 
