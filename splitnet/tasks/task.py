@@ -37,13 +37,18 @@ class Task(abc.ABC):
 
     name: str = ""
     help: str = ""
-    model_config: type = SplitConfig     # the network's configuration class
     init: str = "gpt2"                   # the initialisation rule when the model's init is None
     reads: tuple[str, ...] = ()          # run options (TrainConfig fields) only some tasks read
     family: str = "language-model"       # what its own options are called in messages
     noun: str = "a language model"       # what a run of it is, in messages
     unit: str = "bpb"                    # what the held-out loss is reported in (nats / ln 2)
     reader: str = "'splitnet sample' continues text"   # the command that takes its checkpoints
+
+    @property
+    def model_config(self) -> type:
+        """The network's configuration class (a subclass may set a class attribute); looked up
+        when asked, so a patched ``SplitConfig`` is the one used."""
+        return SplitConfig
 
     def __init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):

@@ -23,7 +23,6 @@ class Translation(Task):
 
     name = "translate"
     help = "an encoder–decoder on sentence pairs (--pairs)"
-    model_config = Seq2SeqConfig
     init = "xavier"                    # torch.nn.Transformer's rule
     reads = ("pairs", "src_lang", "tgt_lang", "bpe", "label_smoothing", "beam",
              "length_penalty", "bleu_sentences")
@@ -31,6 +30,10 @@ class Translation(Task):
     noun = "a translation model"
     unit = "bits per token"
     reader = "'splitnet translate' translates with it"
+
+    @property
+    def model_config(self) -> type:
+        return Seq2SeqConfig
 
     def configure(self, cfg):
         return cfg.model             # its init rule is the network's own (configs.options)
