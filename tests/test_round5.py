@@ -220,9 +220,13 @@ def test_a_flipped_bit_in_a_shard_is_a_one_line_error_naming_the_tensor(sharded,
            "--no-progress", "--threads", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
-    # each rank's own line (torchrun then reports the failed ranks in its own words)
+    # each rank's own line (torchrun then reports the failed ranks in its own words); every
+    # rank checks the digests, but torchrun stops the others when the first fails, so under
+    # load a slower rank is stopped before it reaches the check (seen once in a full run): at
+    # least one line, and no rank's traceback from splitnet
     lines = [ln for ln in r.stderr.splitlines() if want in ln]
-    assert r.returncode != 0 and len(lines) >= 2, r.stderr[-6000:]
+    assert r.returncode != 0 and len(lines) >= 1, r.stderr[-6000:]
+    assert "splitnet/runs/" not in r.stderr, r.stderr[-6000:]
 
 
 def test_no_output_is_written_over_a_file_inside_a_folder_the_command_reads(sharded, tmp_path):
