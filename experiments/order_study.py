@@ -34,7 +34,7 @@ from splitnet.analyses.problems import (
     time_dependent_linear,
 )
 from splitnet.dev.docblocks import write_blocks
-from splitnet.order.check import fit_slope
+from splitnet.order.fit import fit_slope
 from splitnet.plots import plot_convergence, plot_work_precision, readable_log_ticks, save_figure
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ import splitnet as sn
 from splitnet.analyses.convergence import convergence_study
 from splitnet.analyses.problems import particle_system, partitioned_system
 from splitnet.dev.docblocks import write_blocks
-from splitnet.order.check import fit_slope
+from splitnet.order.fit import fit_slope
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "theory.md"

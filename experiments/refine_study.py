@@ -37,6 +37,7 @@ import numpy as np
 
 from splitnet import checkpoint as ck
 from splitnet.configs.config import SplitConfig
+from splitnet.runs import lock as run_lock
 from splitnet.training.config import TrainConfig
 
 MODELS = {
@@ -432,7 +433,7 @@ def main(argv=None) -> int:
                 print(f"[{time.strftime('%H:%M:%S')}] {m} steps {L} seed {s}", flush=True)
                 try:
                     train_one(m, L, s, runs, a.threads, a.device)
-                except ck.RunLocked:
+                except run_lock.RunLocked:
                     print("    another worker has it: skipped", flush=True)
         while a.phase in ("eval", "all") and todo:
             todo = eval_pass(a, todo, runs)

@@ -36,7 +36,8 @@ from splitnet import zoo
 from splitnet.analyses.problems import NystromProblem, particle_problem
 from splitnet.dev import zoocache
 from splitnet.names import unknown_name
-from splitnet.order.check import adaptive_errors, random_matrices, window_fit
+from splitnet.order.check import random_matrices
+from splitnet.order.fit import adaptive_errors, window_fit
 from splitnet.plots import plot_zoo_efficiency
 from splitnet.stagelists.stages import format_stages, merge
 
@@ -149,7 +150,7 @@ def coefficient_row(n) -> dict:
     import mpmath as mp
     import zoo_coefficients as zc
 
-    from splitnet.order.check import condition_defects
+    from splitnet.order.algebra import condition_defects
 
     s = _get(n)
     pairs = [(st.field, mp.mpf(repr(st.coeff))) for st in s.stages]

@@ -24,7 +24,7 @@ import sys
 import mpmath as mp
 
 from splitnet import zoo
-from splitnet.order.check import word_series
+from splitnet.order.algebra import word_series
 
 mp.mp.dps = 40
 ONE = mp.mpf(1)

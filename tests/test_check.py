@@ -12,17 +12,8 @@ import scipy.linalg
 
 import splitnet as sn
 from splitnet.integrators.schemes import BlanesMoan4, StrangComposition, Yoshida6
-from splitnet.order.check import (
-    CEILING,
-    FLOOR,
-    adaptive_errors,
-    expm,
-    fit_slope,
-    local_error,
-    matrix_step,
-    random_matrices,
-    window_fit,
-)
+from splitnet.order.check import expm, local_error, matrix_step, random_matrices
+from splitnet.order.fit import CEILING, FLOOR, adaptive_errors, fit_slope, window_fit
 
 # Every registered scheme, restricted-class ones included (they are checked at their general
 # order): a new scheme or zoo entry is tested without editing this file. Matrix checks are cheap

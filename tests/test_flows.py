@@ -21,7 +21,8 @@ from splitnet.analyses.problems import (
 )
 from splitnet.integrators.subflows import get_method
 from splitnet.integrators.validate import CountingField
-from splitnet.order.check import adaptive_errors, matrix_step, window_fit
+from splitnet.order.check import matrix_step
+from splitnet.order.fit import adaptive_errors, window_fit
 
 REGISTRY = sn.schemes.available()      # a new scheme is tested without editing this file
 SYMMETRIC = [n for n in REGISTRY if sn.schemes.get(n).is_symmetric]

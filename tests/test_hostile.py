@@ -23,6 +23,7 @@ import splitnet as sn
 from splitnet import checkpoint as ck
 from splitnet import data as D
 from splitnet.cli import main
+from splitnet.runs import lock as run_lock
 
 ROOT = str(Path(__file__).resolve().parents[1])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1",
@@ -127,8 +128,8 @@ def test_two_overwrites_keep_both_earlier_runs_and_a_users_previous_folder(text,
 def test_move_aside_never_reuses_a_generation(tmp_path):
     (tmp_path / "previous-7").mkdir()
     (tmp_path / ck.METRICS).write_text("{}\n")
-    assert ck.move_aside(tmp_path) == tmp_path / "previous-8"
-    assert ck.move_aside(tmp_path) is None                  # nothing left to move
+    assert run_lock.move_aside(tmp_path) == tmp_path / "previous-8"
+    assert run_lock.move_aside(tmp_path) is None                  # nothing left to move
 
 
 # ------------------------------------------------------------------------- 3. the lock
@@ -170,14 +171,14 @@ def test_a_run_whose_directory_was_replaced_stops_and_writes_nothing_there(text,
 
 def test_verify_sees_a_renamed_or_recreated_directory(tmp_path):
     d = tmp_path / "r"
-    with ck.RunLock(d) as lock:
+    with run_lock.RunLock(d) as lock:
         lock.verify()
         d.rename(tmp_path / "moved")
-        with pytest.raises(ck.RunDirectoryReplaced):
+        with pytest.raises(run_lock.RunDirectoryReplaced):
             lock.verify()
         d.mkdir()
         (d / ck.LOCK).write_text("")
-        with pytest.raises(ck.RunDirectoryReplaced):
+        with pytest.raises(run_lock.RunDirectoryReplaced):
             lock.verify()
 
 

@@ -20,6 +20,7 @@ from splitnet.configs.config import PAIR_NAMES
 from splitnet.runs import checkpoint as ck
 from splitnet.translate import catalogs as C
 from splitnet.translate import pairs as P
+from splitnet.translate import sources as PS
 
 ROOT = str(Path(__file__).resolve().parents[1])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1",
@@ -364,8 +365,8 @@ def test_an_older_checkpoints_relative_pairs_read_from_elsewhere_says_so(tmp_pat
 def test_a_huge_catalogue_is_skipped_unread_and_named(tmp_path):
     root = german_folder(tmp_path / "cats", names=("apt", "bash", "sed"))
     with open(root / "huge.mo", "wb") as f:          # sparse: never read
-        f.truncate(P.MAX_CATALOGUE + 1)
+        f.truncate(PS.MAX_CATALOGUE + 1)
     c = P.load_pairs(root)
     assert c.tgt_lang == "de" and len(c) == 360
-    assert c.stats["unreadable"] == {"huge.mo": f"huge.mo: {P.MAX_CATALOGUE + 1:,} bytes, more "
-                                                f"than the {P.MAX_CATALOGUE:,} read"}
+    assert c.stats["unreadable"] == {"huge.mo": f"huge.mo: {PS.MAX_CATALOGUE + 1:,} bytes, more "
+                                                f"than the {PS.MAX_CATALOGUE:,} read"}

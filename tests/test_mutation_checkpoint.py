@@ -19,6 +19,7 @@ import torch
 import splitnet as sn
 from splitnet import checkpoint as ck
 from splitnet.runs import checkpoint as C
+from splitnet.runs import lock as run_lock
 
 
 def _state(model=None):
@@ -215,16 +216,16 @@ def test_overwrite_moves_a_run_into_the_next_generation(tmp_path):
         (tmp_path / n).mkdir()
     for name in (C.CKPT, C.METRICS):
         (tmp_path / name).write_text(name)
-    prev = C.move_aside(tmp_path)
+    prev = run_lock.move_aside(tmp_path)
     assert prev == tmp_path / "previous-4"
     assert sorted(p.name for p in prev.iterdir()) == sorted([C.CKPT, C.METRICS])
-    assert not (tmp_path / C.CKPT).exists() and C.move_aside(tmp_path) is None
+    assert not (tmp_path / C.CKPT).exists() and run_lock.move_aside(tmp_path) is None
     (tmp_path / C.PLOT).write_text("p")
-    assert C.move_aside(tmp_path) == tmp_path / "previous-5"
+    assert run_lock.move_aside(tmp_path) == tmp_path / "previous-5"
     empty = tmp_path / "fresh"
     empty.mkdir()
     (empty / C.CKPT).write_text("c")
-    assert C.move_aside(empty) == empty / "previous-1"
+    assert run_lock.move_aside(empty) == empty / "previous-1"
 
 
 def test_a_torn_save_is_removed_and_counted(tmp_path):
@@ -240,7 +241,7 @@ def test_a_torn_save_is_removed_and_counted(tmp_path):
 
 def test_the_run_lock_names_its_holder_and_lets_go(tmp_path):
     out = tmp_path / "a" / "b"                               # made, parents too
-    lock = C.RunLock(out).acquire()
+    lock = run_lock.RunLock(out).acquire()
     try:
         info = json.loads((out / C.LOCK).read_text())
         assert info["pid"] == os.getpid() and "argv" in info
@@ -263,14 +264,14 @@ def test_the_run_lock_notices_its_directory_replaced_or_removed(how, tmp_path):
     import shutil
 
     out = tmp_path / "run"
-    lock = C.RunLock(out).acquire()
+    lock = run_lock.RunLock(out).acquire()
     try:
         if how == "replaced":
             out.rename(tmp_path / "old")
             out.mkdir()
         else:
             shutil.rmtree(out)
-        with pytest.raises(C.RunDirectoryReplaced, match="was removed or replaced"):
+        with pytest.raises(run_lock.RunDirectoryReplaced, match="was removed or replaced"):
             lock.verify()
     finally:
         lock.release()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import splitnet as sn
-from splitnet.order import algebra, check, conditions
+from splitnet.order import algebra, check, conditions, fit
 from splitnet.stagelists.stages import EXACT_ORDER, Stage, parse
 
 
@@ -77,36 +77,36 @@ def test_the_verdict_thresholds_are_inclusive_and_exactly_the_documented_ones():
 
 def test_fit_slope_uses_the_strictly_decreasing_errors_above_the_floor_from_the_largest_h():
     h = np.array([1.0, 0.5, 0.25, 0.125])
-    slope, used = check.fit_slope(h, h ** 3, floor=1e-6)
+    slope, used = fit.fit_slope(h, h ** 3, floor=1e-6)
     assert slope == pytest.approx(3.0, abs=1e-12) and used.all()
     e = h ** 3
     e[2] = e[1]                                           # not strictly decreasing: stop there
-    assert check.fit_slope(h, e, floor=1e-6)[1].tolist() == [True, True, False, False]
-    slope, used = check.fit_slope(h, h ** 3, floor=0.125 ** 3)   # an error at the floor: out
+    assert fit.fit_slope(h, e, floor=1e-6)[1].tolist() == [True, True, False, False]
+    slope, used = fit.fit_slope(h, h ** 3, floor=0.125 ** 3)   # an error at the floor: out
     assert used.tolist() == [True, True, True, False] and slope == pytest.approx(3.0)
-    slope, used = check.fit_slope(h, h ** 3, floor=0.25 ** 3)    # two points are enough
+    slope, used = fit.fit_slope(h, h ** 3, floor=0.25 ** 3)    # two points are enough
     assert used.sum() == 2 and slope == pytest.approx(3.0)
-    slope, used = check.fit_slope(h, h ** 3, floor=0.5 ** 3)
+    slope, used = fit.fit_slope(h, h ** 3, floor=0.5 ** 3)
     assert used.sum() == 1 and np.isnan(slope)
 
 
 def test_window_fit_is_the_longest_increasing_run_inside_floor_and_ceiling_inclusive():
     h = 2.0 ** -np.arange(8.0)                            # 1 .. 1/128
     e = h ** 2
-    slope, used = check.window_fit(h, e, floor=e[6], ceiling=e[1])
+    slope, used = fit.window_fit(h, e, floor=e[6], ceiling=e[1])
     assert used.tolist() == [False, True, True, True, True, True, True, False]
     assert slope == pytest.approx(2.0, abs=1e-12)
     e2 = e.copy()
     e2[3] = e2[4]                                         # a tie breaks the run in two
-    _, used = check.window_fit(h, e2, floor=e[7], ceiling=e[0])
+    _, used = fit.window_fit(h, e2, floor=e[7], ceiling=e[0])
     assert used.tolist() == [False, False, False, False, True, True, True, True]
     e3 = e.copy()
     e3[4] = 1.0                                           # runs 3 | 3 of equal length: smallest h
-    _, used = check.window_fit(h[1:], e3[1:], floor=e[7], ceiling=e[1])
+    _, used = fit.window_fit(h[1:], e3[1:], floor=e[7], ceiling=e[1])
     assert used.tolist() == [False, False, False, False, True, True, True]
-    slope, used = check.window_fit(h[:2], e[:2], floor=e[7], ceiling=e[0])
+    slope, used = fit.window_fit(h[:2], e[:2], floor=e[7], ceiling=e[0])
     assert used.sum() == 2 and slope == pytest.approx(2.0)
-    assert np.isnan(check.window_fit(h[:1], e[:1], floor=e[7], ceiling=e[0])[0])
+    assert np.isnan(fit.window_fit(h[:1], e[:1], floor=e[7], ceiling=e[0])[0])
 
 
 def test_the_exact_flow_of_the_fields_sum_is_ok_with_infinite_order():
@@ -229,7 +229,7 @@ def test_a_result_carries_its_settings_and_empty_arrays_when_nothing_was_measure
     assert bad.detectable_reason == "" and np.isnan(bad.detectable)
     # the adaptive grid is chosen for the window asked for
     mats = check.field_matrices(("diffusion", "convection"))
-    hs, _ = check.adaptive_errors(lambda h: check.local_error(stages, mats, h), r.floor, 1e-8)
+    hs, _ = fit.adaptive_errors(lambda h: check.local_error(stages, mats, h), r.floor, 1e-8)
     assert np.array_equal(r.step_sizes, hs)
 
 
@@ -352,7 +352,7 @@ def test_the_detectable_error_moves_along_a_direction_chosen_by_the_declared_ord
 
 
 def _adaptive(error, **kw):
-    return check.adaptive_errors(error, floor=1e-13, ceiling=1e-6, **kw)
+    return fit.adaptive_errors(error, floor=1e-13, ceiling=1e-6, **kw)
 
 
 def test_adaptive_errors_halve_from_h_start_until_under_the_floor():

@@ -15,6 +15,7 @@ import pytest
 
 from splitnet import catalogs as C
 from splitnet import pairs as P
+from splitnet.translate import sources as PS
 
 # ---------------------------------------------------------------------------------------------
 # fixtures: a tiny .mo writer (the format of GNU msgfmt, revision 0, no hash table)
@@ -202,9 +203,9 @@ def test_split_rule_is_sha256_of_the_group_name():
         h = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % 1000
         want = "test" if h < 100 else "valid" if h < 250 else "train"
         assert P.split_of(name, 0.15, 0.1) == want
-    assert P.catalogue_family("iso_639-3") == P.catalogue_family("iso_639_3") == "iso"
-    assert P.catalogue_family("postgres-15") == "postgres"
-    assert P.catalogue_family("coreutils") == "coreutils"
+    assert PS.catalogue_family("iso_639-3") == PS.catalogue_family("iso_639_3") == "iso"
+    assert PS.catalogue_family("postgres-15") == "postgres"
+    assert PS.catalogue_family("coreutils") == "coreutils"
 
 
 def test_unreadable_catalogue_is_skipped_counted_and_named(tmp_path):
@@ -353,7 +354,7 @@ def test_real_catalogues_en_to_de():
 
 
 BIBLE = pytest.mark.skipif(
-    not (P.SWORD_ROOT / "mods.d").is_dir()
+    not (PS.SWORD_ROOT / "mods.d").is_dir()
     or __import__("importlib").util.find_spec("pysword") is None,
     reason="needs pysword and the sword-text-web / sword-text-sparv modules")
 
@@ -407,7 +408,7 @@ def test_bible_pairs_en_and_es_only():
 
 @BIBLE
 def test_bible_without_the_modules_says_what_to_install(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, "SWORD_ROOT", tmp_path)
+    monkeypatch.setattr(PS, "SWORD_ROOT", tmp_path)
     with pytest.raises(ValueError, match=r"apt-get install sword-text-web sword-text-sparv"):
         P.load_pairs("bible")
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from splitnet import checkpoint as ck
 from splitnet.cli import main
+from splitnet.runs import lock as run_lock
 
 TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
         "--batch-size", "4", "--warmup", "2", "--eval-windows", "8", "--threads", "1",
@@ -88,13 +89,13 @@ def test_the_lock_is_released_and_holds_the_holder():
     import tempfile
 
     d = Path(tempfile.mkdtemp())
-    with ck.RunLock(d):
+    with run_lock.RunLock(d):
         info = json.loads((d / ck.LOCK).read_text())
         assert info["pid"] == os.getpid() and info["host"]
-        with pytest.raises(ck.RunLocked, match=f"pid {os.getpid()}"):
+        with pytest.raises(run_lock.RunLocked, match=f"pid {os.getpid()}"):
             # a second lock on the same folder (another open file description) is refused
-            ck.RunLock(d).acquire()
-    with ck.RunLock(d):                                  # released: taken again
+            run_lock.RunLock(d).acquire()
+    with run_lock.RunLock(d):                                  # released: taken again
         pass
 
 

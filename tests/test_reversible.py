@@ -395,7 +395,7 @@ def test_export_keeps_a_reversible_network_reversible(tmp_path):
     """Not a GPT-2 (one residual stream): export writes splitnet's own format, which loads
     back with the same logits."""
     pytest.importorskip("transformers")
-    from splitnet.interop import convert
+    from splitnet.interop import convert, imported
 
     torch.manual_seed(0)
     m = sn.SplitTransformer(256, 16, 2, 2, scheme="strang", reversible=True, max_len=16).eval()
@@ -403,7 +403,7 @@ def test_export_keeps_a_reversible_network_reversible(tmp_path):
     with pytest.raises(ValueError, match="reversible"):
         convert.to_hf(m, tmp_path / "g", format="gpt2")
     assert convert.to_hf(m, tmp_path / "s") == "splitnet"
-    back = convert.load_hf_for_analysis(tmp_path / "s").model
+    back = imported.load_hf_for_analysis(tmp_path / "s").model
     assert back.config.reversible
     idx = _idx()
     with torch.no_grad():

@@ -16,7 +16,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "splitnet"
 MAX_FUNCTION_LINES = 80
-MAX_MODULE_LINES = 600
+MAX_MODULE_LINES = 500     # issue 42: the largest module at most 500 lines (style cap 600)
 
 
 def _modules() -> dict[str, Path]:
@@ -158,8 +158,8 @@ def test_no_private_names_across_modules():
 BEING_SPLIT: set[str] = set()
 
 
-def test_no_module_longer_than_600_lines():
-    """A module over 600 lines holds more than one concern: split it into rooms."""
+def test_no_module_longer_than_500_lines():
+    """A module over 500 lines holds more than one concern: split it into rooms."""
     sizes = {str(path.relative_to(PKG.parent)): len(path.read_text().splitlines())
              for path in sorted(PKG.rglob("*.py"))}
     long = [f"{m} ({n} lines)" for m, n in sizes.items()

@@ -14,6 +14,7 @@ from splitnet.train import TrainConfig, train
 
 import splitnet as sn
 from splitnet.runs import checkpoint as ck
+from splitnet.runs import lock as run_lock
 from splitnet.tasks import TASKS, Task, get_task, register
 from splitnet.tasks.task import check_task_options, foreign_options, task_of
 
@@ -116,7 +117,7 @@ def test_a_users_task_trains_and_resumes_exactly(sort_task, tmp_path):
 def test_a_users_task_keeps_the_lock_and_refuses_other_data(sort_task, tmp_path, monkeypatch):
     out = tmp_path / "run"
     train(sort_task.small_run(str(out), 2, threads=1))
-    with ck.RunLock(out), pytest.raises(ck.RunLocked):
+    with run_lock.RunLock(out), pytest.raises(run_lock.RunLocked):
         train(sort_task.small_run(str(out), 4, threads=1, resume=True))
     monkeypatch.setattr(sort_task.SortData, "fingerprint", lambda self: {"source": "other"})
     with pytest.raises(ValueError, match=r"the corpus changed since the checkpoint .*--allow-"):

@@ -19,7 +19,7 @@ import splitnet as sn
 from splitnet import zoo
 from splitnet.analyses.problems import NystromProblem, local_errors, particle_problem
 from splitnet.dev import zoocache
-from splitnet.order.check import adaptive_errors, window_fit
+from splitnet.order.fit import adaptive_errors, window_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = [m.name for m in zoo.PUBLISHED]
@@ -88,7 +88,7 @@ def test_every_entry_measures_its_declared_order_on_matrices(name, seed):
 
 def _defects(m: zoo.Published, values, degree: int):
     mp = pytest.importorskip("mpmath")
-    from splitnet.order.check import condition_defects
+    from splitnet.order.algebra import condition_defects
 
     with mp.workdps(40):
         return condition_defects(m.build(*values), degree, mp.mpf(1))
@@ -143,7 +143,7 @@ def test_refined_sets_are_the_published_methods_to_more_digits(name):
 def test_yoshida8_core_weights_are_the_refined_root():
     """The core yoshida8 (solution D) uses the root re-derived like the zoo's Yoshida sets."""
     mp = pytest.importorskip("mpmath")
-    from splitnet.order.check import condition_defects
+    from splitnet.order.algebra import condition_defects
 
     w = sn.schemes.get("yoshida8").weights
     with mp.workdps(40):

@@ -34,7 +34,8 @@ import torch
 
 from ..integrators import flows
 from ..integrators.subflows import SubflowMethod, get_method
-from ..order.check import adaptive_errors, expm, random_matrices, window_fit
+from ..order.check import expm, random_matrices
+from ..order.fit import adaptive_errors, window_fit
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 
 ODE_T = "libeineu/ODE-Transformer @ bcf51e888d1f4d1d7ab6200ca468a200ca20d714"
@@ -304,7 +305,7 @@ def matrix_order(block, method="exact", seed: int = 0) -> Measured:
     """The order of a one-step block on random non-commuting 6x6 matrices of norm 1 (the
     fields ``D x = A x``, ``C x = B x``): local error of the block applied to the unit states
     against ``expm(h (A + B))``, at adaptive step sizes whose errors lie in [1e-13, 1e-6]
-    (:func:`splitnet.order.check.adaptive_errors`); ``method="exact"`` gives the stages exact linear
+    (:func:`splitnet.order.fit.adaptive_errors`); ``method="exact"`` gives the stages exact linear
     sub-flows (:class:`LinearFlow`), ``"euler"`` Euler sub-steps."""
     fields = matrix_fields(seed)
     m = LinearFlow() if method == "exact" else get_method(method)

@@ -37,7 +37,7 @@ from ..integrators.validate import (
     check_time,
     small_problem_threads,
 )
-from ..order.check import fit_slope
+from ..order.fit import fit_slope
 from ..stagelists.stages import CONVECTION, DIFFUSION, EXACT_ORDER, STRING_LETTER, pair_defects
 from .gap import GapResult, discretization_gap  # the network against its ODE, served here
 from .refine import rediscretize  # the same fields, another integrator, served here

@@ -39,7 +39,8 @@ from ..fields import Attention, CrossAttention, FeedForward
 from ..integrators.schemes import CustomScheme
 from ..integrators.schemes import get as get_scheme
 from ..integrators.subflows import SubflowMethod
-from ..order.check import expm, fit_slope, random_matrices
+from ..order.check import expm, random_matrices
+from ..order.fit import fit_slope
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 
 

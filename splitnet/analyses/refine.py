@@ -38,7 +38,6 @@ ODE-consistent training (``TrainConfig.refine_prob``).
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import numbers
 import random
@@ -50,12 +49,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from ..integrators.layers import SplitLayer, WeightedSum
+from ..integrators.layers import SplitLayer
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
 from ..integrators.subflows import METHODS, STUDY_METHODS, SubflowMethod, get_method
 from ..names import unknown_name
-from ..reversible import ReversibleLayer
-from ..reversible.layer import pair_field
 from ..stagelists.stages import Stage
 from .sources import checkpoint_source, hf_source, study_memory, validation_loss  # served here
 
@@ -119,9 +116,7 @@ def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: i
             scheme = scheme.over(names)
         sch = repeated(scheme, substeps)
         fields = {f: layer.field(f) for f in names}
-    if isinstance(layer, ReversibleLayer):   # the same shears, more of them (Euler: exact)
-        return ReversibleLayer(sch, step_size=layer.step_size, fields=fields, grid=layer.grid)
-    return SplitLayer(sch, step_size=layer.step_size, method=method, fields=fields)
+    return layer.rebuilt(sch, fields, method)     # of its own kind (a reversible one: shears)
 
 
 # the layer lists a network may have, and the attribute holding each one's scheme
@@ -212,72 +207,9 @@ def refined(model, substeps: int, scheme=None, method: str | None = None):
         model.layers = old
 
 
-class ODELayer(nn.Module):
-    """Layer k as the exact flow of its ODE ``dx/dt = sum_f F_f,k`` (``D_k + C_k`` for two
-    fields) over ``[t, t + h]`` (no splitting): each ``F_f,k`` from
-    :meth:`~splitnet.integrators.layers.SplitLayer.field` (the ODE of
-    :meth:`~splitnet.integrators.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow
-    method
-    (torchdiffeq dopri5 at the tolerances of the state's dtype)."""
-
-    def __init__(self, layer: SplitLayer, method="exact"):
-        super().__init__()
-        self.field_names = layer.field_names
-        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
-        self.rhs = WeightedSum(list(self.fields.values()), [1.0] * len(self.fields))
-        self.step_size = layer.step_size
-        self.method = get_method(method)
-
-    def field_modules(self, name: str) -> list:
-        return [self.fields[name]]
-
-    def forward(self, x, t: float = 0.0, return_states: bool = False, **context):
-        h = self.step_size
-        context = {k: v for k, v in context.items() if v is not None}
-        rhs = functools.partial(self.rhs, **context) if context else self.rhs   # a decoder's
-        if not return_states:                                   # memory, an encoder's padding
-            return self.method(rhs, t, x, h)
-        # the states at t + h j/k, j = 1..k: the state_times of ode_model's scheme (f_j 1)
-        k = len(self.field_names)
-        states = []
-        for j in range(k):
-            x = self.method(rhs, t + h * j / k, x, h / k)
-            states.append(x)
-        return x, states
-
-
-class PairODELayer(nn.Module):
-    """A reversible layer as the exact flow of its partitioned ODE over ``[t, t + h]``::
-
-        dx1/dt = D_k(x2) + X_k(x2; m),     dx2/dt = C_k(x1)
-
-    (:func:`splitnet.reversible.layer.pair_field`), solved on the stacked pair by ``method``."""
-
-    def __init__(self, layer: ReversibleLayer, method="exact"):
-        super().__init__()
-        self.field_names = layer.field_names
-        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
-        self.step_size = layer.step_size
-        self.method = get_method(method)
-
-    def field_modules(self, name: str) -> list:
-        return [self.fields[name]]
-
-    def forward(self, x1, x2, t: float = 0.0, states: list | None = None, rng=None, **context):
-        h, X = self.step_size, torch.stack([x1, x2])
-        context = {k: v for k, v in context.items() if v is not None}
-        rhs = pair_field(dict(self.fields.items()))
-        rhs = functools.partial(rhs, **context) if context else rhs
-        k = 1 if states is None else len(self.field_names)   # the states at t + h j/k
-        for j in range(k):
-            X = self.method(rhs, t + h * j / k, X, h / k)
-            if states is not None:
-                states.append((X[0], X[1]))
-        return X[0], X[1]
-
-
 def ode_model(model, method="exact"):
-    """``model`` with every layer replaced by the exact flow of its own ODE (:class:`ODELayer`;
+    """``model`` with every layer replaced by the exact flow of its own ODE (each layer's
+    :meth:`~splitnet.integrators.layers.SplitLayer.ode_layer`;
     weights shared, as :func:`rediscretize`): the network an ODE solver of its fields would
     converge to. ``method``: the solver (``"exact"`` or a configured
     :class:`~splitnet.integrators.flows.Exact`)."""
@@ -285,8 +217,7 @@ def ode_model(model, method="exact"):
     layers, schemes = {}, {}
     for attr in stacks(model):
         ls = getattr(model, attr)
-        layers[attr] = [PairODELayer(layer, method) if isinstance(layer, ReversibleLayer)
-                        else ODELayer(layer, method) for layer in ls]
+        layers[attr] = [layer.ode_layer(method) for layer in ls]
         schemes[_STACKS[attr]] = CustomScheme([(f, 1.0) for f in ls[0].field_names], order=1,
                                               name="ode")
     return _with_layers(model, layers, schemes,
@@ -496,8 +427,8 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
     return res
 
 
-__all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN", "ODELayer",
-           "PairODELayer", "RefinePoint", "Refinement", "RefinementResult", "check_substeps",
+__all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN",
+           "RefinePoint", "Refinement", "RefinementResult", "check_substeps",
            "checkpoint_source", "hf_source", "ode_model", "rediscretize", "refined",
            "refined_layer", "refinement_at", "refinement_study", "repeated", "scheme_label",
            "stacks", "study_grid", "study_memory", "validation_loss"]

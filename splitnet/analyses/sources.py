@@ -108,7 +108,7 @@ def hf_source(directory, text=None, windows: int = 16, device="cpu"):
     ``windows`` windows of the model's context are used."""
     from pathlib import Path
 
-    from ..interop.convert import load_hf_for_analysis
+    from ..interop.imported import load_hf_for_analysis
     from ..runs import data as D
 
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:

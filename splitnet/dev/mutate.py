@@ -52,6 +52,7 @@ __all__ = ["ALSO_COPY", "CAUGHT", "DOC", "MODULES", "PROG", "SCORES", "SKIP_PATT
 # mutated function).
 MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/order/check.py": ("tests/test_check.py", "tests/test_mutation_order.py"),
+    "splitnet/order/fit.py": ("tests/test_check.py", "tests/test_mutation_order.py"),
     "splitnet/order/conditions.py": ("tests/test_learned.py", "tests/test_mutation_order.py"),
     "splitnet/integrators/flows.py": ("tests/test_flows.py", "tests/test_mutation_flows.py"),
     "splitnet/integrators/subflows.py": ("tests/test_subflows.py",
@@ -67,6 +68,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "splitnet/runs/checkpoint.py": ("tests/test_checkpoint_integrity.py",
                                     "tests/test_reliability.py", "tests/test_hostile_files.py",
                                     "tests/test_mutation_checkpoint.py"),
+    "splitnet/runs/lock.py": ("tests/test_reliability.py", "tests/test_hostile.py",
+                              "tests/test_mutation_checkpoint.py"),
 }
 # Lines whose statements are not mutated (regular expressions, mutmut's do_not_mutate_patterns).
 # what some tests read beside the package (test_parity imports benchmarks/parity.py,

@@ -175,6 +175,16 @@ class SplitLayer(nn.Module):
             return mods[0]
         return WeightedSum(mods, field_coeffs(self.stages, field_name(field)))
 
+    def rebuilt(self, scheme, fields: dict, method) -> SplitLayer:
+        """A layer of this kind at this step size over ``scheme`` with ``fields`` (name ->
+        callable): a re-discretisation (:func:`splitnet.analyses.refine.refined_layer`)."""
+        return SplitLayer(scheme, step_size=self.step_size, method=method, fields=fields)
+
+    def ode_layer(self, method="exact") -> nn.Module:
+        """This layer as the exact flow of its unsplit ODE over ``[t, t + h]``
+        (:class:`ODELayer`; the fields shared)."""
+        return ODELayer(self, method)
+
     def ode_field(self):
         """``f(t, x) = sum_f F_f(t, x)`` with :meth:`field` of each: the ODE one layer is a
         step of over ``[t, t + h]``."""
@@ -234,4 +244,38 @@ class SplitLayer(nn.Module):
                 f"method={self.method.name!r}")
 
 
-__all__ = ["EvaluationCaches", "SplitLayer", "WeightedSum"]
+class ODELayer(nn.Module):
+    """Layer k as the exact flow of its ODE ``dx/dt = sum_f F_f,k`` (``D_k + C_k`` for two
+    fields) over ``[t, t + h]`` (no splitting): each ``F_f,k`` from
+    :meth:`~splitnet.integrators.layers.SplitLayer.field` (the ODE of
+    :meth:`~splitnet.integrators.layers.SplitLayer.ode_field`), solved by the ``exact`` sub-flow
+    method
+    (torchdiffeq dopri5 at the tolerances of the state's dtype)."""
+
+    def __init__(self, layer, method="exact"):
+        super().__init__()
+        self.field_names = layer.field_names
+        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
+        self.rhs = WeightedSum(list(self.fields.values()), [1.0] * len(self.fields))
+        self.step_size = layer.step_size
+        self.method = get_method(method)
+
+    def field_modules(self, name: str) -> list:
+        return [self.fields[name]]
+
+    def forward(self, x, t: float = 0.0, return_states: bool = False, **context):
+        h = self.step_size
+        context = {k: v for k, v in context.items() if v is not None}
+        rhs = functools.partial(self.rhs, **context) if context else self.rhs   # a decoder's
+        if not return_states:                                   # memory, an encoder's padding
+            return self.method(rhs, t, x, h)
+        # the states at t + h j/k, j = 1..k: the state_times of ode_model's scheme (f_j 1)
+        k = len(self.field_names)
+        states = []
+        for j in range(k):
+            x = self.method(rhs, t + h * j / k, x, h / k)
+            states.append(x)
+        return x, states
+
+
+__all__ = ["EvaluationCaches", "ODELayer", "SplitLayer", "WeightedSum"]

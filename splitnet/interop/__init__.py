@@ -1,15 +1,47 @@
 """Models in and out: GPT-2 and GPT-NeoX (Pythia) from ``transformers`` as a SplitTransformer with
 equal logits, and any SplitTransformer back (``sn.interop.from_hf``, ``sn.interop.to_hf``).
 
-* :mod:`~splitnet.interop.convert` -- the mappings, the byte tokenizer, imported models for the
-  analyses (its public names are served here).
+* :mod:`~splitnet.interop.convert` -- the mappings and the byte tokenizer.
+* :mod:`~splitnet.interop.imported` -- imported models for the analyses (a folder, its
+  tokenizer, the loss of any re-discretised copy). Both modules' public names are served here.
 * :mod:`~splitnet.interop.hf` -- the ``transformers`` classes of any scheme (needs the ``hf``
   extra; registered with the Auto classes on import).
 """
 
 from __future__ import annotations
 
-from . import convert
-from .convert import *  # noqa: F403
+from .convert import (
+    ACT_TO_HF,
+    FORMATS,
+    HF_TO_ACT,
+    LIE_TROTTER,
+    byte_tokenizer,
+    check_directory,
+    from_hf,
+    gpt2_mismatch,
+    require_hf,
+    to_hf,
+)
+from .imported import (
+    TOKENIZER_FILES,
+    Imported,
+    load_hf_for_analysis,
+    load_tokenizer,
+)
 
-__all__ = list(convert.__all__)
+__all__ = [
+    "ACT_TO_HF",
+    "FORMATS",
+    "HF_TO_ACT",
+    "LIE_TROTTER",
+    "TOKENIZER_FILES",
+    "Imported",
+    "byte_tokenizer",
+    "check_directory",
+    "from_hf",
+    "gpt2_mismatch",
+    "load_hf_for_analysis",
+    "load_tokenizer",
+    "require_hf",
+    "to_hf",
+]

@@ -37,9 +37,7 @@ See ``docs/interop.md`` for the mapping and what is exact.
 
 from __future__ import annotations
 
-import math
 import operator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -62,7 +60,7 @@ HF_TO_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
 LIE_TROTTER = (Stage(DIFFUSION, 1.0), Stage(CONVECTION, 1.0))
 
 
-def _hf():
+def require_hf():
     """The optional modules, or one clear line saying what to install."""
     require("transformers", "safetensors", extra="hf", feature="splitnet.interop")
     import transformers
@@ -81,7 +79,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     directory written by ``save_pretrained``), or the SplitTransformer inside a ``splitnet``
     directory written by :func:`to_hf`. In eval mode, on the CPU, in the source's dtype (or
     ``dtype``). Raises ValueError for a model it cannot map exactly, naming why."""
-    transformers, hf = _hf()
+    transformers, hf = require_hf()
     src = model_or_path
     if isinstance(src, (str, Path)):
         src = _load_pretrained(src)
@@ -98,7 +96,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     return model.to(dtype) if dtype is not None else model
 
 
-def _check_directory(path) -> Path:
+def check_directory(path) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
         raise ValueError(f"{p} is not a directory (a Hugging Face model directory written by "
@@ -110,8 +108,8 @@ def _check_directory(path) -> Path:
 
 def _load_pretrained(path):
     """The model of a local directory: GPT-2 or splitnet, nothing else, nothing downloaded."""
-    transformers, hf = _hf()
-    p = _check_directory(path)
+    transformers, hf = require_hf()
+    p = check_directory(path)
     try:
         cfg = transformers.AutoConfig.from_pretrained(p, local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
@@ -375,7 +373,7 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
 
     Returns the format written (``"gpt2"`` or ``"splitnet"``)."""
-    transformers, hf = _hf()
+    transformers, hf = require_hf()
     _check_model(model)
     if not model.config.causal:       # issue 49 D12: AutoModelForCausalLM would generate from it
         raise ValueError("the model is bidirectional (causal=False: a masked language model), "
@@ -425,7 +423,7 @@ def _to_splitnet(model: SplitTransformer, hf):
 def byte_tokenizer():
     """A ``transformers`` tokenizer whose ids are the UTF-8 bytes of the text (splitnet's own
     byte encoding, vocabulary 256): token i is byte i, decoding joins the bytes."""
-    _hf()
+    require_hf()
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode
@@ -437,96 +435,15 @@ def byte_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
-# ---------------------------------------------------------------------------------------------
-# analyses
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
-
-
-def load_tokenizer(directory):
-    """The tokenizer saved in ``directory`` (``AutoTokenizer``, local files only), or None when
-    it has none (then texts are UTF-8 bytes)."""
-    _hf()
-    p = Path(directory)
-    if not any((p / f).is_file() for f in TOKENIZER_FILES):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(p, local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{p}: the tokenizer cannot be read ({str(e).splitlines()[0]})") \
-            from None
-
-
-@dataclass
-class Imported:
-    """An imported model with what analyses need: ``model`` (a SplitTransformer), ``tokenizer``
-    (None: UTF-8 bytes), the ``directory`` it came from.
-
-    ``splitnet refine --hf DIR`` hooks in here: ``imported.model`` is the network to
-    re-discretise (:func:`splitnet.analyses.convergence.rediscretize`), ``imported.evaluate(text,
-    model=m)``
-    the loss of any re-discretised ``m`` on the same tokens."""
-
-    model: SplitTransformer
-    tokenizer: object
-    directory: Path
-
-    def encode(self, text: str) -> torch.Tensor:
-        """Token ids (T,) of ``text``: the tokenizer's, else UTF-8 bytes."""
-        if not isinstance(text, str) or not text:
-            raise ValueError("text must be a non-empty str")
-        ids = self.tokenizer.encode(text) if self.tokenizer is not None else \
-            list(text.encode("utf-8"))
-        if max(ids) >= self.model.vocab_size:
-            raise ValueError(f"token ids up to {max(ids)} do not fit the model's vocabulary "
-                             f"{self.model.vocab_size}")
-        return torch.tensor(ids, dtype=torch.long)
-
-    def decode(self, ids) -> str:
-        ids = [int(i) for i in ids]
-        if self.tokenizer is not None:
-            return self.tokenizer.decode(ids)
-        return bytes(ids).decode("utf-8", "replace")
-
-    @torch.no_grad()
-    def evaluate(self, text: str, model: SplitTransformer | None = None) -> dict:
-        """Next-token loss of ``model`` (default: the imported one) on ``text``, cut into
-        windows of the model's context: ``loss`` in nats per predicted token, ``bpb`` the
-        same total in bits per UTF-8 byte of the predicted text (comparable across
-        tokenizers and with splitnet's byte models), ``tokens``, ``bytes``."""
-        model = self.model if model is None else model
-        ids = self.encode(text)
-        dev = next(model.parameters()).device
-        nats, n_tok, n_bytes = 0.0, 0, 0
-        for w in ids.split(model.max_len):
-            if len(w) < 2:
-                continue
-            logits = model(w[None].to(dev))[0, :-1].double()
-            nats += float(torch.nn.functional.cross_entropy(logits, w[1:].to(dev),
-                                                            reduction="sum"))
-            n_tok += len(w) - 1
-            n_bytes += len(self.decode(w).encode()) - len(self.decode(w[:1]).encode())
-        if n_tok == 0:
-            raise ValueError("the text is too short: it needs at least 2 tokens")
-        return {"loss": nats / n_tok, "bpb": nats / math.log(2) / max(n_bytes, 1),
-                "tokens": n_tok, "bytes": n_bytes}
-
-
-def load_hf_for_analysis(directory, dtype: torch.dtype | None = None) -> Imported:
-    """A local Hugging Face directory (GPT-2 or splitnet) as an :class:`Imported`: the model
-    (:func:`from_hf`), the directory's tokenizer or bytes, and a loss evaluator."""
-    p = _check_directory(directory)
-    model = from_hf(p, dtype=dtype)
-    tok = load_tokenizer(p)
-    if tok is None and model.vocab_size < 256:
-        raise ValueError(f"{p} has no tokenizer and the model's vocabulary "
-                         f"({model.vocab_size}) is too small for bytes")
-    return Imported(model=model, tokenizer=tok, directory=p)
-
-
-__all__ = ["ACT_TO_HF", "FORMATS", "HF_TO_ACT", "LIE_TROTTER", "TOKENIZER_FILES", "Imported",
-           "byte_tokenizer", "from_hf", "gpt2_mismatch", "load_hf_for_analysis", "load_tokenizer",
-           "to_hf"]
+__all__ = [
+    "ACT_TO_HF",
+    "FORMATS",
+    "HF_TO_ACT",
+    "LIE_TROTTER",
+    "byte_tokenizer",
+    "check_directory",
+    "from_hf",
+    "gpt2_mismatch",
+    "require_hf",
+    "to_hf",
+]

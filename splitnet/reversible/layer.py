@@ -24,11 +24,13 @@ at any depth, whatever the precision of the fields' compute. It holds while ``|x
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
+from torch import nn
 
 from ..integrators.layers import SplitLayer
-from ..integrators.subflows import Euler
+from ..integrators.subflows import Euler, get_method
 from ..stagelists.stages import WRITES, reversible_unsupported
 
 # the float32 significand: a grid-k state is exact while |x| < 2 ** (FLOAT32_BITS - k)
@@ -144,6 +146,15 @@ class ReversibleLayer(SplitLayer):
         self.writes = tuple(WRITES[st.components[0]] for st in self.stages)
         self.grid = check_grid(grid)
 
+    def rebuilt(self, scheme, fields: dict, method) -> ReversibleLayer:
+        """The same shears, more of them (Euler is exact on a shear, so ``method`` is not
+        used): a re-discretisation keeps the layer reversible, at its grid."""
+        return ReversibleLayer(scheme, step_size=self.step_size, fields=fields, grid=self.grid)
+
+    def ode_layer(self, method="exact"):
+        """This layer as the exact flow of its partitioned ODE (:class:`PairODELayer`)."""
+        return PairODELayer(self, method)
+
     def plan(self, context: dict) -> list:
         """``(field callable, c h, clock, written block)`` per stage, context bound."""
         return [(f, dt, clock, w) for f, (dt, clock), w in
@@ -206,5 +217,35 @@ class ReversibleLayer(SplitLayer):
         return super().extra_repr() + ", reversible" + grid
 
 
-__all__ = ["FLOAT32_BITS", "MAX_GRID", "ReversibleLayer", "check_grid", "end_pair", "guard",
-           "pair_field", "replay", "start_pair", "to_grid"]
+class PairODELayer(nn.Module):
+    """A reversible layer as the exact flow of its partitioned ODE over ``[t, t + h]``::
+
+        dx1/dt = D_k(x2) + X_k(x2; m),     dx2/dt = C_k(x1)
+
+    (:func:`splitnet.reversible.layer.pair_field`), solved on the stacked pair by ``method``."""
+
+    def __init__(self, layer: ReversibleLayer, method="exact"):
+        super().__init__()
+        self.field_names = layer.field_names
+        self.fields = nn.ModuleDict({f: layer.field(f) for f in self.field_names})
+        self.step_size = layer.step_size
+        self.method = get_method(method)
+
+    def field_modules(self, name: str) -> list:
+        return [self.fields[name]]
+
+    def forward(self, x1, x2, t: float = 0.0, states: list | None = None, rng=None, **context):
+        h, X = self.step_size, torch.stack([x1, x2])
+        context = {k: v for k, v in context.items() if v is not None}
+        rhs = pair_field(dict(self.fields.items()))
+        rhs = functools.partial(rhs, **context) if context else rhs
+        k = 1 if states is None else len(self.field_names)   # the states at t + h j/k
+        for j in range(k):
+            X = self.method(rhs, t + h * j / k, X, h / k)
+            if states is not None:
+                states.append((X[0], X[1]))
+        return X[0], X[1]
+
+
+__all__ = ["FLOAT32_BITS", "MAX_GRID", "PairODELayer", "ReversibleLayer", "check_grid",
+           "end_pair", "guard", "pair_field", "replay", "start_pair", "to_grid"]

@@ -10,6 +10,7 @@ import statistics
 
 from ..runs import checkpoint as ck
 from ..runs import data as D
+from ..runs import lock as run_lock
 
 # Dense bf16 tensor-core peak (FLOP/s) for MFU, matched on the CUDA device name.
 PEAK_BF16 = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
@@ -78,7 +79,7 @@ def open_files(run) -> None:
             raise ValueError(f"{run.out / ck.CKPT} appeared while this run started: another "
                              f"process wrote it; pass --resume or --overwrite")
         # the earlier run (--overwrite), or a run killed before its first save: kept aside
-        prev = ck.move_aside(run.out)
+        prev = run_lock.move_aside(run.out)
         if prev is not None:
             run.log(f"the earlier run in {run.out} was moved to {prev}")
     ck.remove_torn_saves(run.out)

@@ -49,6 +49,7 @@ from ..order.projection import ProjectionError
 from ..runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from ..runs import checkpoint as ck
 from ..runs import data as D
+from ..runs import lock as run_lock
 from ..runs import shards as shard_store
 from ..tasks.task import Task, get_task
 from . import depths, growth, report, sharding
@@ -103,7 +104,7 @@ class _Run:
     metrics: object = None
     bar: object = None
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
-    lock: object = None           # checkpoint.RunLock of the run directory (rank 0)
+    lock: object = None           # lock.RunLock of the run directory (rank 0)
     step_tokens: list = field(default_factory=list)   # target tokens of each step this session
     scores: dict | None = None    # the task's scores after the last step (BLEU, chrF)
 
@@ -210,7 +211,7 @@ def _verify_directory(run: _Run) -> None:
     if run.lock is not None:
         try:
             run.lock.verify()
-        except ck.RunDirectoryReplaced as e:
+        except run_lock.RunDirectoryReplaced as e:
             problem = str(e)
     if run.env.distributed:
         import torch.distributed as dist
@@ -419,7 +420,7 @@ def train(cfg: TrainConfig, explicit: set[str] | None = None) -> dict:
                 torch.cuda.set_device(env.device)
             dist.init_process_group("nccl" if env.device.type == "cuda" else "gloo")
         try:
-            lock = ck.RunLock(cfg.out) if env.is_main else nullcontext()
+            lock = run_lock.RunLock(cfg.out) if env.is_main else nullcontext()
             with lock, sdpa_backend(cfg.sdpa):
                 with setup_phase(signals):
                     run = _setup(cfg, state, corpus, env, signals, log)

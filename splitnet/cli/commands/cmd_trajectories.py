@@ -99,7 +99,7 @@ def _model(args):
     if args.checkpoint or args.hf:
         tokenizer = None
         if args.hf:
-            from ...interop.convert import load_hf_for_analysis
+            from ...interop.imported import load_hf_for_analysis
 
             imported = load_hf_for_analysis(args.hf)
             model, tokenizer = imported.model, imported.tokenizer
