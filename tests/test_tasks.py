@@ -152,3 +152,25 @@ def test_a_users_task_under_two_gloo_processes_matches_one(sort_task, tmp_path):
     assert wb["world_size"] == 2
     for k, v in wa["model"].items():
         torch.testing.assert_close(wb["model"][k], v, atol=1e-5, rtol=1e-4)
+
+
+def test_the_run_options_are_in_sections_and_each_in_one():
+    """Issue 42: TrainConfig's options in sections (data, optimisation, parallelism, run...):
+    every field but the model in exactly one, shown as one group each by ``--help``."""
+    import dataclasses
+
+    from splitnet.cli import build_parser
+    from splitnet.training.config import SECTIONS
+
+    names = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "model"]
+    listed = [n for fields in SECTIONS.values() for n in fields]
+    assert sorted(listed) == sorted(names) and len(listed) == len(set(listed))
+    cfg = TrainConfig(lr=1e-3, tp=1)
+    assert cfg.section("optimisation")["lr"] == 1e-3 and "tp" in cfg.section(
+        "parallelism and speed")
+    with pytest.raises(ValueError, match="section must be one of"):
+        cfg.section("nope")
+    groups = {g.title: [a.dest for a in g._group_actions]
+              for g in build_parser("train")._action_groups}
+    for name, fields in SECTIONS.items():
+        assert sorted(groups[name]) == sorted(fields), name

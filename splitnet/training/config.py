@@ -49,6 +49,26 @@ from ..configs.options import positive_ints as _positive_ints
 from ..configs.seq2seq import Seq2SeqConfig
 from ..tasks.task import TASKS, check_task_options, get_task
 
+# The sections of a run's options (torchtitan's job config groups its options so): each field
+# of TrainConfig but the model in exactly one (tests/test_tasks.py checks it). The command line
+# shows one group per section; TrainConfig.section(name) reads one. The constructor and the
+# checkpoint stay flat (TrainConfig(lr=...), and every stored run), so no caller changes.
+SECTIONS = {
+    "task and data": ("task", "text", "corpus", "val_fraction", "context", "pairs", "src_lang",
+                      "tgt_lang", "bpe"),
+    "optimisation": ("steps", "batch_size", "grad_accum", "lr", "min_lr_ratio", "schedule",
+                     "warmup", "weight_decay", "beta1", "beta2", "clip", "seed",
+                     "label_smoothing"),
+    "the integrator in training": ("refine_prob", "refine_substeps", "order_penalty",
+                                   "grow_at"),
+    "evaluation": ("eval_windows", "eval_every", "beam", "length_penalty", "bleu_sentences"),
+    "parallelism and speed": ("device", "parallel", "tp", "threads", "sync_every", "compile",
+                              "compile_mode", "compile_scope", "loss", "loss_chunk", "sdpa",
+                              "adamw", "param_dtype", "amp", "peak_tflops"),
+    "run": ("ckpt_every", "progress", "plot", "tensorboard", "out", "resume", "overwrite",
+            "stop_at", "allow_data_change", "trust_checkpoint"),
+}
+
 
 def _default_model() -> SplitConfig:
     return SplitConfig()
@@ -293,6 +313,12 @@ class TrainConfig:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
 
+    def section(self, name: str) -> dict:
+        """The options of section ``name`` of :data:`SECTIONS` and their values."""
+        if name not in SECTIONS:
+            raise ValueError(f"section must be one of {', '.join(SECTIONS)}; got {name!r}")
+        return {n: getattr(self, n) for n in SECTIONS[name]}
+
     def tensorboard_dir(self) -> str | None:
         """Where TensorBoard events go: None (off), OUT/tensorboard (True) or the directory."""
         return os.path.join(self.out, "tensorboard") if self.tensorboard is True else \
@@ -317,4 +343,4 @@ def _field_default(f: dataclasses.Field):
 
 
 
-__all__ = ["TrainConfig"]
+__all__ = ["SECTIONS", "TrainConfig"]

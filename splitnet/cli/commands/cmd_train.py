@@ -9,7 +9,7 @@ import sys
 from ...configs.config import SplitConfig, cli_fields
 from ...configs.seq2seq import Seq2SeqConfig
 from ...tasks.task import check_task_options, get_task, task_of
-from ...training.config import TrainConfig
+from ...training.config import SECTIONS, TrainConfig
 from .._args import add_config_options, given_options
 
 RANK = 40   # place in `splitnet --help`
@@ -35,7 +35,9 @@ def configure(p) -> None:
     add_config_options(p.add_argument_group("encoder–decoder model (--task translate; the "
                                             "options above that it shares apply too)"),
                        Seq2SeqConfig, skip=sorted(_S2S & _LM))
-    add_config_options(p.add_argument_group("data, optimisation and run"), TrainConfig)
+    for name, fields in SECTIONS.items():          # one group per section of the run's options
+        others = [f.name for f in cli_fields(TrainConfig) if f.name not in fields]
+        add_config_options(p.add_argument_group(name), TrainConfig, skip=others)
     p.add_argument("--dry-run", action="store_true",
                    help="check every option (and the checkpoint on --resume), print the "
                         "configuration and the memory estimate, and stop")
