@@ -311,8 +311,9 @@ def add_model_source(p, *, required: bool = True, task: str = "", what: str = ""
                           f"file){what}")
     if hf is not None:
         src.add_argument("--hf", metavar="DIR", type=nonempty,
-                         help=f"a Hugging Face model directory (GPT-2, or one written by "
-                              f"'splitnet export'){hf} (needs: pip install 'splitnet[hf]')")
+                         help=f"a Hugging Face model directory (GPT-2, GPT-NeoX, Llama, Qwen2, "
+                              f"Mistral, or one written by 'splitnet export'){hf} (needs: pip "
+                              f"install 'splitnet[hf]')")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help=_train_help("trust_checkpoint"))
 

@@ -49,6 +49,7 @@ from .signature import config_from_call, config_signature  # served here too
 GATES = ("sigmoid", "tanh")
 GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
 POSITIONS = ("learned", "none")     # how tokens know their position besides rotary attention
+ATTENTION_BIASES = ("all", "qkv", "none")   # which of self-attention's projections have biases
 DEVICES = ("auto", "cpu", "cuda")
 # Speed levers (splitnet.training.accel, splitnet.tasks.losses): none changes the function
 # computed, only rounding, so all are free on --resume (TrainConfig's choices).
@@ -108,6 +109,7 @@ class SplitConfig:
     conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
                               "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
     activation: str = network_option("activation")
+    norm: str = network_option("norm")
     norm_eps: float = network_option("norm_eps")
     init: str | None = network_option("init")       # None: the task's rule (init_rule)
     positions: str = option("learned", "token positions: learned absolute embeddings added to "
@@ -117,6 +119,12 @@ class SplitConfig:
                                "rotary position embeddings (RoPE, GPT-NeoX's convention; "
                                "Pythia: 0.25); 0 = off")
     rotary_base: float = option(10000.0, "RoPE base (theta) of rotary_pct")
+    n_kv_heads: int | None = option(None, "key/value heads of self-attention, each shared by "
+                                    "n_heads / n_kv_heads query heads (grouped-query "
+                                    "attention: Llama 2 70B, Mistral, Qwen2); default n_heads")
+    attention_bias: str = option("all", "biases of self-attention's projections: all (q, k, v "
+                                 "and output: GPT-2), qkv (Qwen2) or none (Llama, Mistral)",
+                                 choices=ATTENTION_BIASES)
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")
@@ -144,6 +152,7 @@ class SplitConfig:
         set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))
         set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))
         set_(self, "tie_head", bool(self.tie_head))
+        self._check_heads()
         set_(self, "learn_coefficients", bool(self.learn_coefficients))
         check_projection(self, scheme)
         set_(self, "causal", bool(self.causal))
@@ -151,6 +160,16 @@ class SplitConfig:
         self._check_reversible()
         for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
             f.kind.check(self)
+
+    def _check_heads(self) -> None:
+        """``n_kv_heads`` (None: ``n_heads``) divides ``n_heads``; ``attention_bias`` a choice."""
+        set_ = object.__setattr__
+        kv = self.n_heads if self.n_kv_heads is None else _int("n_kv_heads", self.n_kv_heads)
+        if self.n_heads % kv:
+            raise ValueError(f"n_kv_heads {kv} must divide n_heads {self.n_heads} (each key/value "
+                             f"head serves n_heads / n_kv_heads query heads)")
+        set_(self, "n_kv_heads", None if kv == self.n_heads else kv)
+        _choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
 
     def _check_reversible(self) -> None:
         """:func:`~splitnet.configs.options.check_reversible`, and no learned coefficients."""
@@ -227,9 +246,9 @@ def cli_fields(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
-__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "COMPILE_MODES", "COMPILE_SCOPES", "CORPORA",
-           "CUDAGRAPH_MODES", "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS", "LIMITS",
-           "LOSSES", "MAX_BEAM", "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES",
-           "PARALLEL", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "SESSION",
-           "WEIGHTS", "MissingDependency", "SplitConfig", "cli_fields", "config_from_call",
-           "config_signature", "int_list", "option", "require"]
+__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "ATTENTION_BIASES", "COMPILE_MODES", "COMPILE_SCOPES",
+           "CORPORA", "CUDAGRAPH_MODES", "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS",
+           "LIMITS", "LOSSES", "MAX_BEAM", "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB",
+           "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS",
+           "SESSION", "WEIGHTS", "MissingDependency", "SplitConfig", "cli_fields",
+           "config_from_call", "config_signature", "int_list", "option", "require"]

@@ -17,14 +17,18 @@ module a network builds for it. A :class:`FieldKind` says, from a
 ==========  ==========  ===========================  ===================================
 kind        serves      parameters                   forward FLOPs per token
 ==========  ==========  ===========================  ===================================
-attention   diffusion   4 d^2 + 6 d                  8 d^2 + 4 n d
-conv        diffusion   (2 k + 1) d^2 + 5 d          (4 k + 2) d^2
-feedforward convection  2 d w + w + 3 d              4 d w
-cross       cross       4 d^2 + 6 d                  4 d^2 + 4 m d + 4 d^2 m / n
+attention   diffusion   2 d^2 + 2 d e + 4 d + N      4 d^2 + 4 d e + 4 n d
+conv        diffusion   (2 k + 1) d^2 + 3 d + N      (4 k + 2) d^2
+feedforward convection  2 d w + w + d + N            4 d w
+swiglu      convection  3 d w + N                    6 d w
+cross       cross       4 d^2 + 4 d + N              4 d^2 + 4 m d + 4 d^2 m / n
 ==========  ==========  ===========================  ===================================
 
 (d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
-tokens.) A self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters
+tokens, e = the keys' width d n_kv_heads / n_heads (d without grouped-query attention), N =
+the norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases, 2 d + 2 e of the 4 d counted
+here when all are kept: ``attention_bias="qkv"`` drops the output's d, ``"none"`` all of
+them.) A self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters
 and ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.
 
@@ -38,7 +42,7 @@ sub-layer adds: GPT-2's initialisation scales exactly these, :mod:`splitnet.nets
 ``gpt2``, how its module maps onto a GPT-2 block (``None``: it does not, and
 :func:`splitnet.interop.convert.gpt2_mismatch` names it).
 
-**Adding a kind** (a SwiGLU feed-forward, say): an ``nn.Module`` with ``forward(t, x)`` in
+**Adding a kind** (a gated convolution, say): an ``nn.Module`` with ``forward(t, x)`` in
 ``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
 nothing else. Each config has the option ``<field>_field`` for the fields its network has
 (:func:`splitnet.configs.options.kind_options`: ``SplitConfig.diffusion_field`` /
@@ -55,6 +59,11 @@ from dataclasses import dataclass
 
 from ..names import unknown_name
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
+
+
+def norm_params(config) -> int:
+    """The parameters of one norm of ``config``: LayerNorm's scale and shift, RMSNorm's scale."""
+    return (1 if getattr(config, "norm", "layer") == "rms" else 2) * config.d_model
 
 
 class FieldKind:
@@ -141,15 +150,26 @@ class AttentionKind(FieldKind):
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
                 "dropout": config.dropout, "norm_eps": config.norm_eps,
-                "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base}
+                "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base,
+                "n_kv_heads": getattr(config, "n_kv_heads", None),
+                "bias": getattr(config, "attention_bias", "all"),
+                "norm": getattr(config, "norm", "layer")}
+
+    @staticmethod
+    def kv_width(config) -> int:
+        """The keys' (and values') width: ``d n_kv_heads / n_heads``."""
+        kv = getattr(config, "n_kv_heads", None) or config.n_heads
+        return config.d_model // config.n_heads * kv
 
     def params(self, config, width=None):
-        d = config.d_model
-        return 4 * d * d + 6 * d                 # LN 2d, qkv 3d^2 + 3d, out d^2 + d
+        d, e = config.d_model, self.kv_width(config)
+        bias = getattr(config, "attention_bias", "all")
+        biases = {"all": 2 * d + 2 * e, "qkv": d + 2 * e, "none": 0}[bias]
+        return 2 * d * d + 2 * d * e + biases + norm_params(config)   # q, out d^2; k, v d e
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
-        d = config.d_model
-        return 8.0 * d * d + 4.0 * seq_len * d   # projections 2 * 4d^2; QK^T, AV 2 * 2 n d
+        d, e = config.d_model, self.kv_width(config)
+        return 4.0 * d * d + 4.0 * d * e + 4.0 * seq_len * d   # projections; QK^T, AV 2 n d
 
 
 class ConvKind(FieldKind):
@@ -171,11 +191,13 @@ class ConvKind(FieldKind):
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "kernel_size": config.conv_kernel,
-                "causal": config.causal, "dropout": config.dropout, "norm_eps": config.norm_eps}
+                "causal": config.causal, "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "norm": getattr(config, "norm", "layer")}
 
     def params(self, config, width=None):
         d, k = config.d_model, config.conv_kernel
-        return (2 * k + 1) * d * d + 5 * d       # LN 2d, conv 2k d^2 + 2d, out d^2 + d
+        # conv 2k d^2 + 2d, out d^2 + d
+        return (2 * k + 1) * d * d + 3 * d + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         d, k = config.d_model, config.conv_kernel
@@ -198,14 +220,39 @@ class FeedForwardKind(FieldKind):
     def arguments(self, config, width):
         return {"d_model": config.d_model, "d_ff": self._width(config, width),
                 "activation": config.activation, "dropout": config.dropout,
-                "norm_eps": config.norm_eps}
+                "norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer")}
 
     def params(self, config, width=None):
         d, w = config.d_model, self._width(config, width)
-        return 2 * d * w + w + 3 * d             # LN 2d, fc1 d w + w, fc2 w d + d
+        return 2 * d * w + w + d + norm_params(config)     # fc1 d w + w, fc2 w d + d
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         return 4.0 * config.d_model * self._width(config, width)
+
+
+class SwiGLUKind(FieldKind):
+    """The gated feed-forward network of Llama, Qwen2 and Mistral
+    (:class:`splitnet.fields.feedforward.SwiGLU`): ``down(silu(gate(x)) * up(x))``, no biases,
+    width ``config.d_ff`` (Llama's intermediate_size)."""
+
+    name, serves, module = "swiglu", CONVECTION, "splitnet.fields.feedforward:SwiGLU"
+    summary = "the gated feed-forward network of Llama (SwiGLU, no biases), width d_ff"
+    mixes_tokens = False
+    residual_outputs = ("down.weight",)
+
+    def default_width(self, config):
+        return config.d_ff
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "d_ff": self._width(config, width),
+                "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "norm": getattr(config, "norm", "layer")}
+
+    def params(self, config, width=None):
+        return 3 * config.d_model * self._width(config, width) + norm_params(config)
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        return 6.0 * config.d_model * self._width(config, width)   # gate, up, down
 
 
 class CrossKind(FieldKind):
@@ -219,11 +266,11 @@ class CrossKind(FieldKind):
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "dropout": config.dropout,
-                "norm_eps": config.norm_eps}
+                "norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer")}
 
     def params(self, config, width=None):
         d = config.d_model
-        return 4 * d * d + 6 * d                 # LN 2d, q d^2 + d, kv 2d^2 + 2d, out d^2 + d
+        return 4 * d * d + 4 * d + norm_params(config)   # q d^2 + d, kv 2d^2 + 2d, out d^2 + d
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         d, m = config.d_model, memory_len
@@ -275,6 +322,7 @@ KINDS: dict[str, type[FieldKind]] = {
     "feedforward": FeedForwardKind,
     "cross": CrossKind,
     "conv": ConvKind,
+    "swiglu": SwiGLUKind,
 }
 
 
@@ -411,5 +459,6 @@ def layer_fields(config, scheme, layer: int, fields: Sequence[str] = FIELDS,
 
 
 __all__ = ["KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind", "FieldKind",
-           "GatedKind", "LayerField", "Serving", "check_fields", "check_option", "get_kind",
-           "kind_of", "layer_fields", "option_help", "option_name", "serving"]
+           "GatedKind", "LayerField", "Serving", "SwiGLUKind", "check_fields", "check_option",
+           "get_kind", "kind_of", "layer_fields", "norm_params", "option_help", "option_name",
+           "serving"]

@@ -30,6 +30,9 @@ ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tan
 # fairseq / torch.nn.Transformer (xavier-uniform matrices, embeddings N(0, d^-1/2) whose token
 # part the network scales by sqrt(d)).
 INITS = ("gpt2", "xavier")
+# Normalisations inside every field and at the end (splitnet.fields.norms), the one list:
+# layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias).
+NORMS = ("layer", "rms")
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
@@ -90,7 +93,9 @@ NETWORK_OPTIONS = {
                {"choices": METHODS}),
     "activation": ("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                    {"choices": ACTIVATIONS}),
-    "norm_eps": (1e-5, "LayerNorm epsilon", {}),
+    "norm": ("layer", "normalisation inside every field and before the head: layer "
+             "(LayerNorm, GPT-2) or rms (RMSNorm, Llama)", {"choices": NORMS}),
+    "norm_eps": (1e-5, "epsilon of the norms", {}),
     "init": (None, INIT_HELP, {"choices": INITS}),
     "reversible": (False, REVERSIBLE_HELP, {}),
     "reversible_grid": (None, REVERSIBLE_GRID_HELP, {"metavar": "K"}),
@@ -328,6 +333,7 @@ def check_network(cfg) -> None:
     check_choice("method", cfg.method, METHODS)
     check_choice("activation", cfg.activation, ACTIVATIONS)
     check_choice("init", cfg.init, INITS, none=True)
+    check_choice("norm", cfg.norm, NORMS)
     for field in kind_option_fields(cfg):
         _kinds.check_option(cfg, field)
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
@@ -375,7 +381,7 @@ def check_tensorboard(cfg) -> None:
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "REVERSIBLE_GRID_HELP",
+           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int",
            "check_network", "check_parallel", "check_projection", "check_real",
            "check_reversible", "check_tensorboard", "config_from_dict", "init_rule", "int_list",

@@ -128,6 +128,7 @@ class Seq2SeqConfig:
     dropout: float = network_option("dropout")
     method: str = network_option("method")
     activation: str = network_option("activation")
+    norm: str = network_option("norm")
     norm_eps: float = network_option("norm_eps")
     init: str = network_option("init", "xavier")
     shared_embeddings: bool = option(True, "one token embedding for source and target (needs "

@@ -102,6 +102,9 @@ TARGETS = {t.name: t for t in [
     Target("depth", "docs/depth.md, docs/figures/depth_curves.png (from experiments/cache/depth; "
            "without it, trains the 24 runs again: ~20 min on two threads)", "seconds",
            (("experiments/depth_study.py",),)),
+    Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
+           "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
+           (("experiments/llama_study.py",),)),
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",
            "~35 min on two threads (12 runs of 1-5 min; cached in experiments/cache/mlm)",
            (("experiments/mlm_study.py", "--study", "--report"),)),

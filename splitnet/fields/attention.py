@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .dropout import drop
+from .norms import make_norm
 from .rotary import Rotary
 
 
@@ -36,6 +37,11 @@ class Attention(nn.Module):
     ``rotary_dims`` > 0 rotates that many channels of every head's queries and keys by the
     tokens' positions (RoPE, GPT-NeoX's convention; positions ``0 .. n-1``, and with a cache
     ``cache.length ..``: the absolute positions of the new tokens).
+
+    ``n_kv_heads`` < ``n_heads``: grouped-query attention (Ainslie et al. 2023), each key/value
+    head shared by ``n_heads / n_kv_heads`` query heads (the cache holds the key/value heads
+    only). ``bias``: which projections have biases, ``"all"`` (or True: q, k, v and the
+    output), ``"qkv"`` (Qwen2) or ``"none"`` (or False); ``norm``: ``"layer"`` or ``"rms"``.
     """
 
     uses_memory = False
@@ -48,15 +54,24 @@ class Attention(nn.Module):
         return self.causal
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
-                 bias: bool = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
-                 rotary_base: float = 10000.0):
+                 bias: bool | str = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
+                 rotary_base: float = 10000.0, n_kv_heads: int | None = None,
+                 norm: str = "layer"):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        kv = n_heads if n_kv_heads is None else n_kv_heads
+        if n_heads % kv:
+            raise ValueError(f"n_kv_heads={kv} does not divide n_heads={n_heads}")
+        bias = {True: "all", False: "none"}.get(bias, bias)
+        if bias not in ("all", "qkv", "none"):
+            raise ValueError(f"bias must be 'all', 'qkv' or 'none', got {bias!r}")
         self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.n_kv_heads = kv
+        self.kv_width = d_model // n_heads * kv          # keys' (and values') width
+        self.norm = make_norm(norm, d_model, norm_eps)
+        self.qkv = nn.Linear(d_model, d_model + 2 * self.kv_width, bias=bias != "none")
+        self.proj = nn.Linear(d_model, d_model, bias=bias == "all")
         self.resid_dropout = nn.Dropout(dropout)
         self.rotary = Rotary(rotary_dims, rotary_base) if rotary_dims else None
 
@@ -77,12 +92,11 @@ class Attention(nn.Module):
         h = self.norm(x)
         if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
             h = h.reshape(-1, n, d)                             # (B, n, d)
-        # (B, n, 3 d') -> q, k, v: d' = d, or this rank's heads' width under --tp (whose plan,
-        # splitnet.training.tensor_parallel, hands each rank the q, k and v rows of its heads)
-        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        q, k, v = self._split(self.qkv(h))
         hd = d // self.n_heads
         heads = q.shape[-1] // hd
-        q, k, v = (z.view(-1, n, heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        q = q.view(-1, n, heads, hd).transpose(1, 2)                           # (B, H, n, hd)
+        k, v = (z.view(-1, n, z.shape[-1] // hd, hd).transpose(1, 2) for z in (k, v))
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         mask, causal = None, self.causal
@@ -93,7 +107,7 @@ class Attention(nn.Module):
                 causal = False
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=causal)
+            is_causal=causal, **self._gqa)
         y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
         return drop(self.resid_dropout, self.proj(y))
 
@@ -108,8 +122,9 @@ class Attention(nn.Module):
                              f"{self.d_model}), got shape {tuple(x.shape)}")
         b, n, d = x.shape
         hd = d // self.n_heads
-        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, n, self.n_heads, hd).transpose(1, 2) for z in (q, k, v))  # (B,H,n,hd)
+        q, k, v = self.qkv(self.norm(x)).split((d, self.kv_width, self.kv_width), dim=-1)
+        q = q.view(b, n, self.n_heads, hd).transpose(1, 2)                     # (B, H, n, hd)
+        k, v = (z.view(b, n, self.n_kv_heads, hd).transpose(1, 2) for z in (k, v))
         past = cache.length
         if self.rotary is not None:
             q, k = self.rotary(q, k, start=past)                # keys cached rotated
@@ -118,8 +133,22 @@ class Attention(nn.Module):
         if n > 1 and past > 0:   # new token i sees positions 0 .. past + i
             mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                           is_causal=past == 0 and n > 1)
+                                           is_causal=past == 0 and n > 1, **self._gqa)
         return drop(self.resid_dropout, self.proj(y.transpose(1, 2).reshape(b, n, d)))
+
+    def _split(self, qkv: torch.Tensor):
+        """q, k, v of the projected states: thirds (d' = d, or this rank's heads' width under
+        --tp, whose plan, splitnet.training.tensor_parallel, hands each rank the q, k and v
+        rows of its heads), or with grouped-query attention d and two key/value widths."""
+        if self.n_kv_heads == self.n_heads:
+            return qkv.chunk(3, dim=-1)
+        return qkv.split((self.d_model, self.kv_width, self.kv_width), dim=-1)
+
+    @property
+    def _gqa(self) -> dict:
+        """SDPA's grouped-query switch, only when the heads are grouped (the kernels that take
+        it are then the only ones asked)."""
+        return {"enable_gqa": True} if self.n_kv_heads != self.n_heads else {}
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"

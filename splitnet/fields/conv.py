@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .dropout import drop
+from .norms import make_norm
 
 
 class GLUConv(nn.Module):
@@ -29,7 +30,7 @@ class GLUConv(nn.Module):
     supports_cache = False     # no key/value cache: a new token recomputes its window
 
     def __init__(self, d_model: int, kernel_size: int = 3, causal: bool = True,
-                 dropout: float = 0.0, norm_eps: float = 1e-5):
+                 dropout: float = 0.0, norm_eps: float = 1e-5, norm: str = "layer"):
         super().__init__()
         if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
             raise ValueError(f"kernel_size must be an int >= 1, got {kernel_size!r}")
@@ -37,7 +38,7 @@ class GLUConv(nn.Module):
             raise ValueError(f"a non-causal convolution needs an odd kernel_size (a window "
                              f"centred on the token), got {kernel_size}")
         self.d_model, self.kernel_size, self.causal = d_model, kernel_size, bool(causal)
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm = make_norm(norm, d_model, norm_eps)
         self.conv = nn.Conv1d(d_model, 2 * d_model, kernel_size)
         self.proj = nn.Linear(d_model, d_model)      # a residual output projection (scaled init)
         self.resid_dropout = nn.Dropout(dropout)

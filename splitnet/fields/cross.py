@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .dropout import drop
+from .norms import make_norm
 
 
 class CrossAttention(nn.Module):
@@ -31,12 +32,13 @@ class CrossAttention(nn.Module):
     supports_cache = False     # nothing to cache per token: the memory's keys are memory_cache
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 norm_eps: float = 1e-5, memory: torch.Tensor | None = None):
+                 norm_eps: float = 1e-5, memory: torch.Tensor | None = None,
+                 norm: str = "layer"):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm = make_norm(norm, d_model, norm_eps)
         self.q = nn.Linear(d_model, d_model, bias=bias)
         self.kv = nn.Linear(d_model, 2 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)

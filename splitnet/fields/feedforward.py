@@ -14,6 +14,7 @@ from torch import nn
 
 from ..configs.config import ACTIVATIONS
 from .dropout import drop
+from .norms import make_norm
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -39,11 +40,11 @@ class FeedForward(nn.Module):
     supports_cache = False
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
-                 norm_eps: float = 1e-5):
+                 norm_eps: float = 1e-5, norm: str = "layer"):
         super().__init__()
         self.act = activation_function(activation)
         self.activation = activation
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm = make_norm(norm, d_model, norm_eps)
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -55,4 +56,30 @@ class FeedForward(nn.Module):
         return drop(self.dropout, self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
 
 
-__all__ = ["FeedForward", "activation_function", "gelu_tanh"]
+class SwiGLU(nn.Module):
+    """The gated feed-forward network of Llama, Qwen2 and Mistral (Shazeer 2020), pre-norm
+    inside (convection field): ``G(x) = W_down (silu(W_gate n(x)) * W_up n(x))``, no biases,
+    hidden width ``d_ff``. Its kind: :class:`splitnet.configs.kinds.SwiGLUKind`."""
+
+    uses_memory = False
+    mixes_tokens = False       # each particle alone
+    supports_cache = False
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, norm_eps: float = 1e-5,
+                 norm: str = "rms"):
+        super().__init__()
+        self.norm = make_norm(norm, d_model, norm_eps)
+        self.gate = nn.Linear(d_model, d_ff, bias=False)
+        self.up = nn.Linear(d_model, d_ff, bias=False)
+        self.down = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, t, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.gate.in_features:
+            raise ValueError(f"SwiGLU expects states of width d_model={self.gate.in_features}, "
+                             f"got shape {tuple(x.shape)}")
+        h = self.norm(x)
+        return drop(self.dropout, self.down(F.silu(self.gate(h)) * self.up(h)))
+
+
+__all__ = ["FeedForward", "SwiGLU", "activation_function", "gelu_tanh"]

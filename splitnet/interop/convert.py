@@ -47,6 +47,7 @@ from ..configs.kinds import KINDS, GatedKind, layer_fields
 from ..configs.options import init_rule
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
+from .llama import FAMILIES, from_llama, llama_options
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
 # kernel (gelu_pytorch_tanh is F.gelu(approximate="tanh"), exactly what splitnet runs).
@@ -89,11 +90,20 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
         model = _from_gpt2(src)
     elif isinstance(src, transformers.GPTNeoXForCausalLM):
         model = _from_neox(src)
+    elif isinstance(src, _llama_classes(transformers)):
+        model = from_llama(src)
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
+                        f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model
+
+
+def _llama_classes(transformers) -> tuple:
+    """The model classes of :data:`splitnet.interop.llama.FAMILIES`, in its order."""
+    return (transformers.LlamaForCausalLM, transformers.Qwen2ForCausalLM,
+            transformers.MistralForCausalLM)
 
 
 def check_directory(path) -> Path:
@@ -115,10 +125,13 @@ def _load_pretrained(path):
     except (OSError, ValueError, KeyError) as e:
         raise ValueError(f"{p}/config.json cannot be read ({str(e).splitlines()[0]})") from None
     kinds = {"gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM,
+             **dict(zip(FAMILIES, _llama_classes(transformers))),
              hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
     if cfg.model_type not in kinds:
-        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports 'gpt2', "
-                         f"'gpt_neox' and 'splitnet' models")
+        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports "
+                         f"{', '.join(repr(k) for k in kinds)} models")
+    if cfg.model_type in FAMILIES:
+        llama_options(cfg)                 # an option it cannot map: refused before loading
     model, info = _from_pretrained_quietly(transformers, kinds[cfg.model_type], p)
     problem = _loading_problem(info)
     if problem:
@@ -327,6 +340,12 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append("rotary or no position embeddings (GPT-2: learned positions)")
     if not c.tie_head:
         reasons.append("an untied head")
+    if c.norm != "layer":
+        reasons.append(f"norm {c.norm!r} (GPT-2: LayerNorm)")
+    if c.n_kv_heads is not None:
+        reasons.append(f"grouped-query attention ({c.n_kv_heads} key/value heads)")
+    if c.attention_bias != "all":
+        reasons.append(f"attention_bias {c.attention_bias!r} (GPT-2: every projection biased)")
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
     if c.reversible:

@@ -8,11 +8,11 @@ modes) takes well under a second (``benchmarks/bench_describe.py``).
 :func:`describe` (API).
 
 * **Parameters**: token and position embeddings ``V d + max_len d`` (no position table with
-  ``positions="none"``), the final LayerNorm ``2 d``, the head when it is not tied to the
-  embedding (``V d``, counted with the embeddings), and every module of every layer
-  (``kind.params``: one per field per layer, or one per stage with ``weights="per-stage"``).
-  Rotary position embeddings have no parameters; ``learn_coefficients`` adds one per stage and
-  layer.
+  ``positions="none"``), the final norm (``2 d`` LayerNorm, ``d`` RMSNorm), the head when it
+  is not tied to the embedding (``V d``, counted with the embeddings), and every module of
+  every layer (``kind.params``: one per field per layer, or one per stage with
+  ``weights="per-stage"``). Rotary position embeddings have no parameters;
+  ``learn_coefficients`` adds one per stage and layer.
 * **Field evaluations per token**, per field: each stage of each layer calls its field
   ``evals(method)`` times (euler 1, midpoint 2, rk4 4); a field call processes every token once,
   so per token ``n_layers * stages advancing the field * evals`` (a sum stage ``d+c`` counts for
@@ -33,7 +33,7 @@ import numbers
 from dataclasses import asdict, dataclass
 
 from ..configs.config import WEIGHTS, SplitConfig
-from ..configs.kinds import layer_fields
+from ..configs.kinds import layer_fields, norm_params
 from ..integrators.schemes import available
 from ..integrators.subflows import METHODS, get_method
 
@@ -91,7 +91,7 @@ def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
     if config.learn_coefficients:
         n += config.n_layers * len(config.resolved_scheme().stages)
-    non_embedding = n + 2 * d                       # + the final LayerNorm
+    non_embedding = n + norm_params(config)         # + the final norm
     tables = config.vocab_size * (1 if config.tie_head else 2) + \
         (config.max_len if config.positions == "learned" else 0)
     return non_embedding + tables * d, non_embedding

@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from torch import nn
 
 from ..configs.options import init_rule
+from ..fields.norms import NORM_TYPES
 
 
 def embed_scale(config) -> float:
@@ -103,9 +104,9 @@ def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module],
         elif name.endswith("bias"):
             nn.init.zeros_(p)
     for m in model.modules():
-        if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+        if isinstance(m, NORM_TYPES) and m.elementwise_affine:
             nn.init.ones_(m.weight)
-            if m.bias is not None:
+            if getattr(m, "bias", None) is not None:        # (an RMSNorm has none)
                 nn.init.zeros_(m.bias)
 
 

@@ -27,6 +27,7 @@ from ..configs.kinds import layer_fields
 from ..configs.options import init_rule
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
+from ..fields.norms import make_norm
 from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
@@ -76,7 +77,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         self.pos_emb = nn.Embedding(c.max_len, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.layers: Stack = build_stack(c, self.scheme, c.n_layers, self._fields)
-        self.norm = nn.LayerNorm(c.d_model, eps=c.norm_eps)
+        self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_head:
             self.head.weight = self.tok_emb.weight   # tied

@@ -38,6 +38,7 @@ from torch import nn
 
 from ..configs.seq2seq import Seq2SeqConfig, StackConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
+from ..fields.norms import make_norm
 from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
@@ -92,9 +93,9 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         self.tgt_pos = nn.Embedding(c.max_len, d)
         self.drop = nn.Dropout(c.dropout)
         self.encoder_layers = _stack(self.encoder_stack)
-        self.encoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
+        self.encoder_norm = make_norm(c.norm, d, c.norm_eps)
         self.decoder_layers = _stack(self.decoder_stack)
-        self.decoder_norm = nn.LayerNorm(d, eps=c.norm_eps)
+        self.decoder_norm = make_norm(c.norm, d, c.norm_eps)
         self.head = nn.Linear(d, c.tgt_vocab, bias=False)
         if c.tie_head:
             self.head.weight = self.tgt_emb.weight

@@ -104,6 +104,13 @@ def check_tp(tp: int, world: int, model) -> None:
                          f"with whole heads)")
     if d_ff % tp:
         raise ValueError(f"--tp {tp} must divide the feed-forward width {d_ff}")
+    # the plan splits qkv in equal thirds per head and the output's bias with its columns
+    grouped = getattr(model, "n_kv_heads", None) is not None
+    if grouped or getattr(model, "attention_bias", "all") != "all":
+        what = "grouped-query attention (--n-kv-heads)" if grouped else \
+            f"--attention-bias {model.attention_bias}"
+        raise ValueError(f"--tp does not take {what} yet: the tensor-parallel plan splits "
+                         f"q, k and v in equal heads; use --tp 1")
 
 
 # -- the per-head shards after FSDP: whole tensors and checkpoint-ready shards ----------------

@@ -50,7 +50,9 @@ def configure(p) -> None:
                      what=": describe that trained model instead: its cost, then every layer's "
                           "coefficients (the learned ones with --learn-coefficients) with the "
                           "order conditions' defects by degree and check_order's verdict for "
-                          "each layer")
+                          "each layer",
+                     hf=": describe that imported model (GPT-2, GPT-NeoX, Llama, Qwen2, "
+                        "Mistral) as --checkpoint does")
 
 
 def _degrees(order: int) -> int:
@@ -237,13 +239,27 @@ def memory_lines(configs, world: int, parallel: str) -> list[str]:
 
 
 def _describe_checkpoint(args) -> int:
-    from ...nets import cost
     from ...runs import checkpoint as ck
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
+    return _describe_model(args, model, f"{ck.checkpoint_file(args.checkpoint)}: step "
+                                        f"{state.get('step')}")
+
+
+def _describe_hf(args) -> int:
+    from ...interop.convert import from_hf
+
+    model = from_hf(args.hf)
+    return _describe_model(args, model, f"{args.hf}: {model.config.n_layers} layers imported "
+                                        f"as a splitting network")
+
+
+def _describe_model(args, model, title: str) -> int:
+    from ...nets import cost
+
     if hasattr(model, "decoder_layers"):           # an encoder–decoder: its two stacks
-        print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
+        print(title)
         for line in stack_lines(model, min(args.seq_len, model.config.max_len)):
             print(line)
         if args.activations or model.config.reversible:
@@ -253,7 +269,7 @@ def _describe_checkpoint(args) -> int:
         sys.stdout.flush()
         return 0
     row = cost.describe(model.config, seq_len=min(args.seq_len, model.config.max_len))
-    print(f"{ck.checkpoint_file(args.checkpoint)}: step {state.get('step')}")
+    print(title)
     print(cost.format_table([row], markdown=args.markdown))
     print()
     if args.world_size is not None:
@@ -280,8 +296,12 @@ def run(args) -> int:
     from ...integrators.schemes import available
     from ...nets import cost
 
+    if args.checkpoint is not None and args.hf is not None:
+        raise ValueError("--checkpoint and --hf both name a model: give one")
     if args.checkpoint is not None:
         return _describe_checkpoint(args)
+    if args.hf is not None:
+        return _describe_hf(args)
 
     given = args.scheme or ["lie-trotter"]
     names = available() if given == ["all"] else given

@@ -45,7 +45,9 @@ def configure(p) -> None:
         "each token is predicted from the last context-many bytes. Tokens/s go to stderr at "
         "the end. Attention keys and values are cached per stage and sub-step "
         "(splitnet.nets.generation), except for method 'exact'.")
-    add_model_source(p)
+    add_model_source(p, hf=": continue the prompt with that imported model (GPT-2, GPT-NeoX, "
+                           "Llama, Qwen2, Mistral), in its folder's tokens when it has a "
+                           "tokenizer")
     p.add_argument("--prompt", default="", metavar="TEXT",
                    help="text to continue (default: empty = start from a line break)")
     p.add_argument("--max-new-tokens", type=nonnegative_int, default=256, metavar="N",
@@ -105,6 +107,8 @@ def run(args) -> int:
 
     device = torch_device(args.device)
     set_threads(args.threads)
+    if args.hf is not None:
+        return _sample_hf(args, device)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
     if hasattr(model, "decoder_layers"):
         raise ValueError(f"{args.checkpoint} holds a translation model: use 'splitnet translate "
@@ -132,6 +136,51 @@ def run(args) -> int:
     print(f"\nsample: {n} tokens in {dt:.2f} s, {n / dt if dt > 0 else 0.0:.1f} tokens/s "
           f"({len(prompt)}-byte prompt, context {model.max_len}, "
           f"{_how(model, len(prompt), n, cache_unsupported(model))}, {device})", file=sys.stderr)
+    return 0
+
+
+def _sample_hf(args, device) -> int:
+    """``--hf DIR``: the imported model, in its tokenizer's tokens (text written as it is
+    decoded), or in bytes when the folder has no tokenizer (a vocabulary of 256 then)."""
+    import time
+
+    import torch
+
+    from ...interop.imported import load_hf_for_analysis
+    from ...nets.generation import cache_unsupported, stream
+
+    imported = load_hf_for_analysis(args.hf)
+    model, tok = imported.model.to(device), imported.tokenizer
+    if tok is None and model.vocab_size != 256:
+        raise ValueError(f"{args.hf} has no tokenizer and a vocabulary of {model.vocab_size}: "
+                         f"bytes need 256 (save the model's tokenizer beside it)")
+    if tok is None:
+        prompt = list(prompt_bytes(args.prompt))
+    else:
+        prompt = tok.encode(args.prompt, add_special_tokens=False) or \
+            [tok.bos_token_id if tok.bos_token_id is not None else tok.encode("\n")[0]]
+    idx = torch.tensor([prompt], dtype=torch.long, device=device)
+    gen = torch.Generator(device).manual_seed(args.seed)
+    tokens = stream(model, idx, args.max_new_tokens, args.temperature, args.top_k,
+                    generator=gen)
+    out, ids, shown, t0 = _ByteWriter(), [], "", time.perf_counter()
+    for t in tokens:
+        ids.append(int(t))
+        if tok is None:
+            out.write(bytes([ids[-1]]))
+        else:      # the decoded text so far, less an unfinished character (it may span tokens)
+            text = tok.decode(ids).rstrip("\ufffd")
+            out.write(text[len(shown):].encode("utf-8", "replace"))
+            shown = text
+        if out.closed:
+            tokens.close()
+            break
+    if tok is not None and not out.closed:
+        out.write(tok.decode(ids)[len(shown):].encode("utf-8", "replace"))
+    dt = time.perf_counter() - t0
+    print(f"\nsample: {len(ids)} tokens in {dt:.2f} s ({len(prompt)}-token prompt, context "
+          f"{model.max_len}, {_how(model, len(prompt), len(ids), cache_unsupported(model))}, "
+          f"{device})", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,27 @@
+"""The normalisation inside every field and before the head (``norm`` of a network config,
+:data:`splitnet.configs.options.NORMS`):
+
+* ``layer`` -- ``LayerNorm``: ``g (x - mean x) / sqrt(var x + eps) + b`` (GPT-2, GPT-NeoX);
+* ``rms`` -- ``RMSNorm``: ``g x / sqrt(mean x^2 + eps)``, no mean, no bias (Llama, Qwen2,
+  Mistral; Zhang and Sennrich 2019).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..configs.options import NORMS
+
+NORM_TYPES = (nn.LayerNorm, nn.RMSNorm)     # what initialisation resets to ones (and zeros)
+
+
+def make_norm(kind: str, d: int, eps: float) -> nn.Module:
+    """The norm ``kind`` over the last ``d`` channels."""
+    if kind == "layer":
+        return nn.LayerNorm(d, eps=eps)
+    if kind == "rms":
+        return nn.RMSNorm(d, eps=eps)
+    raise ValueError(f"norm must be one of {', '.join(NORMS)}; got {kind!r}")
+
+
+__all__ = ["NORM_TYPES", "make_norm"]
