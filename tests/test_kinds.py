@@ -37,10 +37,16 @@ def _all_kinds():
     return plain + [K.GatedKind(k, "tanh") for k in plain]
 
 
+# the network options that change a kind's module: the norm, grouped-query attention, biases
+VARIANTS = [{}, {"norm": "rms", "n_kv_heads": 2, "attention_bias": "qkv"},
+            {"norm": "rms", "n_kv_heads": 1, "attention_bias": "none"}]
+
+
 @pytest.mark.parametrize("kind", _all_kinds(), ids=repr)
 @pytest.mark.parametrize("causal", [True, False])
-def test_closed_forms_equal_the_module_and_flop_counter(kind, causal):
-    cfg = _cfg(causal=causal, conv_kernel=5)
+@pytest.mark.parametrize("variant", VARIANTS, ids=["gpt2", "rms-gqa-qkv", "rms-mqa-none"])
+def test_closed_forms_equal_the_module_and_flop_counter(kind, causal, variant):
+    cfg = _cfg(causal=causal, conv_kernel=5, **variant)
     width = 24 if kind.default_width(cfg) is not None else None
     with torch.device("meta"):
         module = kind.build(cfg, width)
