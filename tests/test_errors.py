@@ -611,6 +611,15 @@ CLI_CASES = [
      ["translate", "--checkpoint", "{tmp}/mlm", "--input", "/dev/null"], 2,
      r"holds a masked language model, not a translation model \(train one with 'splitnet "
      r"train --task translate'; 'splitnet evaluate' scores a masked LM\)"),
+    ("evaluate: a damaged WordNet data file (the file and the line named)",
+     ["evaluate", "--checkpoint", "{tmp}/mlm", "--wordnet", "{tmp}/wn-bad"], 2,
+     r"\{tmp\}/wn-bad/data\.verb line \d+: not a WordNet data line"),
+    ("evaluate: a sentiment lexicon that is not UTF-8 text",
+     ["evaluate", "--checkpoint", "{tmp}/mlm", "--wordnet", "{tmp}/wn", "--lexicon",
+      "{tmp}/lex-latin1.tsv"], 2, r"\{tmp\}/lex-latin1\.tsv: not UTF-8 text \(byte \d+\)"),
+    ("train: --task mlm with --loss chunked (its loss counts masked tokens only)",
+     ["train", "--task", "mlm", "--loss", "chunked", "--out", "{tmp}/run-m"], 2,
+     r"--task mlm does not take --loss chunked"),
     ("train: a language model given --beam (never recorded and ignored)",
      ["train", *TINY, "--beam", "4", "--out", "{tmp}/run-t"], 2,
      r"--beam: encoder–decoder option \(read by --task translate only\), but this run is a "
@@ -728,10 +737,26 @@ def _hostile_scratch(root: Path) -> None:
     hostile.good_translation(root / "mt")
     hostile.pair_sources(root)
     (root / "stages-latin1.txt").write_bytes("c:0.5  # é\nd:1\nc:0.5\n".encode("latin-1"))
+    _wordnet_scratch(root)
     state = ck.load(run)                 # the good run, recorded as a masked LM's
     (root / "mlm").mkdir()
     ck.save({**state, "train_config": {**state["train_config"], "task": "mlm"}},
             root / "mlm" / ck.CKPT)
+
+
+def _wordnet_scratch(root: Path) -> None:
+    """The WordNet fixture (tests/data/wordnet) as ``wn``, a copy with one damaged data line as
+    ``wn-bad``, and a sentiment lexicon that is not UTF-8 text."""
+    import shutil
+
+    fixture = Path(__file__).parent / "data" / "wordnet"
+    shutil.copytree(fixture, root / "wn")
+    shutil.copytree(fixture, root / "wn-bad")
+    lines = (root / "wn-bad" / "data.verb").read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if ln[:1].isdigit())
+    lines[k] = "00001740 99 v 01 x 0 000 | gloss\n"
+    (root / "wn-bad" / "data.verb").write_text("".join(lines))
+    (root / "lex-latin1.tsv").write_bytes("bon\tpositive\ncaf\xe9\tpositive\n".encode("latin-1"))
 
 
 _SCRATCH = None

@@ -8,7 +8,7 @@ import sys
 
 from ...configs.config import SplitConfig, cli_fields
 from ...configs.seq2seq import Seq2SeqConfig
-from ...tasks.task import check_task_options, get_task, task_of
+from ...tasks.task import TASKS, check_task_options, get_task, task_of
 from ...training.config import SECTIONS, TrainConfig
 from .._args import add_config_options, given_options
 
@@ -22,8 +22,10 @@ _S2S = {f.name for f in cli_fields(Seq2SeqConfig)}
 
 
 def configure(p) -> None:
+    tasks = "; ".join(f"{t.name}: {t.help}" for t in TASKS.values())
     p.description = (
-        "Train a byte-level SplitTransformer language model. Default: the Python standard "
+        f"Train a splitting network on a task (--task; {tasks}). Default: a byte-level "
+        "SplitTransformer language model of the Python standard "
         "library's .py files, d_model 128, 4 heads, 4 layers, context 128, batch 16, 600 steps "
         "= 1.2M training bytes (about 3 minutes on 2 CPU cores busy with other jobs, where the "
         "default takes 1 thread; about 1 minute on 2 idle ones). Writes checkpoint.pt, "
