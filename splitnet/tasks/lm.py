@@ -92,7 +92,7 @@ class MaskedLanguageModel(LanguageModel):
     ``--bpe``), and the share restored."""
 
     name = "mlm"
-    help = "a masked language model of --text (a bidirectional encoder, 15%% masked)"
+    help = "a masked language model of --text (a bidirectional encoder, 15% masked)"
     reads = ("text", "corpus", "val_fraction", "bpe")
     init = "xavier"                    # an encoder's rule (the Macaron study's models)
     noun = "a masked language model"
