@@ -185,10 +185,10 @@ def test_an_option_several_commands_take_says_the_same_everywhere():
     assert {text.replace(" [may change on --resume]", "") for text in device.values()} == {
         f"{train_help['device']} (default auto)"}
     hf = _option_help("--hf")
-    assert set(hf) == {"refine", "trajectories"}
-    assert all(t.startswith("a Hugging Face model directory (GPT-2, or one written by "
-                            "'splitnet export')") and t.endswith("pip install 'splitnet[hf]')")
-               for t in hf.values()), hf
+    assert set(hf) == {"describe", "refine", "sample", "trajectories"}
+    assert all(t.startswith("a Hugging Face model directory (GPT-2, GPT-NeoX, Llama, Qwen2, "
+                            "Mistral, or one written by 'splitnet export')") and
+               t.endswith("pip install 'splitnet[hf]')") for t in hf.values()), hf
     threads = {k: v for k, v in _option_help("--threads").items() if k != "train"}
     assert len(threads) >= 6 and len(set(threads.values())) == 1, threads
 
