@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hf_folders import HF_DAMAGE, edit_weights, hf_folder
 
 from splitnet.cli import main
 from splitnet.runs import checkpoint as ck
@@ -231,61 +232,12 @@ def test_metrics_files_that_are_damaged_or_not_files(tmp_path):
 # ------------------------------------------------------- Hugging Face folders (the hf extra)
 
 
-def _hf_folder(kind: str, root: Path) -> Path:
-    """A tiny GPT-2 or GPT-NeoX folder written by save_pretrained."""
-    tf = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    if kind == "gpt2":
-        m = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=300, n_embd=16, n_layer=1, n_head=2,
-                                             n_positions=32, bos_token_id=0, eos_token_id=0))
-    else:
-        m = tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(
-            vocab_size=300, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=32, max_position_embeddings=32, rotary_pct=0.25,
-            tie_word_embeddings=False, bos_token_id=0, eos_token_id=0))
-    d = root / kind
-    m.eval().save_pretrained(d)
-    return d
-
-
-def _edit_weights(d: Path, edit) -> None:
-    from safetensors.torch import load_file, save_file
-
-    sd = load_file(d / "model.safetensors")
-    edit(sd)
-    save_file(sd, d / "model.safetensors", metadata={"format": "pt"})
-
-
-def _up_projection(sd: dict) -> str:
-    return next(k for k in sd if k.endswith(("mlp.c_fc.weight", "dense_h_to_4h.weight")))
-
-
-HF_DAMAGE = {
-    "a tensor missing": (lambda d: _edit_weights(d, lambda sd: sd.pop(_up_projection(sd))),
-                         r": the weights do not fit its config.json \(the file has no "
-                         r"\S+(c_fc|dense_h_to_4h).weight: transformers would initialise it at "
-                         r"random\); nothing was imported"),
-    "a weight of the wrong shape": (
-        lambda d: _edit_weights(d, lambda sd: sd.__setitem__(_up_projection(sd),
-                                                             torch.zeros(3, 3))),
-        r"(c_fc|dense_h_to_4h).weight has shape \(3, 3\), the config needs \(\d+, \d+\)"),
-    "a truncated model.safetensors": (
-        lambda d: (d / "model.safetensors").write_bytes(
-            (d / "model.safetensors").read_bytes()[:2000]),
-        r"model.safetensors is damaged or cut short: its tensors cannot be read \(Error while "
-        r"deserializing header"),
-    "an empty model.safetensors": (
-        lambda d: (d / "model.safetensors").write_bytes(b""),
-        r"model.safetensors is damaged or cut short: its tensors cannot be read"),
-}
-
-
 @pytest.mark.parametrize("kind", ["gpt2", "neox"])
 @pytest.mark.parametrize("case", sorted(HF_DAMAGE))
 def test_a_damaged_hf_folder_is_refused_by_from_hf_and_refine(kind, case, tmp_path, capsys):
     import splitnet as sn
 
-    d = _hf_folder(kind, tmp_path)
+    d = hf_folder(kind, tmp_path)
     damage, pattern = HF_DAMAGE[case]
     damage(d)
     with pytest.raises(ValueError, match=pattern):
@@ -300,9 +252,9 @@ def test_a_damaged_hf_folder_is_refused_by_from_hf_and_refine(kind, case, tmp_pa
 def test_an_unused_extra_tensor_in_an_hf_folder_changes_nothing(kind, tmp_path):
     import splitnet as sn
 
-    d = _hf_folder(kind, tmp_path)
+    d = hf_folder(kind, tmp_path)
     ref = sn.interop.from_hf(d)
-    _edit_weights(d, lambda sd: sd.__setitem__("unused.tensor", torch.zeros(3)))
+    edit_weights(d, lambda sd: sd.__setitem__("unused.tensor", torch.zeros(3)))
     got = sn.interop.from_hf(d)
     x = torch.randint(0, 300, (1, 8))
     with torch.no_grad():

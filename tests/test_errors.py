@@ -831,7 +831,20 @@ def render() -> str:
                  "`layer`, `convergence_study` and `SplitTransformer` refuse any step <= 0. The "
                  "network layer (`SplitLayer`, `SplitTransformer.forward`) checks no NaN on its "
                  "hot path; `step`, `integrate` and the analysis functions do.")
-    return "\n".join(lines) + "\n"
+    lines += ["", hf_section()]
+    return "\n".join(lines)
+
+
+def hf_section() -> str:
+    """docs/errors.md's import section: rendered from ``hf_folders.HF_CASES`` with transformers,
+    else kept as it is (``test_hf_errors`` checks it wherever the extra is installed)."""
+    import importlib.util
+
+    import hf_folders
+
+    have = importlib.util.find_spec("transformers") is not None
+    root = hf_folders.scratch(_scratch()) if have else None
+    return hf_folders.section(root, run_cli, DOC.read_text() if DOC.exists() else "")
 
 
 def test_the_table_in_docs_is_current():

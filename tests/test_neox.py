@@ -61,9 +61,19 @@ def test_neox_tied_head_and_greedy_generation_agree(tf):
     assert torch.equal(m.generate(idx, 10, temperature=0), theirs)    # cached, rotary
 
 
+def test_neox_without_attention_biases_imports_with_equal_logits(tf):
+    """attention_bias=False (no bias on query_key_value nor dense) maps to attention_bias
+    'none': refused before splitnet had the option (issue 46), exact now."""
+    src = _neox(tf, attention_bias=False, parallel=False)
+    m = sn.interop.from_hf(src)
+    att = m.layers[0].field_modules("diffusion")[0]
+    assert m.config.attention_bias == "none" and att.qkv.bias is None and att.proj.bias is None
+    assert m.n_params() == sum(p.numel() for p in src.parameters())
+    idx = torch.randint(0, 300, (2, 20))
+    torch.testing.assert_close(m(idx), src(idx).logits, rtol=0, atol=1e-6)
+
+
 def test_neox_that_cannot_map_exactly_is_refused(tf):
-    with pytest.raises(ValueError, match="attention_bias"):
-        sn.interop.from_hf(_neox(tf, attention_bias=False))
     with pytest.raises(ValueError, match="activation"):
         sn.interop.from_hf(_neox(tf, hidden_act="gelu_fast"))
 

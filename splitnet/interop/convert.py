@@ -267,8 +267,7 @@ def _neox_options(c) -> dict:
     rope = dict(c.rope_parameters or {})
     bad = [why for why, wrong in (
         (f"rope_type {rope.get('rope_type')!r} (splitnet has the default RoPE only)",
-         rope.get("rope_type", "default") != "default"),
-        ("attention_bias=False (splitnet's attention has biases)", not c.attention_bias))
+         rope.get("rope_type", "default") != "default"),)
         if wrong]
     if bad:
         raise ValueError(f"this GPT-NeoX cannot be mapped exactly: {', '.join(bad)}")
@@ -283,7 +282,8 @@ def _neox_options(c) -> dict:
         "norm_eps": c.layer_norm_eps, "positions": "none",
         "rotary_pct": float(rope.get("partial_rotary_factor", 1.0)),
         "rotary_base": float(rope.get("rope_theta", 10000.0)),
-        "tie_head": bool(c.tie_word_embeddings)}
+        "tie_head": bool(c.tie_word_embeddings),
+        "attention_bias": "all" if c.attention_bias else "none"}
 
 
 def _from_neox(src) -> SplitTransformer:
@@ -304,7 +304,9 @@ def _from_neox(src) -> SplitTransformer:
             qkv = block.attention.query_key_value    # rows (heads, 3, head_dim) -> (3, heads, ..)
             att.qkv.weight.copy_(qkv.weight.view(heads, 3, d // heads, d).transpose(0, 1)
                                  .reshape(3 * d, d))
-            att.qkv.bias.copy_(qkv.bias.view(heads, 3, d // heads).transpose(0, 1).reshape(-1))
+            if att.qkv.bias is not None:       # attention_bias=False: neither side has one
+                att.qkv.bias.copy_(qkv.bias.view(heads, 3, d // heads).transpose(0, 1)
+                                   .reshape(-1))
         for dst, src_mod in pairs:
             _copy(dst, src_mod)
     return model

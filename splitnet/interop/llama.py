@@ -39,9 +39,9 @@ def _rope(c) -> float:
         rope = {**scaling, **rope}
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
-        raise ValueError(f"this {c.model_type} uses rotary scaling rope_type {kind!r} (Llama 3 "
-                         f"uses 'llama3'); splitnet has the default RoPE only, so its logits "
-                         f"would differ")
+        raise ValueError(f"this {c.model_type} scales its rotary positions (rope_type "
+                         f"{kind!r}); splitnet has the default RoPE only, so its logits would "
+                         f"differ")
     if float(rope.get("partial_rotary_factor", 1.0)) != 1.0:
         raise ValueError(f"this {c.model_type} rotates part of each head "
                          f"(partial_rotary_factor {rope['partial_rotary_factor']}); the Llama "
