@@ -696,12 +696,15 @@ def _scratch() -> Path:
     """The scratch folder of the command-line cases (made once per process)."""
     global _SCRATCH
     if _SCRATCH is None:
+        import atexit
         import os
+        import shutil
         import tempfile
 
         from splitnet import checkpoint as ck
 
         root = Path(tempfile.mkdtemp(prefix="splitnet-errors-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)    # never left in /tmp
         (root / "text.txt").write_text("def f(x):\n    return x\n" * 200)
         (root / "file").write_text("not a folder")
         for d in ("garbage", "evil", "old"):
