@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -123,12 +122,6 @@ def study(corpus: str = "stdlib") -> None:
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def _paired_t(a: list[float], b: list[float]) -> float:
-    d = [x - y for x, y in zip(a, b)]
-    sd = statistics.stdev(d) if len(d) > 1 else 0.0
-    return math.inf if sd == 0 else statistics.mean(d) / (sd / math.sqrt(len(d)))
-
-
 def _records(cache: Path = CACHE) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for label in ARRANGEMENTS:
@@ -145,39 +138,102 @@ def _cell(vals: list[float], scale: float = 1.0, digits: int = 3) -> str:
     return f"{m:.{digits}f} ± {sd:.{digits}f}"
 
 
-def _t(label: str, vals: list[float], base: list[dict], key) -> str:
+def _by_seed(rs: list[dict], key) -> dict[int, float]:
+    out = {}
+    for r in rs:
+        try:
+            out[r["seed"]] = float(key(r))
+        except (KeyError, TypeError):
+            continue
+    return out
+
+
+def _compare(rs: list[dict], base: list[dict], key):
+    """The paired comparison (splitnet.analyses.seeds) of ``rs`` against the Transformer's
+    ``base`` on the seeds both have, or None under two."""
+    from splitnet.analyses.seeds import paired
+
+    a, b = _by_seed(rs, key), _by_seed(base, key)
+    common = sorted(set(a) & set(b))
+    return paired([a[s] for s in common], [b[s] for s in common]) if len(common) > 1 else None
+
+
+def _t(label: str, rs: list[dict], base: list[dict], key) -> str:
     """The paired t against the Transformer's runs (— for the Transformer itself)."""
-    if label == "Transformer" or len(vals) != len(base):
-        return "—"
-    return f"{_paired_t(vals, [key(r) for r in base]):+.1f}"
+    c = None if label == "Transformer" else _compare(rs, base, key)
+    return "—" if c is None else f"{c.t:+.1f}"
 
 
 PROBES = {"wn_lex": "WN-lex probe", "wic_wn": "WiC-WN probe", "wn_polarity": "WN-polarity probe"}
 
 
+def _probe(key: str):
+    return lambda r: r[key]["probe"]
+
+
 def _probe_cells(label: str, rs: list[dict], base: list[dict], key: str) -> str:
     vals = [r[key]["probe"] for r in rs if key in r]
-    kbase = [r for r in base if key in r]
     if not vals:
         return "— | — |"
-    return (f"{_cell(vals, 100, 1)} % | "
-            f"{_t(label, vals, kbase, lambda r: r[key]['probe'])} |")
+    return f"{_cell(vals, 100, 1)} % | {_t(label, rs, base, _probe(key))} |"
+
+
+def _fall(rs: list[dict], since: int = STEPS - 900) -> str:
+    """How far from flat: the mean fall of the held-out loss over the last 900 steps, and its
+    share of the fall from the first validation."""
+    falls, shares = [], []
+    for r in rs:
+        curve = {st: lo for st, lo, _ in r["curve"]}
+        first = r["curve"][0][1]
+        if since in curve and first > r["val_loss"]:
+            falls.append(curve[since] - r["val_loss"])
+            shares.append(falls[-1] / (first - r["val_loss"]))
+    if not falls:
+        return "—"
+    return f"{statistics.mean(falls):.3f} ({100 * statistics.mean(shares):.0f} %)"
 
 
 def table(recs: dict[str, list[dict]]) -> str:
     base = recs["Transformer"]
     probes = [k for k in PROBES if any(k in r for r in base)] or ["wn_lex"]
-    rows = ["| arrangement | params | MFLOP/token | held-out masked loss (nats) | t | restored "
-            "| t | " + "".join(f"{PROBES[k]} | t | " for k in probes).rstrip(),
-            "|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(probes)]
+    rows = ["| arrangement | seeds | params | MFLOP/token | held-out masked loss (nats) | t | "
+            "fall, last 900 steps | restored | t | "
+            + "".join(f"{PROBES[k]} | t | " for k in probes).rstrip(),
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(probes)]
     for label, rs in recs.items():
         loss = [r["val_loss"] for r in rs]
         acc = [r["val_acc"] for r in rs]
         rows.append(
-            f"| {label} | {rs[0]['n_params']:,} | {rs[0]['flops_per_token'] / 1e6:.2f} | "
-            f"{_cell(loss)} | {_t(label, loss, base, lambda r: r['val_loss'])} | "
-            f"{_cell(acc, 100, 1)} % | {_t(label, acc, base, lambda r: r['val_acc'])} | "
+            f"| {label} | {len(rs)} | {rs[0]['n_params']:,} | "
+            f"{rs[0]['flops_per_token'] / 1e6:.2f} | "
+            f"{_cell(loss)} | {_t(label, rs, base, lambda r: r['val_loss'])} | {_fall(rs)} | "
+            f"{_cell(acc, 100, 1)} % | {_t(label, rs, base, lambda r: r['val_acc'])} | "
             + " ".join(_probe_cells(label, rs, base, k) for k in probes))
+    return "\n".join(rows)
+
+
+def paired_table(recs: dict[str, list[dict]]) -> str:
+    """Each arrangement against the Transformer, seed by seed: the mean difference, its 95 %
+    interval, p, the smallest difference these seeds' spread detects at 80 % power, and the
+    verdict on 'better than the Transformer' (splitnet.analyses.seeds)."""
+    base = recs["Transformer"]
+    measures = [("held-out loss (nats)", lambda r: r["val_loss"], 1.0, -1, 3),
+                ("restored (points)", lambda r: r["val_acc"], 100.0, 1, 1)]
+    measures += [(f"{PROBES[k]} (points)", _probe(k), 100.0, 1, 1) for k in PROBES
+                 if any(k in r for r in base)]
+    rows = ["| arrangement | measure | seeds | difference | 95 % interval | p | detectable "
+            "at 80 % power | better than the Transformer? |",
+            "|---|---|---:|---:|---|---:|---:|---|"]
+    for label, rs in recs.items():
+        if label == "Transformer":
+            continue
+        for name, key, scale, better, dg in measures:
+            c = _compare(rs, base, key)
+            if c is None:
+                continue
+            rows.append(f"| {label} | {name} | {c.n} | {scale * c.mean:+.{dg}f} | "
+                        f"[{scale * c.low:+.{dg}f}, {scale * c.high:+.{dg}f}] | {c.p:.3f} | "
+                        f"{scale * c.detectable:.{dg}f} | {c.verdict(0, better)} |")
     return "\n".join(rows)
 
 
@@ -200,8 +256,12 @@ def report(corpus: str = "stdlib") -> None:
     text = DOC.read_text()
     start, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
     i, j = text.index(start) + len(start), text.index(end)
-    DOC.write_text(text[:i] + "\n" + table(recs) + "\n" + text[j:])
+    text = text[:i] + "\n" + table(recs) + "\n" + text[j:]
+    start, end = f"<!-- {block}-paired:begin -->", f"<!-- {block}-paired:end -->"
+    i, j = text.index(start) + len(start), text.index(end)
+    DOC.write_text(text[:i] + "\n" + paired_table(recs) + "\n" + text[j:])
     print(table(recs))
+    print(paired_table(recs))
 
 
 def main(argv=None) -> int:
