@@ -235,14 +235,20 @@ def _study_job(args) -> str:
     return f"done: {label} seed {seed}"
 
 
-def study(seeds: list[int], jobs: int, steps: int = STUDY_STEPS) -> None:
-    """Part (ii): every arrangement x seed at the best search configuration and ``steps``
-    (the same step count for all, so curves and pairs align)."""
+def study(seeds: list[int], jobs: int, steps: int = STUDY_STEPS,
+          labels: list[str] | None = None) -> None:
+    """Part (ii): every arrangement (or ``labels``) x seed at the best search configuration and
+    ``steps`` (the same step count for all, so curves and pairs align)."""
     best = best_search()
     if best is None:
         raise ValueError("no search run is cached: run --search first")
+    unknown = sorted(set(labels or ()) - set(ARRANGEMENTS))
+    if unknown:
+        raise ValueError(f"--arrangements: unknown {', '.join(unknown)} (known: "
+                         f"{', '.join(ARRANGEMENTS)})")
     key, _ = best
-    todo = [(lab, s, key, steps) for s in seeds for lab in ARRANGEMENTS]
+    todo = [(lab, s, key, steps) for s in seeds for lab in ARRANGEMENTS
+            if labels is None or lab in labels]
     print(f"study at {key}, {steps} steps: {len(todo)} runs", file=sys.stderr)
     if jobs <= 1:
         for job in todo:
@@ -395,6 +401,8 @@ def main(argv=None) -> int:
                    f"{', '.join(SEARCH)})")
     p.add_argument("--study", action="store_true", help="run arrangements x seeds")
     p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--arrangements", default=None, metavar="LABELS",
+                   help=f"only these (comma-separated; default all: {', '.join(ARRANGEMENTS)})")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (one thread each)")
     p.add_argument("--steps", type=int, default=STUDY_STEPS,
                    help=f"steps of every study run (default {STUDY_STEPS})")
@@ -410,7 +418,8 @@ def main(argv=None) -> int:
         if a.study:
             if a.steps < N_EVALS:
                 raise ValueError(f"--steps must be at least {N_EVALS}, got {a.steps}")
-            study(seeds, a.jobs, a.steps)
+            study(seeds, a.jobs, a.steps,
+                  a.arrangements.split(",") if a.arrangements else None)
         if a.report or not (a.search or a.study):
             report(seeds)
     except ValueError as e:
