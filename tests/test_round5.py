@@ -54,6 +54,23 @@ def test_no_output_option_writes_over_a_file_of_the_run_it_reads(run, name, comm
         assert (run / name).read_bytes() == before
 
 
+@pytest.mark.parametrize("linked", ["checkpoint file", "run folder"])
+def test_a_run_read_through_a_link_keeps_its_files_guarded(run, linked, tmp_path):
+    """Round five's pass: ``--checkpoint LINK`` (a link to the checkpoint file, or to the run's
+    folder) must guard the files beside the checkpoint the link reaches, not beside the link:
+    ``refine --json RUN/metrics.jsonl`` replaced the run's history, exit 0."""
+    link = tmp_path / ("ck.pt" if linked == "checkpoint file" else "run")
+    link.symlink_to(run / ck.CKPT if linked == "checkpoint file" else run)
+    guarded = {os.path.realpath(p) for _, p in ck.run_files(link)}
+    assert {os.path.realpath(run / n) for n in (ck.CKPT, ck.METRICS, ck.PLOT)} <= guarded
+    before = (run / ck.METRICS).read_bytes()
+    r = subprocess.run([sys.executable, "-m", "splitnet", "refine", "--checkpoint", str(link),
+                        "--json", str(run / ck.METRICS)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "which this command reads" in r.stderr, r.stderr[-500:]
+    assert (run / ck.METRICS).read_bytes() == before
+
+
 def _damage(folder, how):
     """One of the ways a shards folder arrives damaged."""
     files = sorted(p for p in folder.iterdir() if p.suffix == ".distcp")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -57,11 +58,12 @@ def run_files(path) -> list[tuple[str, Path]]:
     from .shards import PREFIX as SHARDS
 
     f = checkpoint_file(path)
-    folder = f.parent
     out = [("the checkpoint", f)]
-    out += [(f"the run's {n}", folder / n) for n in (METRICS, PLOT, LOCK) if n != f.name]
-    out += [("the run's shards folder", p) for p in sorted(folder.glob(f"{SHARDS}*"))
-            if p.is_dir()]
+    # the folder the path names and, through a link, the folder the checkpoint really is in
+    for folder in dict.fromkeys((f.parent, Path(os.path.realpath(f)).parent)):
+        out += [(f"the run's {n}", folder / n) for n in (METRICS, PLOT, LOCK) if n != f.name]
+        out += [("the run's shards folder", p) for p in sorted(folder.glob(f"{SHARDS}*"))
+                if p.is_dir()]
     return out
 
 
