@@ -336,6 +336,11 @@ CASES = [
                            refine_prob=0.5),
      ValueError, r"refine_prob with learned coefficients: the refined layers would hold the "
                  r"coefficients fixed"),
+    ("a string for a true/false option ('no' is truthy)",
+     lambda: sn.models.SplitConfig(causal="no"), ValueError,
+     r"causal must be True or False, got 'no'"),
+    ("a string for a training switch", lambda: _train_config(plot="false"), ValueError,
+     r"plot must be True or False, got 'false'"),
     ("a non-byte vocabulary for training",
      lambda: _train_config(model=sn.models.SplitConfig(vocab_size=100)),
      ValueError, r"a byte-level model needs vocab_size 256, got 100"),

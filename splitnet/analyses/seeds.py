@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
+__all__ = ["ALPHA", "POWER", "Paired", "detectable", "paired", "power_of", "seeds_for"]
+
 ALPHA = 0.05
 POWER = 0.8
 

@@ -31,6 +31,7 @@ from .options import (
     MAX_SEED,
     SESSION,
     WEIGHTS,
+    check_bools,
     check_network,
     check_projection,
     check_reversible,
@@ -140,6 +141,7 @@ class SplitConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        check_bools(self)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             set_(self, name, _int(name, getattr(self, name)))
         spec, scheme = _scheme_spec(self.scheme)

@@ -127,6 +127,22 @@ LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2
           "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}
 
 
+def check_bools(cfg) -> None:
+    """Every ``bool`` field of the dataclass ``cfg`` holds a bool (numpy's too), set back as a
+    Python bool; ValueError naming the field otherwise: ``bool("no")`` is True, so a string
+    would switch an option on silently. A field typed ``bool | None`` may also be None."""
+    for f in dataclasses.fields(cfg):
+        if f.type not in ("bool", "bool | None"):
+            continue
+        v = getattr(cfg, f.name)
+        if v is None and f.type == "bool | None":
+            continue
+        numpy_bool = type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")
+        if not (isinstance(v, bool) or numpy_bool):
+            raise ValueError(f"{f.name} must be True or False, got {v!r}")
+        object.__setattr__(cfg, f.name, bool(v))
+
+
 def check_int(name: str, v, lo: int = 1, none: bool = False):
     if v is None and none:
         return None
@@ -382,8 +398,8 @@ def check_tensorboard(cfg) -> None:
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
-           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_choice", "check_growth", "check_int",
-           "check_network", "check_parallel", "check_projection", "check_real",
+           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_bools", "check_choice", "check_growth",
+           "check_int", "check_network", "check_parallel", "check_projection", "check_real",
            "check_reversible", "check_tensorboard", "config_from_dict", "init_rule", "int_list",
            "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
            "scheme_spec"]

@@ -27,8 +27,8 @@ from typing import Any
 from ..integrators import schemes as _schemes
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
-from .options import check_int as _int
 from .options import (
+    check_bools,
     check_network,
     check_reversible,
     kind_option_fields,
@@ -36,6 +36,7 @@ from .options import (
     network_option,
     option,
 )
+from .options import check_int as _int
 from .options import config_from_dict as _from_dict
 from .options import scheme_spec as _scheme_spec
 
@@ -149,6 +150,7 @@ class Seq2SeqConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        check_bools(self)
         for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_encoder_layers",
                      "n_decoder_layers", "max_len"):
             set_(self, name, _int(name, getattr(self, name)))

@@ -35,6 +35,7 @@ from ..configs.config import (
 from ..configs.options import (
     FREE,
     SESSION,
+    check_bools,
     check_growth,
     check_parallel,
     check_tensorboard,
@@ -209,6 +210,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        check_bools(self)
         task = get_task(self.task)
         _choice("schedule", self.schedule, SCHEDULES)
         want = task.model_config
