@@ -401,3 +401,18 @@ def test_a_bpe_on_one_endless_word_is_bounded():
     tok = train_bpe(["def f(x):\n    return x * 2\n" * 50, "z" * 500], 300)
     text = "word " + "z" * (3 * MAX_PIECE + 5) + " éü 中文\n"
     assert tok.decode(tok.encode(text)) == text
+
+
+def test_the_done_line_names_only_the_files_written(tmp_path, capsys):
+    """Round five's pass: under --no-plot the last line still listed loss.png."""
+    from splitnet.cli import main
+
+    text = tmp_path / "t.txt"
+    text.write_text("def f(x):\n    return x\n" * 300)
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "2", *TINY, "--no-plot", "--text", str(text), "--out",
+                 str(out)]) == 0
+    got = capsys.readouterr()
+    done = [ln for ln in (got.out + got.err).splitlines() if ln.startswith("done:")]
+    assert done and "checkpoint.pt" in done[-1] and "metrics.jsonl" in done[-1], done
+    assert "loss.png" not in done[-1] and not (out / ck.PLOT).exists()

@@ -125,9 +125,10 @@ def summary(run, sig, startup_s: float) -> dict:
             first = (f"; start-up {startup_s:.1f} s{comp}, first step "
                      f"{speed['first_step_s']:.2f} s")
         score = run.task.result(cfg, vb, run.last_extra)
+        written = ",".join(n for n in (ck.CKPT, ck.METRICS, ck.PLOT) if (run.out / n).exists())
         run.log(f"done: step {run.step}, {score}, {speed['tok_per_s']:.0f} tokens/s steady"
                 f" (median after {speed.get('warmup_steps', 0)} warm-up steps){mfu}"
-                f"{first}; {run.out}/{{{ck.CKPT},{ck.METRICS},{ck.PLOT}}}")
+                f"{first}; {run.out}/{{{written}}}")     # what is there: no plot under --no-plot
     return summary
 
 
