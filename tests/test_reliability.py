@@ -85,6 +85,22 @@ def test_a_second_trainer_on_the_same_out_is_refused_naming_the_first(text, tmp_
                   "--overwrite") == 0
 
 
+def test_a_trainer_on_a_live_run_without_resume_is_told_it_is_live(text, tmp_path, capsys):
+    """Round five's pass: a second train on a folder whose run is alive was told 'pass
+    --resume or --overwrite', both of which the lock then refuses: name the live run first."""
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / ck.CKPT).write_bytes(b"a checkpoint")
+    capsys.readouterr()
+    with run_lock.RunLock(out):
+        assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "2") == 2
+        err = capsys.readouterr().err
+        assert f"in use by another splitnet train (pid {os.getpid()}" in err, err
+        assert "--resume" not in err and err.count("\n") == 1
+    assert _train("--text", str(text), "--out", str(out), *TINY, "--steps", "2") == 2
+    assert "already exists: pass --resume" in capsys.readouterr().err    # free: the advice
+
+
 def test_the_lock_is_released_and_holds_the_holder():
     import tempfile
 

@@ -54,8 +54,7 @@ class RunLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise RunLocked(f"{self.folder} is in use by another splitnet train ({holder}); wait "
-                            f"for it to finish, stop it, or choose another --out") from None
+            raise self.locked(holder) from None
         info = {"pid": os.getpid(), "host": socket.gethostname(),
                 "started": datetime.datetime.now().isoformat(timespec="seconds"),
                 "argv": sys.argv}
@@ -71,6 +70,27 @@ class RunLock:
             raise RunLocked(f"{self.folder} changed while this run took its lock (another "
                             f"process is starting there); try again") from None
         return self
+
+    def locked(self, holder: str) -> RunLocked:
+        return RunLocked(f"{self.folder} is in use by another splitnet train ({holder}); wait "
+                         f"for it to finish, stop it, or choose another --out")
+
+    def refuse_if_held(self) -> None:
+        """:class:`RunLocked` naming the holder when another process holds the lock now
+        (nothing taken, nothing created): said before advice that only the holder could
+        follow ('pass --resume or --overwrite', which the lock would then refuse)."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return                       # no lock file: nobody has run here since
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self.locked(_read_holder(fd)) from None
+        finally:
+            os.close(fd)                 # closing drops the shared lock just taken
 
     def verify(self) -> None:
         """:class:`RunDirectoryReplaced` unless ``folder`` is still the directory locked (same

@@ -31,6 +31,7 @@ from ..runenv import RunEnv, available_memory, run_env
 from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards
+from ..runs.lock import RunLock
 from ..tasks.task import check_task_options, get_task
 from . import sharding
 from .config import TrainConfig
@@ -376,6 +377,7 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         # the network at its depth of the moment (--grow-at: the run's, grown)
         check_resumed(cfg, type(cfg.model).from_dict(state["model_config"]), state["step"])
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
+        RunLock(out).refuse_if_held()        # a live run there: say so, not 'pass --resume'
         raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
                          f"--overwrite to start again")
     if cfg.param_dtype != "float32" and env.distributed:
