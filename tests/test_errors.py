@@ -375,6 +375,8 @@ S2S = __import__("hostile").S2S_TINY       # a tiny translation run, no test sco
 
 CLI_CASES = [
     # (what is wrong, argv, exit status, regex of the one stderr line)
+    ("no command", [], 2, r"give a command, one of order, schemes, .*\(splitnet --help says "
+     r"what each does\)"),
     ("unknown command", ["frobnicate"], 2,
      r"unknown command 'frobnicate'; no command has a close name \(splitnet --help lists them "
      r"all\)"),

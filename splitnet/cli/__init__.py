@@ -74,8 +74,12 @@ def main(argv=None) -> int:
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         print(f"splitnet: error: {unknown_name('command', argv[0], COMMANDS)}", file=sys.stderr)
         return 2
-    if not argv or argv[0] not in COMMANDS:
-        build_parser().parse_args(argv or ["--help"])   # --help, --version, or a usage error
+    if not argv:                   # no command: a usage error (exit 2), as for any bad input
+        print(f"splitnet: error: give a command, one of {', '.join(COMMANDS)} (splitnet "
+              f"--help says what each does)", file=sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS:
+        build_parser().parse_args(argv)   # --help, --version, or a usage error
         return 2
     command = argv[0]
     set_stdout_guard()
