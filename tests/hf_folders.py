@@ -18,8 +18,9 @@ HEADER = "## Importing a Hugging Face folder"
 
 
 def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
-    """A tiny GPT-2, GPT-NeoX or Llama folder as ``root/name`` (default ``kind``); ``config``
-    overrides the config's fields."""
+    """A tiny GPT-2, GPT-NeoX, Llama or Mistral (3 layers, a window of 4 of 32 positions,
+    bytes) folder as ``root/name`` (default ``kind``); ``config`` overrides the config's
+    fields."""
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -31,6 +32,12 @@ def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
             "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 1,
             "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32,
             "rotary_pct": 0.25, "tie_word_embeddings": False, "bos_token_id": 0,
+            "eos_token_id": 0, **config}))
+    elif kind == "mistral":
+        m = tf.MistralForCausalLM(tf.MistralConfig(**{
+            "vocab_size": 256, "hidden_size": 16, "num_hidden_layers": 3,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32,
+            "max_position_embeddings": 32, "sliding_window": 4, "bos_token_id": 0,
             "eos_token_id": 0, **config}))
     else:
         m = tf.LlamaForCausalLM(tf.LlamaConfig(**{
@@ -117,6 +124,7 @@ def scratch(tmp: Path) -> Path:
     _config_edit(hf_folder("gpt2", root, "gpt2-3-heads"), n_head=3)                 # D2
     _no_key(hf_folder("llama", root, "llama-no-hidden-size"), "hidden_size")        # D12
     _no_key(hf_folder("gpt2", root, "gpt2-no-n-layer"), "n_layer")                  # D12
+    hf_folder("mistral", root, "mistral-window")                                     # D3
     return tmp
 
 
@@ -198,6 +206,11 @@ HF_CASES = [
     ("refine: config.json without hidden_size",
      ["refine", "--hf", "{tmp}/hf-folders/llama-no-hidden-size", "--out",
       "{tmp}/hf-folders/r.png", "--no-progress"], 2, r"config.json has no 'hidden_size'"),
+    ("sample: past a Mistral's sliding window of 4 tokens (sliding its context would not be "
+     "its attention)",
+     ["sample", "--hf", "{tmp}/hf-folders/mistral-window", "--prompt", "the quick brown fox",
+      "--temperature", "0"], 2,
+     r"context of 4 tokens may not slide .*a 19-token prompt leaves no room for any"),
     ("trajectories: a model type splitnet does not import",
      ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--text", "x = 1", "--out",
       "{tmp}/hf-folders/t.png"], 2,
