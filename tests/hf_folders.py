@@ -18,8 +18,9 @@ HEADER = "## Importing a Hugging Face folder"
 
 
 def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
-    """A tiny GPT-2, GPT-NeoX or Llama folder as ``root/name`` (default ``kind``); ``config``
-    overrides the config's fields."""
+    """A tiny GPT-2, GPT-NeoX, Llama or Mistral (3 layers, a window of 4 of 32 positions,
+    bytes) folder as ``root/name`` (default ``kind``); ``config`` overrides the config's
+    fields."""
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -31,6 +32,12 @@ def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
             "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 1,
             "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32,
             "rotary_pct": 0.25, "tie_word_embeddings": False, "bos_token_id": 0,
+            "eos_token_id": 0, **config}))
+    elif kind == "mistral":
+        m = tf.MistralForCausalLM(tf.MistralConfig(**{
+            "vocab_size": 256, "hidden_size": 16, "num_hidden_layers": 3,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32,
+            "max_position_embeddings": 32, "sliding_window": 4, "bos_token_id": 0,
             "eos_token_id": 0, **config}))
     else:
         m = tf.LlamaForCausalLM(tf.LlamaConfig(**{
@@ -85,6 +92,12 @@ def _config_edit(d: Path, **changes) -> None:
     (d / "config.json").write_text(json.dumps(cfg))
 
 
+def _no_key(d: Path, key: str) -> None:
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg[key]
+    (d / "config.json").write_text(json.dumps(cfg))
+
+
 def scratch(tmp: Path) -> Path:
     """The folders the cases below name, under ``tmp/hf-folders`` (made once)."""
     root = tmp / "hf-folders"
@@ -105,6 +118,13 @@ def scratch(tmp: Path) -> Path:
     _config_edit(hf_folder("llama", root, "llama3-rope"), rope_scaling={
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 16})
+    _config_edit(hf_folder("llama", root, "llama-vocab-str"), vocab_size="256")     # D2
+    _config_edit(hf_folder("llama", root, "llama-eps-str"), rms_norm_eps="small")   # D2
+    _config_edit(hf_folder("neox", root, "neox-3-heads"), num_attention_heads=3)    # D2
+    _config_edit(hf_folder("gpt2", root, "gpt2-3-heads"), n_head=3)                 # D2
+    _no_key(hf_folder("llama", root, "llama-no-hidden-size"), "hidden_size")        # D12
+    _no_key(hf_folder("gpt2", root, "gpt2-no-n-layer"), "n_layer")                  # D12
+    hf_folder("mistral", root, "mistral-window")                                     # D3
     return tmp
 
 
@@ -135,9 +155,8 @@ HF_CASES = [
      r"config.json cannot be read"),
     ("a model type splitnet does not import", _api("{tmp}/hf-folders/bert"), ValueError,
      r"holds a 'bert' model"),
-    ("GPT-2: an activation without an exact counterpart",
-     _api("{tmp}/hf-folders/gpt2-gelu-fast"), ValueError,
-     r"GPT-2 activation 'gelu_fast' has no exact splitnet counterpart"),
+    ("GPT-2: an activation without an exact counterpart", _api("{tmp}/hf-folders/gpt2-gelu-fast"),
+     ValueError, r"GPT-2 activation 'gelu_fast' has no exact splitnet counterpart"),
     ("GPT-NeoX: an activation without an exact counterpart",
      _api("{tmp}/hf-folders/neox-gelu-fast"), ValueError,
      r"GPT-NeoX activation 'gelu_fast' has no exact splitnet counterpart"),
@@ -147,6 +166,25 @@ HF_CASES = [
       for i, (what, (_, pattern)) in enumerate(DAMAGE)],
     ("Llama 3: scaled rotary positions", _api("{tmp}/hf-folders/llama3-rope"), ValueError,
      r"scales its rotary positions \(rope_type 'llama3'\)"),
+    ("config.json: a value of the wrong type (vocab_size \"256\")",
+     _api("{tmp}/hf-folders/llama-vocab-str"), ValueError,
+     r"config.json: vocab_size is '256'; a positive integer is expected"),
+    ("config.json: a value its config class rejects by type (rms_norm_eps \"small\")",
+     _api("{tmp}/hf-folders/llama-eps-str"), ValueError,
+     r"config.json has a bad value: Field 'rms_norm_eps' expected float, got str"),
+    ("config.json: values its config class rejects (3 heads for width 16)",
+     _api("{tmp}/hf-folders/neox-3-heads"), ValueError,
+     r"config.json has a bad value: The hidden size is not divisible by the number of "
+     r"attention heads"),
+    ("GPT-2: config.json transformers cannot build a model from (3 heads for width 16)",
+     _api("{tmp}/hf-folders/gpt2-3-heads"), ValueError,
+     r"config.json describes a model transformers cannot build \(`embed_dim` must be "
+     r"divisible by num_heads"),
+    ("Llama: config.json without hidden_size (transformers would default it to 4096)",
+     _api("{tmp}/hf-folders/llama-no-hidden-size"), ValueError,
+     r"config.json has no 'hidden_size': a llama config.json states vocab_size, hidden_size"),
+    ("GPT-2: config.json without n_layer", _api("{tmp}/hf-folders/gpt2-no-n-layer"),
+     ValueError, r"config.json has no 'n_layer'"),
     ("an object that is not a model", _not_a_model, TypeError,
      r"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, .*got int"),
     ("describe: GPT-NeoX with an unmapped activation",
@@ -159,6 +197,20 @@ HF_CASES = [
      ["refine", "--hf", "{tmp}/hf-folders/neox-damaged-2", "--out", "{tmp}/hf-folders/r.png",
       "--no-progress"], 2,
      r"model.safetensors is damaged or cut short"),
+    ("describe: config.json with a value of the wrong type",
+     ["describe", "--hf", "{tmp}/hf-folders/llama-vocab-str"], 2,
+     r"config.json: vocab_size is '256'"),
+    ("sample: config.json rejected by its config class",
+     ["sample", "--hf", "{tmp}/hf-folders/neox-3-heads", "--max-new-tokens", "4"], 2,
+     r"config.json has a bad value: The hidden size is not divisible"),
+    ("refine: config.json without hidden_size",
+     ["refine", "--hf", "{tmp}/hf-folders/llama-no-hidden-size", "--out",
+      "{tmp}/hf-folders/r.png", "--no-progress"], 2, r"config.json has no 'hidden_size'"),
+    ("sample: past a Mistral's sliding window of 4 tokens (sliding its context would not be "
+     "its attention)",
+     ["sample", "--hf", "{tmp}/hf-folders/mistral-window", "--prompt", "the quick brown fox",
+      "--temperature", "0"], 2,
+     r"context of 4 tokens may not slide .*a 19-token prompt leaves no room for any"),
     ("trajectories: a model type splitnet does not import",
      ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--text", "x = 1", "--out",
       "{tmp}/hf-folders/t.png"], 2,

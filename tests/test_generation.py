@@ -99,6 +99,25 @@ def test_prompt_longer_than_the_context():
     assert torch.equal(out[:, :MAX_LEN + 7], idx)
 
 
+def test_a_context_that_may_not_slide_is_refused_past_max_len():
+    """``context_slides=False`` (an imported sliding attention window): every token predicted
+    from the whole sequence; a request that would slide is one ValueError before any token,
+    at exactly one token past the bound, and the same tokens as a sliding model within it."""
+    m, slides = _model(context_slides=False), _model()
+    for T in (1, 5, MAX_LEN):
+        n = MAX_LEN - T + 1                        # the last token sees exactly MAX_LEN
+        for use_cache in (None, False):
+            assert torch.equal(m.generate(_prompt(T), n, temperature=0, use_cache=use_cache),
+                               slides.generate(_prompt(T), n, temperature=0))
+            with pytest.raises(ValueError, match=rf"context of {MAX_LEN} tokens may not slide.*"
+                                                 rf"room for {n} new tokens \(asked for {n + 1}"):
+                G.stream(m, _prompt(T), n + 1, temperature=0, use_cache=use_cache)
+    assert torch.equal(m.generate(_prompt(MAX_LEN + 3), 0), _prompt(MAX_LEN + 3))
+    with pytest.raises(ValueError, match=r"15-token prompt leaves no room for any \(asked for 1"):
+        m.generate(_prompt(MAX_LEN + 3), 1)
+    assert SplitTransformer.from_config(m.config.to_dict()).config.context_slides is False
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_cached_forward_in_chunks_equals_the_full_forward(name):
     """Logits of a sequence fed in chunks of 3, 1, 4, 4 tokens (a chunk after a non-empty cache

@@ -94,6 +94,10 @@ class SplitConfig:
     step_size: float = network_option("step_size")
     d_ff: int | None = network_option("d_ff")
     max_len: int = option(1024, "longest sequence (learned positions)", cli=False)
+    context_slides: bool = option(True, "generation past max_len slides the context (the last "
+                                  "max_len tokens, nanoGPT's crop); False: it is refused (an "
+                                  "imported sliding attention window, exact only while every "
+                                  "token sees every other)", cli=False)
     dropout: float = network_option("dropout")
     gate: str | None = option(None, "SDU self-dependency gates (Highway Transformer)",
                               choices=GATES)
@@ -154,6 +158,7 @@ class SplitConfig:
         set_(self, "rotary_pct", _real("rotary_pct", self.rotary_pct, lo=0.0, hi=1.0))
         set_(self, "rotary_base", _real("rotary_base", self.rotary_base, lo=0.0, lo_open=True))
         set_(self, "tie_head", bool(self.tie_head))
+        set_(self, "context_slides", bool(self.context_slides))
         self._check_heads()
         set_(self, "learn_coefficients", bool(self.learn_coefficients))
         check_projection(self, scheme)

@@ -42,12 +42,12 @@ from pathlib import Path
 
 import torch
 
-from ..configs.config import require
 from ..configs.kinds import KINDS, GatedKind, layer_fields
 from ..configs.options import init_rule
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
-from .llama import FAMILIES, from_llama, llama_options
+from .folder import check_directory, llama_classes, load_pretrained, require_hf
+from .llama import from_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
 # kernel (gelu_pytorch_tanh is F.gelu(approximate="tanh"), exactly what splitnet runs).
@@ -59,16 +59,6 @@ HF_TO_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
              "gelu_python_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu", "silu": "silu",
              "swish": "silu", "tanh": "tanh"}
 LIE_TROTTER = (Stage(DIFFUSION, 1.0), Stage(CONVECTION, 1.0))
-
-
-def require_hf():
-    """The optional modules, or one clear line saying what to install."""
-    require("transformers", "safetensors", extra="hf", feature="splitnet.interop")
-    import transformers
-
-    from . import hf
-
-    return transformers, hf
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,14 +73,14 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     transformers, hf = require_hf()
     src = model_or_path
     if isinstance(src, (str, Path)):
-        src = _load_pretrained(src)
+        src = load_pretrained(src)
     if isinstance(src, hf.SplitTransformerForCausalLM):
         model = src.model
     elif isinstance(src, transformers.GPT2LMHeadModel):
         model = _from_gpt2(src)
     elif isinstance(src, transformers.GPTNeoXForCausalLM):
         model = _from_neox(src)
-    elif isinstance(src, _llama_classes(transformers)):
+    elif isinstance(src, llama_classes(transformers)):
         model = from_llama(src)
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
@@ -98,101 +88,6 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model
-
-
-def _llama_classes(transformers) -> tuple:
-    """The model classes of :data:`splitnet.interop.llama.FAMILIES`, in its order."""
-    return (transformers.LlamaForCausalLM, transformers.Qwen2ForCausalLM,
-            transformers.MistralForCausalLM)
-
-
-def check_directory(path) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise ValueError(f"{p} is not a directory (a Hugging Face model directory written by "
-                         f"save_pretrained is expected; nothing is downloaded)")
-    if not (p / "config.json").is_file():
-        raise ValueError(f"{p} has no config.json: not a Hugging Face model directory")
-    return p
-
-
-def _load_pretrained(path):
-    """The model of a local directory: GPT-2 or splitnet, nothing else, nothing downloaded."""
-    transformers, hf = require_hf()
-    p = check_directory(path)
-    try:
-        cfg = transformers.AutoConfig.from_pretrained(p, local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{p}/config.json cannot be read ({str(e).splitlines()[0]})") from None
-    kinds = {"gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM,
-             **dict(zip(FAMILIES, _llama_classes(transformers))),
-             hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
-    if cfg.model_type not in kinds:
-        raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports "
-                         f"{', '.join(repr(k) for k in kinds)} models")
-    if cfg.model_type in FAMILIES:
-        llama_options(cfg)                 # an option it cannot map: refused before loading
-    model, info = _from_pretrained_quietly(transformers, kinds[cfg.model_type], p)
-    problem = _loading_problem(info)
-    if problem:
-        raise ValueError(f"{p}: the weights do not fit its config.json ({problem}); nothing "
-                         f"was imported")
-    return model
-
-
-def _weights_file(p: Path) -> str:
-    """The name of the weights file(s) in ``p``, for messages."""
-    names = [n for n in ("model.safetensors", "model.safetensors.index.json",
-                         "pytorch_model.bin", "pytorch_model.bin.index.json") if (p / n).exists()]
-    return f"{p / names[0]}" if names else f"{p}"
-
-
-def _from_pretrained_quietly(transformers, cls, p: Path):
-    """``cls.from_pretrained(p)`` and its loading report, without its printed notes (which say
-    "newly initialized" for a missing tensor and carry on with random weights) or its bar; a
-    weights file that cannot be read (cut short, damaged, absent) is one ValueError saying so."""
-    from transformers.utils import logging as hf_logging
-
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()    # a bar on stderr before a one-line refusal is noise
-    try:
-        return cls.from_pretrained(p, local_files_only=True, output_loading_info=True,
-                                   ignore_mismatched_sizes=True)
-    except OSError as e:
-        raise ValueError(f"{p}: the weights cannot be read ({_first_line(e)})") from None
-    except Exception as e:   # safetensors' and torch's readers raise their own classes
-        raise ValueError(f"{_weights_file(p)} is damaged or cut short: its tensors cannot be "
-                         f"read ({_first_line(e)})") from None
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
-
-
-def _loading_problem(info: dict) -> str | None:
-    """What in ``from_pretrained``'s loading report changes the model: a tensor the file does
-    not hold (transformers would initialise it at random) or one of another shape. Tensors
-    the model does not use (``unexpected_keys``) change nothing and are allowed."""
-    missing = sorted(info.get("missing_keys") or ())
-    mismatched = sorted(info.get("mismatched_keys") or ())
-    parts = []
-    if missing:
-        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        parts.append(f"the file has no {', '.join(missing[:3])}{more}: transformers would "
-                     f"initialise {'it' if len(missing) == 1 else 'them'} at random")
-    if mismatched:
-        k, got, want = mismatched[0]
-        more = f" and {len(mismatched) - 1} more" if len(mismatched) > 1 else ""
-        parts.append(f"{k} has shape {tuple(got)}, the config needs {tuple(want)}{more}")
-    if info.get("error_msgs"):
-        parts.append(_first_line(Exception(str(next(iter(info["error_msgs"]))))))
-    return "; ".join(parts) or None
 
 
 def _gpt2_config_check(c) -> str:

@@ -17,8 +17,10 @@ approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``
 partial rotary, a head width other than ``hidden_size / num_attention_heads``, MLP biases, an
 activation other than SiLU, sliding-window attention that binds within the context. A Mistral or
 Qwen2 window ``W`` shorter than ``max_position_embeddings`` is exact on contexts of up to ``W``
-tokens, so the model's ``max_len`` is ``W`` then (no token is ever out of another's window).
-"""
+tokens, so the model's ``max_len`` is ``W`` then (no token is ever out of another's window), and
+its context may not slide (``context_slides=False``): generation that would run past ``W``
+tokens is refused, since sliding a ``W``-token context over a longer sequence is not
+sliding-window attention once there is more than one layer."""
 
 from __future__ import annotations
 
@@ -49,16 +51,19 @@ def _rope(c) -> float:
     return float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
-def _window(c) -> int:
-    """The context splitnet can run exactly: ``max_position_embeddings``, or a sliding window
-    that is shorter (within it the window never binds)."""
+def _window(c) -> tuple[int, bool]:
+    """The context splitnet can run exactly and whether it may slide: ``max_position_embeddings``
+    (slides, as every splitnet model's context), or a sliding window that is shorter (within it
+    the window never binds; past it no sliding of a ``W``-token context is the model's
+    attention, since each of several layers reaches ``W`` tokens further back: it may not
+    slide)."""
     n = int(c.max_position_embeddings)
     w = getattr(c, "sliding_window", None)
     used = w is not None and getattr(c, "use_sliding_window", True)
-    if used and any(t == "sliding_attention" for t in (getattr(c, "layer_types", None) or
-                                                      ("sliding_attention",))):
-        return min(n, int(w))
-    return n
+    if used and int(w) < n and any(t == "sliding_attention" for t in (
+            getattr(c, "layer_types", None) or ("sliding_attention",))):
+        return int(w), False
+    return n, True
 
 
 def llama_options(c) -> dict:
@@ -79,11 +84,13 @@ def llama_options(c) -> dict:
     if bad:
         raise ValueError(f"this {family} cannot be mapped exactly: {'; '.join(bad)}")
     bias = FAMILIES[family] or ("all" if getattr(c, "attention_bias", False) else "none")
+    context, slides = _window(c)
     return {
         "vocab_size": c.vocab_size, "d_model": d, "n_heads": heads,
         "n_kv_heads": c.num_key_value_heads or heads, "n_layers": c.num_hidden_layers,
         "scheme": "lie-trotter", "causal": True, "weights": "shared", "step_size": 1.0,
-        "d_ff": c.intermediate_size, "convection_field": "swiglu", "max_len": _window(c),
+        "d_ff": c.intermediate_size, "convection_field": "swiglu", "max_len": context,
+        "context_slides": slides,
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,

@@ -22,6 +22,12 @@ position changes, nothing cached stays valid (a cache cannot be shifted), and ea
 costs a full forward of the ``max_len``-token window, as it would without a cache. Cached and
 uncached generation compute the same function (``tests/test_generation.py`` checks them equal).
 
+A model whose ``config.context_slides`` is False (a Mistral or Qwen2 imported with a sliding
+attention window as its ``max_len``: sliding a ``W``-token context is not sliding-window
+attention once there are several layers, for information travels ``W`` tokens back per layer)
+never slides: a request whose prompt and new tokens do not fit in ``max_len`` is refused
+before any work (:func:`check_request`).
+
 **Without a cache** (``use_cache=False``, or when a cache cannot be exact): a forward of the
 window per token. The automatic choice (``use_cache=None``) falls back to it for
 ``method="exact"`` (the adaptive solver evaluates the fields a varying number of times at
@@ -265,6 +271,21 @@ def check_request(model, idx, max_new_tokens, temperature, top_k, generator, use
             raise ValueError(f"generator is on {generator.device} but the model is on {device}")
     if use_cache not in (None, True, False):
         raise TypeError(f"use_cache must be None (automatic), True or False, got {use_cache!r}")
+    _check_fits(model, idx.shape[1], max_new_tokens)
+
+
+def _check_fits(model, T: int, n_new: int) -> None:
+    """A model whose context may not slide (``context_slides=False``: an imported sliding
+    attention window) predicts every token from the whole sequence, which must fit in it."""
+    if n_new == 0 or getattr(model.config, "context_slides", True) or \
+            T + n_new - 1 <= model.max_len:
+        return
+    room = f"room for {model.max_len - T + 1} new tokens" if T <= model.max_len else \
+        "no room for any"
+    raise ValueError(f"this model's context of {model.max_len} tokens may not slide (an "
+                     f"attention window imported exactly: equal to the original only while the "
+                     f"whole sequence fits in it); a {T}-token prompt leaves {room} (asked "
+                     f"for {n_new})")
 
 
 def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

@@ -183,7 +183,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         ``temperature`` 0 is greedy; ``top_k`` keeps the k largest logits; ``generator`` (a
         ``torch.Generator`` on the model's device) or torch's global RNG draws. The next token
         after L tokens is predicted from the last ``min(L, max_len)`` of them (learned positions
-        end at ``max_len``). A key/value cache per attention evaluation (every stage, every
+        end at ``max_len``; a model with ``context_slides=False`` refuses a request that would
+        slide). A key/value cache per attention evaluation (every stage, every
         sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
         ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
         that mix tokens without a cache (``diffusion_field="conv"``) generate without one,
