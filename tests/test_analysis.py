@@ -46,6 +46,7 @@ def test_local_orders_on_the_particle_system(system, name, method):
     _study(system, name, method, "local")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name,method", [
     ("lie-trotter", "euler"), ("strang", "exact"), ("strang", "euler"), ("yoshida4", "exact"),
     ("yoshida4", "midpoint"), ("yoshida4", "rk4"), ("blanes-moan4", "midpoint"),

@@ -60,6 +60,7 @@ VARIANTS = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("scheme", sn.schemes.available("core") + ["sfsf", "ruth3"])
 def test_closed_forms_are_exact_for_the_core_schemes(scheme):
     for v in VARIANTS:

@@ -22,6 +22,7 @@ OPTS = ["--d-model", "32", "--n-heads", "2", "--n-layers", "2", "--context", "32
         "--scheme", "strang", "--weights", "per-stage", "--device", "cpu"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("extra", [[], ["--reversible"], ["--task", "mlm"], ["--grow-at", "2"]],
                          ids=["plain", "reversible", "mlm", "grown"])
 def test_two_gloo_processes_match_one(tmp_path, extra):

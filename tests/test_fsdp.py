@@ -68,6 +68,7 @@ CASES = {
 FAST = ("yoshida4-shared", "translation")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow)
                                   for c in CASES])
 def test_two_fsdp_ranks_match_one_process(case, text, tmp_path):
@@ -128,6 +129,7 @@ def _comparable(name, w):
     return w
 
 
+@pytest.mark.heavy
 def test_a_sharded_run_resumes_at_another_world_size(text, tmp_path):
     """Saved by 2 fsdp ranks at step 4; resumed by 1 process and by 2 ranks: steps 5 and 6
     equal an uninterrupted single process's (and 1 process -> 2 fsdp ranks too)."""
@@ -183,6 +185,7 @@ def _golden_run(text, out):
                   for s, r in sorted(_metrics(out).items())]
 
 
+@pytest.mark.heavy
 def test_first_ten_steps_match_the_golden_record(text, tmp_path):
     """As torchtitan keeps them: the loss and gradient norm of the first 10 steps of a 2-rank
     fsdp run, with its configuration in the header (SPLITNET_WRITE_GOLDEN=1 rewrites the
@@ -255,6 +258,7 @@ TP_CASES = {"yoshida4-shared": 4, "translation": 2, "lie-trotter": 4, "strang-pe
             "learned": 4}        # the ranks: dp x tp = 2 x 2, or 1 x 2 (tp alone)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow)
                                   for c in TP_CASES])
 def test_tensor_parallel_ranks_match_one_process(case, text, tmp_path):
@@ -281,6 +285,7 @@ def test_tensor_parallel_ranks_match_one_process(case, text, tmp_path):
                                    atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.heavy
 def test_a_tensor_parallel_run_resumes_at_another_layout(text, tmp_path):
     """Saved by 2 x 2 (dp x tp) ranks at step 4, resumed by one process, by 2 fsdp ranks
     without --tp and by 2 x 2 again (these two reading only their own chunks of the shards);
@@ -369,6 +374,7 @@ def test_tp_needs_whole_heads_and_feed_forward_columns():
     check_tp(4, 8, SplitConfig(d_model=32, n_heads=4))
 
 
+@pytest.mark.heavy
 def test_a_sharded_checkpoint_read_for_a_sharded_resume_holds_shapes_only(text, tmp_path):
     """ck.load(whole=False), as ranks resuming a sharded run call it: the weights' names and
     shapes from the shards' metadata (meta tensors: nothing read), the folder to read from."""
@@ -385,6 +391,7 @@ def test_a_sharded_checkpoint_read_for_a_sharded_resume_holds_shapes_only(text, 
     assert shards.FOLDER not in full and full["optimizer"]["state"]
 
 
+@pytest.mark.heavy
 def test_a_damaged_shard_read_shard_by_shard_is_one_line(text, tmp_path):
     """Ranks resuming under fsdp read their own chunks: a truncated shard file stops them
     with one line naming the folder, not a traceback."""
@@ -406,6 +413,7 @@ def test_a_damaged_shard_read_shard_by_shard_is_one_line(text, tmp_path):
     assert "]: Traceback" not in res.stderr            # no rank's own ("[rankN]: Traceback")
 
 
+@pytest.mark.heavy
 def test_overwriting_a_sharded_run_keeps_it_whole_in_previous(text, tmp_path):
     """--overwrite of an fsdp run moves its shards folder with its checkpoint into previous-1
     (left behind, the new run's first save removed it as superseded: issue 49, D1); the old

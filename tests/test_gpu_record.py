@@ -35,6 +35,7 @@ def test_the_docs_quote_the_recorded_h200_files(tmp_path):
     assert rev["reconstruction"]["grid=10"] == 0.0
 
 
+@pytest.mark.heavy
 def test_the_reversible_benchmark_runs_on_the_cpu(tmp_path):
     out = tmp_path / "r.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_reversible.py"),

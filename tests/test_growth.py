@@ -101,6 +101,7 @@ def test_the_moments_go_with_the_copies():
     ["refine", "--checkpoint", "{run}", "--schemes", "strang", "--substeps", "1,2",
      "--methods", "euler", "--windows", "4", "--out", "{tmp}/r.png", "--no-progress"],
 ])
+@pytest.mark.heavy
 def test_every_command_reads_a_grown_checkpoint(full, tmp_path, argv):
     if argv[0] == "export":
         pytest.importorskip("transformers")

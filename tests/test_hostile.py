@@ -134,6 +134,7 @@ def test_move_aside_never_reuses_a_generation(tmp_path):
 
 # ------------------------------------------------------------------------- 3. the lock
 
+@pytest.mark.heavy
 def test_a_run_whose_directory_was_replaced_stops_and_writes_nothing_there(text, tmp_path):
     """rm -rf OUT while the run is alive, a second trainer in the new OUT: the first must not
     write its checkpoint (nor anything) over the second's."""
@@ -219,6 +220,7 @@ def _bomb(path: Path, fill: bytes) -> Path:
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fill,ok", [(b"\0", True), (b"a", False)], ids=["binary", "text"])
 def test_a_zip_bomb_is_read_under_a_memory_bound(fill, ok, tmp_path):
     z = _bomb(tmp_path / "bomb.zip", fill)
@@ -294,6 +296,7 @@ def _limit_file_size(limit: int):
     return pre
 
 
+@pytest.mark.heavy
 def test_a_full_disk_while_training_is_one_line_and_leaves_no_torn_file(text, tmp_path):
     out = tmp_path / "full"
     r = subprocess.run([sys.executable, "-m", "splitnet", "train", "--text", str(text),
@@ -308,6 +311,7 @@ def test_a_full_disk_while_training_is_one_line_and_leaves_no_torn_file(text, tm
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(__import__("importlib").util.find_spec("safetensors") is None,
                     reason="needs the hf extra")
 def test_a_full_disk_while_exporting_leaves_nothing(run_dir, tmp_path):
@@ -350,6 +354,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(__import__("importlib").util.find_spec("safetensors") is None,
                     reason="needs the hf extra")
 def test_sigterm_during_export_leaves_nothing_half_written(run_dir, tmp_path):

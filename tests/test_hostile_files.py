@@ -265,6 +265,7 @@ def _translate(model, *argv, stdin=b""):
                 "--threads", "1", *argv, stdin=stdin)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("how", ["pipe", "/dev/stdin"])
 def test_translate_reads_a_pipe_and_dev_stdin(model, how, tmp_path):
     if how == "pipe":
@@ -278,11 +279,13 @@ def test_translate_reads_a_pipe_and_dev_stdin(model, how, tmp_path):
     assert r.stdout.count(b"\n") == 3 and r.stdout.endswith(b"\n\n")   # empty line: empty
 
 
+@pytest.mark.heavy
 def test_translate_dev_null_is_no_lines(model):
     r = _translate(model, "--input", "/dev/null")
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("flag", ["--input", "--reference"])
 def test_translate_a_folder_is_called_a_folder(model, flag, tmp_path):
     r = _translate(model, flag, str(tmp_path), *(["--input", "/dev/null"] if flag ==
@@ -292,6 +295,7 @@ def test_translate_a_folder_is_called_a_folder(model, flag, tmp_path):
                                             f"directory; give a file")
 
 
+@pytest.mark.heavy
 def test_translate_dev_zero_is_one_line(model):
     r = _translate(model, "--input", "/dev/zero")
     assert r.returncode == 2 and r.stdout == b""

@@ -73,6 +73,7 @@ def test_generation_cache_reorders_every_evaluation():
             assert torch.equal(k1, k0[idx]) and torch.equal(v1, v0[idx])
 
 
+@pytest.mark.heavy
 def test_bench_vs_hf_runs_as_a_user_runs_it():
     """benchmarks/bench_vs_hf.py --quick: every row of the table, each side checked to produce
     exactly the new tokens asked for (the script asserts it)."""

@@ -258,6 +258,7 @@ def test_a_splitting_network_with_llamas_parts_trains_from_the_command_line(tmp_
     assert state["model_config"]["convection_field"] == "swiglu"
 
 
+@pytest.mark.heavy
 def test_the_commands_take_a_llama_folder(tmp_path, capsys, exact_norms):
     """describe, sample, refine and trajectories --hf DIR on a Llama folder with a tokenizer;
     sample's greedy text is transformers' greedy continuation."""
@@ -319,6 +320,7 @@ def _steps_to(model, logits, threshold: float = 0.1, max_steps: int = 300, every
     return None
 
 
+@pytest.mark.heavy
 def test_llamas_parts_train_as_fast_as_transformers_llama_from_their_own_inits():
     """Training parity: a SplitTransformer with Llama's parts from its own default
     initialisation, and transformers' LlamaForCausalLM of the same shape from its own, learn a

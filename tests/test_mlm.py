@@ -144,6 +144,7 @@ def _train(out, steps, *extra):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.heavy
 def test_resume_is_bit_exact(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert _train(a, 20).returncode == 0
@@ -161,6 +162,7 @@ def test_resume_is_bit_exact(tmp_path):
     assert sa["model_config"]["causal"] is False and sa["train_config"]["task"] == "mlm"
 
 
+@pytest.mark.heavy
 def test_a_short_run_reads_its_context(tmp_path):
     """After 300 steps the held-out masked bytes cost clearly less than their unigram
     cross-entropy (what a network blind to its context reaches) and more are restored than by
@@ -179,6 +181,7 @@ def test_a_short_run_reads_its_context(tmp_path):
     assert last["val_acc"] > majority + 0.02, (last["val_acc"], majority)
 
 
+@pytest.mark.heavy
 def test_trains_as_fast_as_torch_transformer_encoder():
     """benchmarks/parity_mlm.py: each from its own default initialisation (ours: xavier, the
     masked LM's default), the same masked batches; the held-out masked loss after 300 steps
@@ -190,12 +193,14 @@ def test_trains_as_fast_as_torch_transformer_encoder():
     assert ref < r["unigram"] - 0.3
 
 
+@pytest.mark.heavy
 def test_bad_options_are_one_line(tmp_path):
     r = _train(tmp_path / "x", 5, "--loss", "chunked")
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "--loss chunked" in r.stderr
 
 
+@pytest.mark.heavy
 def test_other_commands_on_a_masked_lm_checkpoint(tmp_path):
     """sample refuses it in one line; refine's source scores the trainer's own held-out masked
     bytes (its loss equals the last val_loss); trajectories draw it."""

@@ -138,6 +138,7 @@ def test_encode_pads_with_spaces_and_features_ignore_the_padding():
     assert not torch.allclose(alone[0], mixed[1])    # bidirectional: the pads are seen
 
 
+@pytest.mark.heavy
 def test_fine_tuning_trains_a_copy_and_is_deterministic():
     """The encoder passed in is unchanged; the same seed gives the same accuracy; on the
     fixture's pairs (their words tell them apart) a copy learns them beyond chance."""
@@ -169,6 +170,7 @@ def _evaluate(*args):
                            *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.heavy
 def test_the_command_on_the_fixture(tmp_path):
     _train(tmp_path / "mlm")
     r = _evaluate("--checkpoint", tmp_path / "mlm", "--wordnet", FIXTURE, "--seed", "4",
@@ -201,6 +203,7 @@ def test_the_command_on_the_fixture(tmp_path):
     assert r.returncode == 2 and "0 test" in r.stderr and r.stderr.count("\n") == 1
 
 
+@pytest.mark.heavy
 def test_a_causal_language_model_is_refused(tmp_path):
     r = subprocess.run([sys.executable, "-m", "splitnet", "train", "--d-model", "16",
                         "--n-heads", "2", "--n-layers", "1", "--context", "16", "--batch-size",

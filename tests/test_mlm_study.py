@@ -28,6 +28,7 @@ def test_the_arrangements_have_equal_parameters(study):
     assert max(n) / min(n) < 1.005
 
 
+@pytest.mark.heavy
 def test_a_toy_study_and_its_report(study, tmp_path, monkeypatch):
     monkeypatch.setenv("WNSEARCHDIR", str(ROOT / "tests" / "data" / "wordnet"))
     for name, value in (("CACHE", tmp_path / "cache"), ("RUNS", tmp_path / "runs"),
@@ -72,6 +73,7 @@ def test_paired_t(study):
     assert study._paired_t([2.0, 3.0, 4.0], [1.0, 1.5, 2.5]) == pytest.approx(8.0)
 
 
+@pytest.mark.heavy
 def test_the_austen_setting_caches_apart_and_reports_every_probe(study, tmp_path, monkeypatch):
     """--corpus austen: its own cache, runs, block and figure; its table has a column pair for
     each probe the records hold (a fake novel database stands in for the R package)."""

@@ -171,6 +171,7 @@ def test_decoding_uses_the_caches_by_default(beam, monkeypatch):
     assert not whole
 
 
+@pytest.mark.heavy
 def test_the_exact_method_decodes_uncached():
     """method exact: its evaluations vary, so no cache; asking for one is one line."""
     m = _model(seed=2, method="exact")
@@ -267,6 +268,7 @@ def test_the_beam_stops_by_the_criterion_and_a_done_source_stays_done(monkeypatc
     assert out.tolist() == [[EOS, PAD, PAD], [3, 3, EOS]]
 
 
+@pytest.mark.heavy
 def test_generate_defaults_are_greedy_and_length_penalty_one():
     """beam 1 and length penalty 1 unless told: on these sources beam 2 differs from greedy and
     length penalty 2 from 1, so a changed default would show."""

@@ -85,6 +85,7 @@ def neox_dir(tf, tmp_path_factory):
     return d
 
 
+@pytest.mark.heavy
 def test_refine_and_trajectories_commands_on_a_neox_directory(neox_dir, tmp_path, capsys):
     """Is a Pythia-architecture model an ODE solver of its fields? One command each."""
     text = tmp_path / "t.txt"

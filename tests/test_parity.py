@@ -156,6 +156,7 @@ SMALL_B = ["--d-model", "32", "--n-heads", "2", "--layers", "1", "--batch", "16"
            "--threshold", "1.0", "--max-steps", "800", "--eval-every", "20"]
 
 
+@pytest.mark.heavy
 def test_small_copy_task_ours_within_1_2x_reference():
     a = P.parser().parse_args(SMALL_B)
     r = P.own_init(a, "copy", 0)

@@ -138,6 +138,7 @@ def _train(out, steps, resume=False, scheme="yoshida4", **kw):
     return train(cfg)
 
 
+@pytest.mark.heavy
 def test_training_projects_after_every_step_and_resumes_bit_for_bit(tmp_path):
     """Every step's coefficients satisfy the conditions (the metrics' defect), they moved
     from the scheme's, and 6 steps in one go equal 3 + 3 across a resume, bit for bit."""
@@ -160,6 +161,7 @@ def test_training_projects_after_every_step_and_resumes_bit_for_bit(tmp_path):
     assert float((coeffs.detach() - scheme).abs().max()) > 1e-6     # a method of its own
 
 
+@pytest.mark.heavy
 def test_a_projection_that_fails_in_training_stops_the_run_naming_the_layer(tmp_path,
                                                                             monkeypatch):
     from splitnet.order import projection
@@ -179,6 +181,7 @@ def test_a_projection_that_fails_in_training_stops_the_run_naming_the_layer(tmp_
         _train(tmp_path / "r", 6, resume=True)
 
 
+@pytest.mark.heavy
 def test_the_cli_refuses_projection_without_learned_coefficients(tmp_path):
     import subprocess
     import sys
@@ -190,6 +193,7 @@ def test_the_cli_refuses_projection_without_learned_coefficients(tmp_path):
     assert r.stderr.strip().count("\n") == 0 and "--learn-coefficients" in r.stderr
 
 
+@pytest.mark.heavy
 def test_two_ddp_ranks_keep_the_coefficients_float64_and_exact(tmp_path):
     """--parallel ddp (2 gloo ranks): the coefficients stay float64 parameters, every rank
     projects after its step, and the checkpoint's layers are fourth-order methods."""

@@ -66,6 +66,7 @@ def copies(source: str, where: str) -> list[str]:
     return out
 
 
+@pytest.mark.heavy
 def test_no_module_keeps_a_copy_of_a_registry():
     found = []
     for path in sorted(PKG.rglob("*.py")):

@@ -59,6 +59,7 @@ def _train(*argv) -> int:
 
 # ------------------------------------------------------------------------------ the run lock
 
+@pytest.mark.heavy
 def test_a_second_trainer_on_the_same_out_is_refused_naming_the_first(text, tmp_path):
     out = tmp_path / "x"
     first = _spawn("--text", str(text), "--out", str(out), *TINY, "--steps", "100000",
@@ -406,6 +407,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.heavy
 def test_ctrl_c_while_starting_stops_at_once_with_one_line(text, tmp_path):
     out = tmp_path / "c"
     rc, took, err = _signal_at(SLOW_SETUP, ["train", "--text", str(text), "--out", str(out),

@@ -34,6 +34,7 @@ def _spellings(run, name):
             os.path.relpath(run / name), str(link)]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", [ck.CKPT, ck.METRICS, ck.PLOT])
 @pytest.mark.parametrize("command,flag", [("refine", "--json"), ("refine", "--out"),
                                           ("evaluate", "--json"),
@@ -115,6 +116,7 @@ READERS = [["sample", "--checkpoint", "{run}", "--max-new-tokens", "2"],
            ["train", "--resume", "--out", "{run}", "--no-progress"]]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("how", DAMAGES)
 def test_a_damaged_shards_folder_read_in_one_process_is_one_line(sharded, how, tmp_path):
     """D4: every reader of a sharded checkpoint in one process (sample, describe, export,
@@ -181,6 +183,7 @@ def test_the_readme_lists_every_command():
     assert re.findall(r"`([a-z]+)`", listed) == list(COMMANDS)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("code,advice", [(13, "make .* writable again, then --resume"),
                                          (28, "free some space, then --resume")])
 def test_a_checkpoint_that_cannot_be_written_is_reported_for_what_it_is(tmp_path, monkeypatch,
@@ -205,6 +208,7 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_for_what_it_is(tmp_path
     assert (code == E.ENOSPC) == ("free some space" in str(info.value))
 
 
+@pytest.mark.heavy
 def test_a_flipped_bit_in_a_shard_is_a_one_line_error_naming_the_tensor(sharded, tmp_path):
     """D3: checkpoint.pt records the CRC-32 of every chunk its shards folder stores (rank 0,
     from the bytes as written: no weight gathered); every reader checks them first. One flipped
@@ -246,6 +250,7 @@ def test_a_flipped_bit_in_a_shard_is_a_one_line_error_naming_the_tensor(sharded,
     assert "splitnet/runs/" not in r.stderr, r.stderr[-6000:]
 
 
+@pytest.mark.heavy
 def test_no_output_is_written_over_a_file_inside_a_folder_the_command_reads(sharded, tmp_path):
     """D2, the folders: a file inside a run's shards folder, or inside refine's --hf folder, is
     refused as an output like the run's own files (a new name beside them is not)."""
@@ -266,6 +271,7 @@ def test_no_output_is_written_over_a_file_inside_a_folder_the_command_reads(shar
         assert r.stderr.count("\n") == 1 and path.read_bytes() == before
 
 
+@pytest.mark.heavy
 def test_the_progress_bar_is_drawn_on_a_terminal_only(tmp_path):
     """D17: a log file (stderr not a terminal) gets no bar updates; a terminal gets the bar."""
     import fcntl
@@ -346,6 +352,7 @@ def test_wordnet_and_lexicon_read_errors_name_the_file_and_the_line(tmp_path):
         X.read_tsv(bad)
 
 
+@pytest.mark.heavy
 def test_describe_activations_checks_memory_before_building():
     """D5: a size that cannot fit is refused in one line before any model is built (it was
     allocated, and the OOM killer fired)."""
@@ -357,6 +364,7 @@ def test_describe_activations_checks_memory_before_building():
         in r.stderr and "lower --seq-len, --n-layers or --d-model" in r.stderr
 
 
+@pytest.mark.heavy
 def test_a_corpus_that_moved_resumes_by_its_content(tmp_path):
     """D10: --resume --text NEW_PATH continues when the corpus there is the one trained on
     (compared by content, as --pairs is); other content still needs --allow-data-change."""
@@ -385,6 +393,7 @@ def test_a_corpus_that_moved_resumes_by_its_content(tmp_path):
     assert main([*argv, "--allow-data-change"]) == 0 and ck.load(run)["step"] == 4
 
 
+@pytest.mark.heavy
 def test_a_bpe_on_one_endless_word_is_bounded():
     """D6: BPE training was quadratic in a word's length (1 MB of one character: over 15
     minutes, deaf to Ctrl-C). Runs of non-space characters are cut into pieces of at most

@@ -265,6 +265,7 @@ def test_generate_rows_end_at_eos_and_pad_after():
         m.generate(_ids(1, 3, 0), 3, beam=0)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("decoder,weights", [("lie-trotter", "shared"),
                                              ("c:0.5,d:1,x:1,c:0.5", "per-stage")])
 def test_rediscretize_both_stacks(decoder, weights):

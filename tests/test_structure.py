@@ -92,6 +92,7 @@ def test_the_cycle_finder_finds_a_cycle():
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
+@pytest.mark.heavy
 def test_the_graph_sees_function_level_and_relative_imports():
     g = import_graph()
     assert "splitnet.integrators.flows" in g["splitnet.integrators.splitting"]   # inside step
@@ -189,6 +190,7 @@ def test_front_door_lists_what_it_serves():
             _ = sn.hf
 
 
+@pytest.mark.heavy
 def test_star_import_needs_no_extra():
     """README's promise on a fresh ``.[dev]`` install: ``from splitnet import *`` works with
     every optional extra missing (here hidden from a fresh interpreter)."""
@@ -321,6 +323,7 @@ def with_current_map(text: str) -> str:
     return text[:a] + "\n" + render_import_map() + "\n" + text[b:]
 
 
+@pytest.mark.heavy
 def test_architecture_import_map_is_current():
     """docs/architecture.md's import map is generated from the graph these tests check."""
     text = DOC.read_text()

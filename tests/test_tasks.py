@@ -126,6 +126,7 @@ def test_a_users_task_keeps_the_lock_and_refuses_other_data(sort_task, tmp_path,
     assert s["step"] == 4
 
 
+@pytest.mark.heavy
 def test_a_users_task_learns(sort_task, tmp_path):
     """Not a stub, and the network reads its input: the best guess of a sorted line's next
     digit from the sorted digits before it alone is right 45 % of the time (8 digits; counted
@@ -134,6 +135,7 @@ def test_a_users_task_learns(sort_task, tmp_path):
     assert s["val_acc"] > 0.55, s
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
 def test_a_users_task_under_two_gloo_processes_matches_one(sort_task, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"

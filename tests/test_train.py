@@ -149,6 +149,7 @@ def _wait_for_step(out, step, proc, timeout=90, need_ckpt=True):
     raise AssertionError("trainer too slow")
 
 
+@pytest.mark.heavy
 def test_kill9_then_resume(text, tmp_path):
     out = tmp_path / "k"
     proc = _spawn(text, out, "--steps", "100000", "--ckpt-every", "4", "--eval-every", "1000")
@@ -170,6 +171,7 @@ def test_kill9_then_resume(text, tmp_path):
     assert not list(out.glob("*.tmp"))               # leftovers of a torn save are removed
 
 
+@pytest.mark.heavy
 def test_sigterm_saves_checkpoint(text, tmp_path):
     out = tmp_path / "t"
     proc = _spawn(text, out, "--steps", "100000", "--ckpt-every", "1000", "--eval-every", "1000")
@@ -260,6 +262,7 @@ def test_truncate_metrics_drops_later_and_torn_lines(tmp_path):
     assert [r["step"] for r in ck.read_metrics(p)] == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.heavy
 def test_cli_default_corpus(tmp_path):
     """The acceptance command on the default (stdlib) corpus, then --resume to 30."""
     from splitnet.cli import main

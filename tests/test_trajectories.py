@@ -241,6 +241,7 @@ def _cli(argv):
 SMALL = ["--n-layers", "2", "--d-model", "16", "--n-heads", "2", "--points-per-layer", "2"]
 
 
+@pytest.mark.heavy
 def test_cli_writes_png_diagnostics_compare_and_gif(tmp_path, capsys):
     out = tmp_path / "t.png"
     rc = _cli(["--text", "abc de", "--out", str(out), "--diagnostics", str(tmp_path / "d.png"),

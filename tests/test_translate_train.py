@@ -44,6 +44,7 @@ def _metrics(out):
     return [json.loads(x) for x in (Path(out) / ck.METRICS).read_text().splitlines()]
 
 
+@pytest.mark.heavy
 def test_copy_task_to_high_bleu_from_the_command_line(copy_tsv, tmp_path, capsys):
     out = tmp_path / "copy"
     rc = main(["train", "--pairs", str(copy_tsv), "--out", str(out), "--task", "translate",
@@ -85,6 +86,7 @@ def test_resume_is_bit_exact(copy_tsv, tmp_path):
     assert same[0] == same[1] and any("val_loss" in r for r in same[0])
 
 
+@pytest.mark.heavy
 def test_kill9_then_resume(copy_tsv, tmp_path):
     out = tmp_path / "k"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -215,6 +217,7 @@ def test_bpe_is_trained_on_the_training_pairs_and_kept_in_the_checkpoint(copy_ts
                  "--threads", "1", "--bleu-sentences", "0"]) == 0    # the same BPE, restored
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
 def test_two_gloo_processes_match_one(copy_tsv, tmp_path):
     """The loss is the mean over every target token of the global batch (not a mean of
