@@ -125,6 +125,8 @@ def scratch(tmp: Path) -> Path:
     _no_key(hf_folder("llama", root, "llama-no-hidden-size"), "hidden_size")        # D12
     _no_key(hf_folder("gpt2", root, "gpt2-no-n-layer"), "n_layer")                  # D12
     hf_folder("mistral", root, "mistral-window")                                     # D3
+    hf_folder("gpt2", root, "gpt2", vocab_size=256)          # a good one, for --text's cases
+    (root / "empty.txt").write_text("")
     return tmp
 
 
@@ -215,6 +217,12 @@ HF_CASES = [
      ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--text", "x = 1", "--out",
       "{tmp}/hf-folders/t.png"], 2,
      r"holds a 'bert' model"),
+    ("refine: --hf with a folder as --text",
+     ["refine", "--hf", "{tmp}/hf-folders/gpt2", "--text", "{tmp}/hf-folders/empty", "--out",
+      "{tmp}/hf-folders/r.png"], 2, r"--text \S+/empty is a directory; give a file"),
+    ("refine: --hf with an empty --text",
+     ["refine", "--hf", "{tmp}/hf-folders/gpt2", "--text", "{tmp}/hf-folders/empty.txt",
+      "--out", "{tmp}/hf-folders/r.png"], 2, r"--text \S+/empty.txt is empty: give a text"),
 ]
 
 

@@ -106,8 +106,6 @@ def hf_source(directory, text=None, windows: int = 16, device="cpu"):
     every re-discretised ``m``). ``text``: a path of a UTF-8 text file or None, the Python
     standard library's validation split (:func:`splitnet.runs.data.load_stdlib`); the first
     ``windows`` windows of the model's context are used."""
-    from pathlib import Path
-
     from ..interop.imported import load_hf_for_analysis
     from ..runs import data as D
 
@@ -117,11 +115,13 @@ def hf_source(directory, text=None, windows: int = 16, device="cpu"):
     if text is None:
         body, source = bytes(D.load_stdlib().val).decode("utf-8", "replace"), \
             "Python standard library (validation split)"
-    else:
-        p = Path(text)
-        if not p.is_file():
-            raise ValueError(f"--text {text}: no such file")
-        body, source = p.read_bytes().decode("utf-8", "replace"), str(p)
+    else:   # the command line's readers: a folder, a FIFO, binary or not UTF-8 said so
+        from .._io import input_kind, read_input
+
+        input_kind(text, "--text")
+        body, source = read_input(text, f"--text {text}", text=True).decode("utf-8"), str(text)
+        if not body.strip():
+            raise ValueError(f"--text {text} is empty: give a text to evaluate on")
     ctx = imported.model.max_len
     # tokens average a few characters (GPT-2: ~4 on English, fewer on code): 16 characters a
     # token leaves room; a shorter text gives fewer windows (info["windows"] says how many)
