@@ -271,6 +271,12 @@ class CustomScheme(SplittingScheme):
     """A scheme from a user's stage list (see :meth:`SplittingScheme.from_stages`)."""
 
     def __init__(self, stages, order: int = 1, name: str = "custom", citation: str = ""):
+        if isinstance(stages, (str, bytes)):
+            raise TypeError(f"from_stages takes a list of (field, coeff) pairs, got the string "
+                            f"{stages!r}; for a stage string use sn.schemes.resolve({stages!r})")
+        if not isinstance(stages, Iterable):
+            raise TypeError(f"from_stages takes a list of (field, coeff) pairs, got "
+                            f"{type(stages).__name__}")
         object.__setattr__(self, "_user_stages", tuple(stages))
         object.__setattr__(self, "name", str(name))
         object.__setattr__(self, "order", order)
