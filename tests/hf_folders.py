@@ -127,7 +127,8 @@ _not_a_model.text = "sn.interop.from_hf(42)"
 DAMAGE = list(HF_DAMAGE.items())
 HF_CASES = [
     # (what is wrong, a call of from_hf or a command line, exception or exit status, regex)
-    ("a plain file, not a folder", _api("{tmp}/hf-folders/file"), ValueError, r"is not a directory"),
+    ("a plain file, not a folder", _api("{tmp}/hf-folders/file"), ValueError,
+     r"is not a directory"),
     ("a folder without config.json", _api("{tmp}/hf-folders/empty"), ValueError,
      r"has no config.json"),
     ("config.json that is not JSON", _api("{tmp}/hf-folders/bad-json"), ValueError,
@@ -136,7 +137,8 @@ HF_CASES = [
      r"holds a 'bert' model"),
     ("GPT-2: an activation without an exact counterpart", _api("{tmp}/hf-folders/gpt2-gelu-fast"),
      ValueError, r"GPT-2 activation 'gelu_fast' has no exact splitnet counterpart"),
-    ("GPT-NeoX: an activation without an exact counterpart", _api("{tmp}/hf-folders/neox-gelu-fast"),
+    ("GPT-NeoX: an activation without an exact counterpart",
+     _api("{tmp}/hf-folders/neox-gelu-fast"),
      ValueError, r"GPT-NeoX activation 'gelu_fast' has no exact splitnet counterpart"),
     ("GPT-NeoX: scaled rotary positions", _api("{tmp}/hf-folders/neox-linear-rope"), ValueError,
      r"rope_type 'linear'"),
@@ -147,7 +149,8 @@ HF_CASES = [
     ("an object that is not a model", _not_a_model, TypeError,
      r"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, .*got int"),
     ("describe: GPT-NeoX with an unmapped activation",
-     ["describe", "--hf", "{tmp}/hf-folders/neox-gelu-fast"], 2, r"GPT-NeoX activation 'gelu_fast'"),
+     ["describe", "--hf", "{tmp}/hf-folders/neox-gelu-fast"], 2,
+     r"GPT-NeoX activation 'gelu_fast'"),
     ("sample: GPT-NeoX with a tensor missing",
      ["sample", "--hf", "{tmp}/hf-folders/neox-damaged-0", "--max-new-tokens", "4"], 2,
      r"the weights do not fit its config.json"),
