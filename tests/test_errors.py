@@ -689,6 +689,31 @@ CLI_CASES = [
      ["train", "--parallel", "fsdp", "--param-dtype", "bfloat16", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --param-dtype bfloat16 yet .*; run it in one process, "
      r"without torchrun"),
+    # --- options that only apply alongside another: refused when typed without it ----------
+    ("train: --loss-chunk without --loss chunked (typed at its default, still never read)",
+     ["train", *TINY, "--loss-chunk", "4096", "--out", "{tmp}/run-o"], 2,
+     r"--loss-chunk only applies with --loss chunked; here it would be ignored: drop it"),
+    ("train: --compile-mode and --compile-scope without --compile",
+     ["train", *TINY, "--compile-mode", "default", "--compile-scope", "regional", "--out",
+      "{tmp}/run-o"], 2, r"--compile-mode, --compile-scope only apply with --compile"),
+    ("train: --refine-substeps without --refine-prob",
+     ["train", *TINY, "--refine-substeps", "2,4", "--out", "{tmp}/run-o"], 2,
+     r"--refine-substeps only applies with --refine-prob > 0"),
+    ("train: --gate-fields without --gate", ["train", *TINY, "--gate-fields", "convection",
+                                             "--out", "{tmp}/run-o"], 2,
+     r"--gate-fields only applies with --gate sigmoid or tanh"),
+    ("train: --conv-kernel with an attention diffusion field",
+     ["train", *TINY, "--conv-kernel", "5", "--out", "{tmp}/run-o"], 2,
+     r"--conv-kernel only applies with --diffusion-field conv"),
+    ("train: --rotary-base with rotary positions off",
+     ["train", *TINY, "--rotary-base", "500", "--out", "{tmp}/run-o"], 2,
+     r"--rotary-base only applies with --rotary-pct > 0"),
+    ("train: a translation run given --eval-windows (it scores its validation pairs)",
+     ["train", *S2S, "--eval-windows", "8", "--out", "{tmp}/run-t"], 2,
+     r"--eval-windows only applies to a run scored on held-out windows"),
+    ("train: --resume with --loss-chunk of a run whose loss is plain",
+     ["train", "--resume", "--out", "{tmp}/good/run", "--loss-chunk", "64"], 2,
+     r"--loss-chunk only applies with --loss chunked"),
 ]
 
 

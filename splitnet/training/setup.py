@@ -378,6 +378,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
         raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
                          f"--overwrite to start again")
+    if explicit is not None:         # what the caller gave and the run would not read
+        cfg.check_given(explicit)
     if cfg.param_dtype != "float32" and env.distributed:
         raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
                          f"gradients are taken before DDP averages them); use float32 with "

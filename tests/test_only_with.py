@@ -1,0 +1,92 @@
+"""Options that only apply alongside another (issue: the hostile pass's D5-D8): refused when
+typed without it, by one table per command (``ONLY_WITH`` of the configs, checked by
+:func:`splitnet.configs.options.check_applicable`); never refused when not typed, so a value
+that ``--resume`` restores from the checkpoint goes on working. The one-line refusals
+themselves are rows of tests/test_errors.py's ``CLI_CASES``; here what a row cannot say."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from splitnet.cli import main
+from splitnet.runs import checkpoint as ck
+
+TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16",
+        "--batch-size", "4", "--no-plot", "--threads", "1", "--no-progress", "--warmup", "0"]
+
+
+def _main(argv) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as e:
+            rc = e.code
+    return rc, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def chunked_run(tmp_path_factory):
+    """Two steps of a language model trained with --loss chunked --loss-chunk 8."""
+    tmp = tmp_path_factory.mktemp("chunked")
+    text = tmp / "text.txt"
+    text.write_text("def f(x):\n    return x + 1\n" * 150)
+    out = tmp / "run"
+    rc, err = _main(["train", *TINY, "--text", text, "--steps", "2", "--loss", "chunked",
+                     "--loss-chunk", "8", "--out", out])
+    assert rc == 0, err
+    return out
+
+
+def test_resume_takes_a_loss_chunk_the_checkpoint_applies(chunked_run):
+    """--loss chunked is the checkpoint's: --resume --loss-chunk N is read, not refused."""
+    rc, err = _main(["train", "--resume", "--steps", "3", "--loss-chunk", "16", "--out",
+                     chunked_run, "--no-progress", "--threads", "1"])
+    assert rc == 0, err
+    assert ck.load(chunked_run)["train_config"]["loss_chunk"] == 16
+
+
+def test_resume_with_another_loss_keeps_the_restored_chunk_unrefused(chunked_run):
+    """--resume --loss plain: the checkpoint's loss_chunk was not typed, so nothing is refused;
+    typed with it, it is (one line, nothing trained)."""
+    step = ck.load(chunked_run)["step"]
+    rc, err = _main(["train", "--resume", "--steps", str(step + 1), "--loss", "plain",
+                     "--out", chunked_run, "--no-progress", "--threads", "1"])
+    assert rc == 0, err
+    rc, err = _main(["train", "--resume", "--steps", str(step + 2), "--loss", "plain",
+                     "--loss-chunk", "8", "--out", chunked_run])
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "--loss-chunk only applies with --loss chunked" in err
+    assert ck.load(chunked_run)["step"] == step + 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["--loss", "chunked", "--loss-chunk", "64"],
+    ["--refine-prob", "0.5", "--refine-substeps", "2"],
+    ["--gate", "tanh", "--gate-fields", "convection"],
+    ["--diffusion-field", "conv", "--conv-kernel", "5"],
+    ["--rotary-pct", "0.5", "--rotary-base", "500"],
+    ["--compile", "--compile-mode", "default", "--compile-scope", "regional"],
+])
+def test_each_option_is_taken_with_what_it_applies_with(tmp_path, argv):
+    text = tmp_path / "text.txt"
+    text.write_text("abc " * 500)
+    rc, err = _main(["train", *TINY, "--text", text, "--dry-run", *argv,
+                     "--out", tmp_path / "run"])
+    assert rc == 0, err
+
+
+def test_the_tables_name_real_options():
+    """Every row of every ONLY_WITH table is an option of its config (a renamed option would
+    otherwise silently drop out of the check)."""
+    import dataclasses
+
+    from splitnet.configs.config import SplitConfig
+    from splitnet.training.config import TrainConfig
+
+    for cls in (SplitConfig, TrainConfig):
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert set(cls.ONLY_WITH) <= names, set(cls.ONLY_WITH) - names
