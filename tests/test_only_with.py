@@ -90,3 +90,30 @@ def test_the_tables_name_real_options():
     for cls in (SplitConfig, TrainConfig):
         names = {f.name for f in dataclasses.fields(cls)}
         assert set(cls.ONLY_WITH) <= names, set(cls.ONLY_WITH) - names
+
+
+def test_describe_refuses_activations_that_cannot_fit_before_printing(capsys):
+    """D8: the table was printed, then the measurement refused; now nothing is printed."""
+    rc = main(["describe", "--activations", "--seq-len", "100000"])
+    got = capsys.readouterr()
+    assert rc == 2 and got.out == "", got.out
+    assert got.err.count("\n") == 1 and "lower --seq-len" in got.err
+
+
+def test_describe_at_the_defaults_it_no_longer_spells_out(capsys):
+    """--weights and --vocab-size default to None now (so typing them counts): not typed,
+    both weight modes and 256 bytes, as before."""
+    assert main(["describe", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
+                 "--json"]) == 0
+    rows = [__import__("json").loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["weights"], r["vocab_size"]) for r in rows] == [("shared", 256),
+                                                               ("per-stage", 256)]
+
+
+def test_trajectories_fresh_model_defaults_unchanged(tmp_path, capsys):
+    """The fresh model's options default to None now (so typing them counts): not typed, the
+    model is the documented one (width 64, 6 layers, seed 0)."""
+    assert main(["trajectories", "--no-ode", "--text", "ab", "--threads", "1",
+                 "--out", str(tmp_path / "t.png")]) == 0
+    out = capsys.readouterr().out
+    assert "fresh initialisation (seed 0)" in out and "6 layers, d_model 64" in out

@@ -228,6 +228,23 @@ def given_options(args, cls, skip=()) -> dict:
     return out
 
 
+def given_args(args) -> set[str]:
+    """The options the command line gave: every destination whose parsed value is neither None
+    nor False. An option that a table of :func:`check_only_with` names declares ``default=None``
+    (its default applied after the check), so that typing it at its default counts as given."""
+    return {k for k, v in vars(args).items() if v is not None and v is not False}
+
+
+def check_only_with(args, table) -> None:
+    """A command's options that only apply alongside others, the one check
+    (:func:`splitnet.configs.options.check_applicable`): ``table`` maps a destination to
+    ``(needs, applies(args))``; one typed where it does not apply is refused, one line,
+    before any work."""
+    from ..configs.options import check_applicable
+
+    check_applicable(args, given_args(args), table)
+
+
 def fixed_options(cls) -> list[str]:
     """Names of the options of ``cls`` that define a run (fixed on --resume)."""
     return [f.name for f in cli_fields(cls) if f.metadata.get("resume", FIXED) == FIXED]
@@ -368,7 +385,7 @@ def torch_device(name: str):
 
 __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
            "add_config_options", "add_device_option", "add_model_source", "add_png_option",
-           "add_threads_option", "beam_width", "check_writable", "csv", "csv_floats",
-           "csv_positive_ints", "finite_float", "fixed_options", "float_in", "given_options",
-           "nonempty", "nonnegative_int", "positive_int", "scheme_list", "seed",
-           "set_stdout_guard", "set_threads", "torch_device"]
+           "add_threads_option", "beam_width", "check_only_with", "check_writable", "csv",
+           "csv_floats", "csv_positive_ints", "finite_float", "fixed_options", "float_in",
+           "given_args", "given_options", "nonempty", "nonnegative_int", "positive_int",
+           "scheme_list", "seed", "set_stdout_guard", "set_threads", "torch_device"]

@@ -10,6 +10,7 @@ from .._args import (
     add_model_source,
     add_png_option,
     add_threads_option,
+    check_only_with,
     float_in,
     nonempty,
     nonnegative_int,
@@ -22,6 +23,15 @@ from .._args import (
 RANK = 50   # place in `splitnet --help`
 HELP = "plot token embeddings as particles"
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
+# the fresh model's options and their defaults (applied once no --checkpoint or --hf is given)
+FRESH = {"d_model": 64, "n_heads": 4, "n_layers": 6, "step_size": 1.0, "weights": "shared",
+         "seed": 0}
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+_FRESH_ONLY = ("to a fresh model (without --checkpoint or --hf, whose model is drawn as it is)",
+               lambda a: a.checkpoint is None and a.hf is None)
+ONLY_WITH = {**dict.fromkeys(FRESH, _FRESH_ONLY),
+             "target": ("with --checkpoint of a translation model (the decoder's tokens)",
+                        lambda a: a.checkpoint is not None)}
 
 
 def configure(p) -> None:
@@ -61,14 +71,18 @@ def configure(p) -> None:
     p.add_argument("--points-per-layer", type=positive_int, default=16,
                    help="ODE path points per layer (default 16)")
     g = p.add_argument_group("fresh model (no --checkpoint)")
-    g.add_argument("--d-model", type=positive_int, default=64, help="width (default 64)")
-    g.add_argument("--n-heads", type=positive_int, default=4, help="attention heads (default 4)")
-    g.add_argument("--n-layers", type=positive_int, default=6, help="layers (default 6)")
-    g.add_argument("--step-size", type=float_in(1e-6, LIMITS["step_size"]), default=1.0,
-                   help="h (default 1.0)")
-    g.add_argument("--weights", choices=WEIGHTS, default="shared",
-                   help="sub-layer weights (default shared)")
-    g.add_argument("--seed", type=seed, default=0, help="initialisation seed (default 0)")
+    g.add_argument("--d-model", type=positive_int, default=None,
+                   help=f"width (default {FRESH['d_model']})")
+    g.add_argument("--n-heads", type=positive_int, default=None,
+                   help=f"attention heads (default {FRESH['n_heads']})")
+    g.add_argument("--n-layers", type=positive_int, default=None,
+                   help=f"layers (default {FRESH['n_layers']})")
+    g.add_argument("--step-size", type=float_in(1e-6, LIMITS["step_size"]), default=None,
+                   help=f"h (default {FRESH['step_size']})")
+    g.add_argument("--weights", choices=WEIGHTS, default=None,
+                   help=f"sub-layer weights (default {FRESH['weights']})")
+    g.add_argument("--seed", type=seed, default=None,
+                   help=f"initialisation seed (default {FRESH['seed']})")
     add_threads_option(p)
 
 
@@ -95,6 +109,10 @@ def _model(args):
     compare = [resolve(s) for s in args.compare or []]
     if args.checkpoint and args.hf:
         raise ValueError("give --checkpoint or --hf, not both")
+    check_only_with(args, ONLY_WITH)
+    for name, value in FRESH.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     _check_outputs(args)
     if args.checkpoint or args.hf:
         tokenizer = None
@@ -109,8 +127,7 @@ def _model(args):
         if seq2seq and (scheme is not None or compare):
             raise ValueError("--scheme and --compare re-run a language model's fields; a "
                              "translation model is drawn as trained")
-        if args.target is not None and not seq2seq:
-            raise ValueError("--target is for translation checkpoints (the decoder's tokens)")
+        check_only_with(args, {"target": (ONLY_WITH["target"][0], lambda a: seq2seq)})
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
@@ -272,5 +289,5 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_TEXT", "HELP", "RANK", "compare_path", "configure", "memory_estimate",
-           "run"]
+__all__ = ["DEFAULT_TEXT", "FRESH", "HELP", "ONLY_WITH", "RANK", "compare_path", "configure",
+           "memory_estimate", "run"]
