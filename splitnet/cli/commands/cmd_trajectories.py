@@ -109,10 +109,6 @@ def _model(args):
     compare = [resolve(s) for s in args.compare or []]
     if args.checkpoint and args.hf:
         raise ValueError("give --checkpoint or --hf, not both")
-    check_only_with(args, ONLY_WITH)
-    for name, value in FRESH.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
     _check_outputs(args)
     if args.checkpoint or args.hf:
         tokenizer = None
@@ -127,7 +123,9 @@ def _model(args):
         if seq2seq and (scheme is not None or compare):
             raise ValueError("--scheme and --compare re-run a language model's fields; a "
                              "translation model is drawn as trained")
-        check_only_with(args, {"target": (ONLY_WITH["target"][0], lambda a: seq2seq)})
+        # read first (a missing checkpoint is what is wrong), then what does not apply to it
+        check_only_with(args, {**ONLY_WITH, "target": (ONLY_WITH["target"][0],
+                                                       lambda a: seq2seq)})
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
@@ -135,6 +133,10 @@ def _model(args):
                              f"weights={model.weights!r}, whose stages have their own sub-layers")
         origin = f"Hugging Face {args.hf}" if args.hf else f"checkpoint {args.checkpoint}"
         return model, origin, compare, tokenizer
+    check_only_with(args, ONLY_WITH)
+    for name, value in FRESH.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     cfg = SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
                       n_layers=args.n_layers, step_size=args.step_size, weights=args.weights,
                       scheme=scheme or "lie-trotter")
