@@ -117,3 +117,32 @@ def test_trajectories_fresh_model_defaults_unchanged(tmp_path, capsys):
                  "--out", str(tmp_path / "t.png")]) == 0
     out = capsys.readouterr().out
     assert "fresh initialisation (seed 0)" in out and "6 layers, d_model 64" in out
+
+
+# the options that name a file or folder a command writes (a value-taking one of these names)
+OUTPUT_FLAGS = ("--out", "--json", "--gif", "--diagnostics", "--tensorboard")
+
+
+def test_every_output_option_of_every_command_refuses_an_empty_value():
+    """D7: '' was skipped as not given (trajectories --gif, refine --json) or resolved to the
+    current folder after all the work (trajectories --out). Every output option of every
+    command, however new, is the parser's one-line refusal, as train's, export's and
+    evaluate's were: the type of _args.add_output_option (or train's config options)."""
+    import argparse
+
+    from splitnet.cli import COMMANDS, build_parser
+
+    found = set()
+    for command in COMMANDS:
+        for a in build_parser(command)._actions:
+            named = set(a.option_strings) & set(OUTPUT_FLAGS)
+            if not (named or getattr(a, "output", False)) or a.nargs == 0:
+                continue
+            found.add(f"{command} {a.option_strings[-1]}")
+            for empty in ("", "  "):
+                with pytest.raises(argparse.ArgumentTypeError,
+                                   match="expected a non-empty value"):
+                    a.type(empty)
+    assert {"order --out", "trajectories --out", "trajectories --gif",
+            "trajectories --diagnostics", "refine --out", "refine --json", "train --out",
+            "train --tensorboard", "export --out", "evaluate --json"} <= found, found

@@ -342,10 +342,24 @@ def add_device_option(p) -> None:
                    help=f"{_train_help('device')} (default auto)")
 
 
+def add_output_option(p, flag: str, help: str, default: str | None = None,
+                      metavar: str | None = "PATH", **kw):
+    """An option naming a file the command writes, the one way every command declares one: an
+    empty value is refused by the parser (:func:`nonempty`: ``expected a non-empty value``),
+    one line before any work, never skipped as "not given" nor resolved to the current folder;
+    the command checks the path itself before any work (:func:`splitnet._io.check_outputs`).
+    The action is marked ``output = True`` (tests/test_only_with.py finds every one)."""
+    action = p.add_argument(flag, type=nonempty, default=default, metavar=metavar, help=help,
+                            **kw)
+    action.output = True
+    return action
+
+
 def add_png_option(p, default: str) -> None:
     """``--out`` of a command that draws one figure: the PNG to write (checked by
     :func:`check_writable` before any work)."""
-    p.add_argument("--out", default=default, help=f"PNG to write (default {default})")
+    add_output_option(p, "--out", f"PNG to write (default {default})", default=default,
+                      metavar=None)
 
 
 def add_threads_option(p) -> None:
@@ -384,7 +398,8 @@ def torch_device(name: str):
 
 
 __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
-           "add_config_options", "add_device_option", "add_model_source", "add_png_option",
+           "add_config_options", "add_device_option", "add_model_source", "add_output_option",
+           "add_png_option",
            "add_threads_option", "beam_width", "check_only_with", "check_writable", "csv",
            "csv_floats", "csv_positive_ints", "finite_float", "fixed_options", "float_in",
            "given_args", "given_options", "nonempty", "nonnegative_int", "positive_int",

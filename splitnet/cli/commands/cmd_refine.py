@@ -21,6 +21,7 @@ from .._args import (
     SCHEME_LIST_HELP,
     add_device_option,
     add_model_source,
+    add_output_option,
     add_png_option,
     add_threads_option,
     check_only_with,
@@ -109,7 +110,7 @@ def configure(p) -> None:
                    help="also evaluate the model with F times its layers at step h / F (each "
                         "layer copied) (default 2)")
     add_png_option(p, "refine.png")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_output_option(p, "--json", "also write the results as JSON")
     add_device_option(p)
     add_threads_option(p)
     p.add_argument("--no-progress", dest="progress", action="store_false",

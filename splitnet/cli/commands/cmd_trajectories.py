@@ -8,6 +8,7 @@ from ...configs.config import LIMITS, WEIGHTS
 from .._args import (
     SCHEME_LIST_HELP,
     add_model_source,
+    add_output_option,
     add_png_option,
     add_threads_option,
     check_only_with,
@@ -53,9 +54,9 @@ def configure(p) -> None:
                    help="scheme name or s/f pattern; fresh model: its scheme (default "
                         "lie-trotter); checkpoint: re-run its shared fields with it")
     p.add_argument("--3d", dest="three_d", action="store_true", help="3-D PCA plot")
-    p.add_argument("--gif", metavar="PATH", help="also write an animated GIF")
-    p.add_argument("--diagnostics", metavar="PNG",
-                   help="also write the clustering diagnostics (cosines, effective rank)")
+    add_output_option(p, "--gif", "also write an animated GIF")
+    add_output_option(p, "--diagnostics", "also write the clustering diagnostics (cosines, "
+                      "effective rank)", metavar="PNG")
     p.add_argument("--compare", metavar="SCHEMES", type=scheme_list, action="extend",
                    help=f"also write small multiples for these schemes ({SCHEME_LIST_HELP}) "
                         f"on the same input to <out>_compare.png (shared fields)")
