@@ -228,6 +228,23 @@ def given_options(args, cls, skip=()) -> dict:
     return out
 
 
+def given_args(args) -> set[str]:
+    """The options the command line gave: every destination whose parsed value is neither None
+    nor False. An option that a table of :func:`check_only_with` names declares ``default=None``
+    (its default applied after the check), so that typing it at its default counts as given."""
+    return {k for k, v in vars(args).items() if v is not None and v is not False}
+
+
+def check_only_with(args, table) -> None:
+    """A command's options that only apply alongside others, the one check
+    (:func:`splitnet.configs.options.check_applicable`): ``table`` maps a destination to
+    ``(needs, applies(args))``; one typed where it does not apply is refused, one line,
+    before any work."""
+    from ..configs.options import check_applicable
+
+    check_applicable(args, given_args(args), table)
+
+
 def fixed_options(cls) -> list[str]:
     """Names of the options of ``cls`` that define a run (fixed on --resume)."""
     return [f.name for f in cli_fields(cls) if f.metadata.get("resume", FIXED) == FIXED]
@@ -325,10 +342,24 @@ def add_device_option(p) -> None:
                    help=f"{_train_help('device')} (default auto)")
 
 
+def add_output_option(p, flag: str, help: str, default: str | None = None,
+                      metavar: str | None = "PATH", **kw):
+    """An option naming a file the command writes, the one way every command declares one: an
+    empty value is refused by the parser (:func:`nonempty`: ``expected a non-empty value``),
+    one line before any work, never skipped as "not given" nor resolved to the current folder;
+    the command checks the path itself before any work (:func:`splitnet._io.check_outputs`).
+    The action is marked ``output = True`` (tests/test_only_with.py finds every one)."""
+    action = p.add_argument(flag, type=nonempty, default=default, metavar=metavar, help=help,
+                            **kw)
+    action.output = True
+    return action
+
+
 def add_png_option(p, default: str) -> None:
     """``--out`` of a command that draws one figure: the PNG to write (checked by
     :func:`check_writable` before any work)."""
-    p.add_argument("--out", default=default, help=f"PNG to write (default {default})")
+    add_output_option(p, "--out", f"PNG to write (default {default})", default=default,
+                      metavar=None)
 
 
 def add_threads_option(p) -> None:
@@ -367,8 +398,9 @@ def torch_device(name: str):
 
 
 __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
-           "add_config_options", "add_device_option", "add_model_source", "add_png_option",
-           "add_threads_option", "beam_width", "check_writable", "csv", "csv_floats",
-           "csv_positive_ints", "finite_float", "fixed_options", "float_in", "given_options",
-           "nonempty", "nonnegative_int", "positive_int", "scheme_list", "seed",
-           "set_stdout_guard", "set_threads", "torch_device"]
+           "add_config_options", "add_device_option", "add_model_source", "add_output_option",
+           "add_png_option",
+           "add_threads_option", "beam_width", "check_only_with", "check_writable", "csv",
+           "csv_floats", "csv_positive_ints", "finite_float", "fixed_options", "float_in",
+           "given_args", "given_options", "nonempty", "nonnegative_int", "positive_int",
+           "scheme_list", "seed", "set_stdout_guard", "set_threads", "torch_device"]

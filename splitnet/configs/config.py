@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
@@ -142,6 +142,15 @@ class SplitConfig:
                                         "conditions after every optimiser step")
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    # options that only apply alongside another: given without it, a command refuses them
+    # (:func:`~splitnet.configs.options.check_applicable`; the config itself takes any value,
+    # so a model built in Python or restored from a checkpoint is never refused for them)
+    ONLY_WITH: ClassVar[dict] = {
+        "gate_fields": ("with --gate sigmoid or tanh", lambda c: c.gate is not None),
+        "conv_kernel": ("with --diffusion-field conv", lambda c: c.diffusion_field == "conv"),
+        "rotary_base": ("with --rotary-pct > 0 (rotary positions on)",
+                        lambda c: c.rotary_pct > 0),
+    }
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -305,6 +305,31 @@ def check_reversible(cfg, stacks) -> None:
                          f"is its exact flow), got {cfg.method!r}")
 
 
+def flag(name: str) -> str:
+    """``loss_chunk`` -> ``--loss-chunk`` (how the command line spells an option)."""
+    return "--" + name.replace("_", "-")
+
+
+def check_applicable(obj, given, table) -> None:
+    """The one check of options that only apply alongside others: ``table`` maps an option's
+    name to ``(needs, applies)``, ``needs`` the words after "only applies" (``"with --loss
+    chunked"``) and ``applies(obj)`` whether it is read by ``obj`` (a config, or a command's
+    parsed arguments); each name in ``given`` (the options the user gave: typed on the command
+    line, whatever the value) whose option does not apply is a ValueError, one line naming
+    every such option, instead of being recorded and ignored. Options not given are never
+    refused (a default, or a value ``--resume`` restored, is not the user's)."""
+    wrong: dict[str, list[str]] = {}
+    for name, (needs, applies) in table.items():
+        if name in given and not applies(obj):
+            wrong.setdefault(needs, []).append(flag(name))
+    if wrong:
+        needs, names = next(iter(wrong.items()))
+        one = len(names) == 1
+        raise ValueError(f"{', '.join(names)} only appl{'ies' if one else 'y'} {needs}; here "
+                         f"{'it' if one else 'they'} would be ignored: drop "
+                         f"{'it' if one else 'them'}")
+
+
 def check_parallel(cfg, choices) -> None:
     """``--parallel`` and ``--tp`` of a TrainConfig: what FSDP (splitnet.training.sharding) and
     tensor parallelism (splitnet.training.tensor_parallel) do not take yet is refused."""
@@ -398,8 +423,8 @@ def check_tensorboard(cfg) -> None:
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
-           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_bools", "check_choice", "check_growth",
-           "check_int", "check_network", "check_parallel", "check_projection", "check_real",
-           "check_reversible", "check_tensorboard", "config_from_dict", "init_rule", "int_list",
-           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
-           "scheme_spec"]
+           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
+           "check_choice", "check_growth", "check_int", "check_network", "check_parallel", "check_projection",
+           "check_real", "check_reversible", "check_tensorboard", "config_from_dict", "flag",
+           "init_rule", "int_list", "kind_option_fields", "kind_options", "network_option",
+           "option", "positive_ints", "scheme_spec"]

@@ -7,7 +7,9 @@ line ask a run's task (``TASKS[cfg.task]``) instead of comparing its name. A tas
   model config it trains (:meth:`Task.configure`: the one place a task adjusts its network) and
   how it is built (:meth:`Task.build`);
 * the run options it reads (``reads``; any other task's option given to it is refused, one line
-  naming it, never recorded and ignored) and its own checks (:meth:`Task.check`);
+  naming it, never recorded and ignored), those every other task reads and it does not
+  (``ignores``: refused when given, :meth:`~splitnet.training.config.TrainConfig.check_given`)
+  and its own checks (:meth:`Task.check`);
 * its data (:meth:`Task.corpus`: an object with ``fingerprint()`` and ``describe()``), the
   batch of optimiser step ``s`` (:meth:`Task.batch`: a function of ``(seed, s)`` alone, which is
   what makes ``--resume`` exact), its loss (:meth:`Task.loss`: model and loss in one module,
@@ -39,6 +41,7 @@ class Task(abc.ABC):
     help: str = ""
     init: str = "gpt2"                   # the initialisation rule when the model's init is None
     reads: tuple[str, ...] = ()          # run options (TrainConfig fields) only some tasks read
+    ignores: tuple[str, ...] = ()        # run options the others read and this one does not
     family: str = "language-model"       # what its own options are called in messages
     noun: str = "a language model"       # what a run of it is, in messages
     unit: str = "bpb"                    # what the held-out loss is reported in (nats / ln 2)

@@ -26,6 +26,7 @@ class Translation(Task):
     init = "xavier"                    # torch.nn.Transformer's rule
     reads = ("pairs", "src_lang", "tgt_lang", "bpe", "label_smoothing", "beam",
              "length_penalty", "bleu_sentences")
+    ignores = ("eval_windows",)        # scored on its validation pairs, not on windows
     family = "encoder–decoder"
     noun = "a translation model"
     unit = "bits per token"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..configs.config import (
     ADAMW_IMPLS,
@@ -35,6 +36,7 @@ from ..configs.config import (
 from ..configs.options import (
     FREE,
     SESSION,
+    check_applicable,
     check_bools,
     check_growth,
     check_parallel,
@@ -208,6 +210,20 @@ class TrainConfig:
                                     "old format); only for files from a trusted source",
                                     resume=SESSION)
 
+    # options that only apply alongside another, refused when given without it (by
+    # :meth:`check_given`, which the command line calls with the options typed; a value
+    # restored on --resume, or a default, is never refused)
+    ONLY_WITH: ClassVar[dict] = {
+        "loss_chunk": ("with --loss chunked", lambda c: c.loss == "chunked"),
+        "refine_substeps": ("with --refine-prob > 0 (ODE-consistent training)",
+                            lambda c: c.refine_prob > 0),
+        "compile_mode": ("with --compile", lambda c: c.compile),
+        "compile_scope": ("with --compile", lambda c: c.compile),
+        "eval_windows": ("to a run scored on held-out windows (a language model's; a "
+                         "translation run scores its validation pairs)",
+                         lambda c: "eval_windows" not in get_task(c.task).ignores),
+    }
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         check_bools(self)
@@ -314,6 +330,17 @@ class TrainConfig:
         if self.refine_prob > 0 and self.model.learn_coefficients:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
+
+    def check_given(self, given) -> None:
+        """The options ``given`` (their names; ``model.x`` for the network's) that this run
+        would not read, each only applying alongside another (:attr:`ONLY_WITH`, the model
+        config's ``ONLY_WITH``): a ValueError naming them, before any work. ``self`` is the
+        run's whole config (on ``--resume``, the checkpoint's with the given ones applied), so
+        ``--resume --loss-chunk N`` of a chunked run is taken."""
+        given = set(given)
+        check_applicable(self, given, self.ONLY_WITH)
+        check_applicable(self.model, {n[6:] for n in given if n.startswith("model.")},
+                         getattr(self.model, "ONLY_WITH", {}))
 
     def section(self, name: str) -> dict:
         """The options of section ``name`` of :data:`SECTIONS` and their values."""

@@ -380,6 +380,8 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         RunLock(out).refuse_if_held()        # a live run there: say so, not 'pass --resume'
         raise ValueError(f"{out / ck.CKPT} already exists: pass --resume to continue it or "
                          f"--overwrite to start again")
+    if explicit is not None:         # what the caller gave and the run would not read
+        cfg.check_given(explicit)
     if cfg.param_dtype != "float32" and env.distributed:
         raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
                          f"gradients are taken before DDP averages them); use float32 with "

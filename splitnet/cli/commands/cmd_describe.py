@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sys
 
-from ...configs.config import WEIGHTS, SplitConfig
+from ...configs.config import WEIGHTS, SplitConfig, cli_fields
 from .._args import (
     SCHEME_LIST_HELP,
     add_config_options,
     add_model_source,
+    check_only_with,
     given_options,
     positive_int,
     scheme_list,
@@ -20,22 +21,34 @@ RANK = 30   # place in `splitnet --help`
 HELP = "parameters, field evaluations and FLOPs per token of a model"
 # describe's own defaults: a mid-size model (see splitnet.nets.cost.REFERENCE_SIZE)
 SIZE = {"d_model": 512, "n_heads": 8, "n_layers": 6}
+VOCAB = 256          # --vocab-size's default: bytes
+# options that only apply alongside another (splitnet.cli._args.check_only_with): the model
+# options describe the model they build, not a trained or imported one
+_BUILT = ("without --checkpoint or --hf (a trained or imported model is described as it is)",
+          lambda a: a.checkpoint is None and a.hf is None)
+ONLY_WITH = dict.fromkeys(("scheme", "weights", "vocab_size", "json",
+                           *(f.name for f in cli_fields(SplitConfig))), _BUILT)
+# and what a translation model's description (stack by stack) does not read
+_LM = ("to a language model (a translation model is described stack by stack)",
+       lambda a: False)
+SEQ2SEQ_IGNORES = {"markdown": _LM, "world_size": _LM}
 
 
 def configure(p) -> None:
     p.add_argument("--scheme", type=scheme_list, action="extend", default=None,
                    help=f"schemes: {SCHEME_LIST_HELP}; or 'all' for the registry (default "
                         f"lie-trotter)")
-    p.add_argument("--weights", choices=[*WEIGHTS, "both"], default="both",
+    p.add_argument("--weights", choices=[*WEIGHTS, "both"], default=None,
                    help="weights mode (default both)")
     g = p.add_argument_group("model (splitnet.nets.models.SplitConfig)")
     add_config_options(g, SplitConfig, defaults=SIZE, skip=("scheme", "weights"))
-    p.add_argument("--vocab-size", type=positive_int, default=256,
-                   help="vocabulary (default 256, bytes)")
+    p.add_argument("--vocab-size", type=positive_int, default=None,
+                   help=f"vocabulary (default {VOCAB}, bytes)")
     p.add_argument("--seq-len", type=positive_int, default=256,
                    help="tokens per sequence (default 256)")
-    p.add_argument("--markdown", action="store_true", help="print a markdown table")
-    p.add_argument("--json", action="store_true", help="print one JSON object per row")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="print a markdown table")
+    form.add_argument("--json", action="store_true", help="print one JSON object per row")
     p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="also the training memory per rank on N ranks (float32 weights, "
                         "gradients and AdamW state; activations aside)")
@@ -156,6 +169,17 @@ def _measure_need(config, seq_len: int) -> float:
     return 1.5 * (4.0 * params + saved) * (2 if seq2seq else 1)
 
 
+def require_measurable(configs, seq_len: int) -> None:
+    """A measurement of each config's activations that cannot fit in memory is refused, one
+    line, before anything is printed (:func:`_measure_need`)."""
+    from ...runenv import require_memory
+
+    for config in configs:
+        require_memory(_measure_need(config, seq_len), f"measuring the activations of "
+                       f"{_name_and_depth(config)[1]} layers of width {config.d_model} on "
+                       f"{seq_len} tokens", "lower --seq-len, --n-layers or --d-model")
+
+
 def _bytes_per_token(config, seq_len: int) -> int:
     """Bytes saved for backward per token: a language model on ``seq_len`` tokens, a
     translation model on ``seq_len`` source and ``seq_len`` target tokens (per target token)."""
@@ -163,11 +187,8 @@ def _bytes_per_token(config, seq_len: int) -> int:
 
     from ...nets.models import Seq2SeqConfig, SplitSeq2Seq, SplitTransformer
     from ...reversible import saved_bytes
-    from ...runenv import require_memory
 
-    require_memory(_measure_need(config, seq_len), f"measuring the activations of "
-                   f"{_name_and_depth(config)[1]} layers of width {config.d_model} on "
-                   f"{seq_len} tokens", "lower --seq-len, --n-layers or --d-model")
+    require_measurable([config], seq_len)
     torch.manual_seed(0)
     config = config.replace(max_len=max(seq_len, config.max_len))
     if isinstance(config, Seq2SeqConfig):
@@ -258,17 +279,21 @@ def _describe_hf(args) -> int:
 def _describe_model(args, model, title: str) -> int:
     from ...nets import cost
 
+    seq_len = min(args.seq_len, model.config.max_len)
+    if args.activations or model.config.reversible:
+        require_measurable([model.config], seq_len)     # before anything is printed
     if hasattr(model, "decoder_layers"):           # an encoder–decoder: its two stacks
+        check_only_with(args, SEQ2SEQ_IGNORES)
         print(title)
-        for line in stack_lines(model, min(args.seq_len, model.config.max_len)):
+        for line in stack_lines(model, seq_len):
             print(line)
         if args.activations or model.config.reversible:
             print()
-            for line in activation_lines([model.config], min(args.seq_len, model.config.max_len)):
+            for line in activation_lines([model.config], seq_len):
                 print(line)
         sys.stdout.flush()
         return 0
-    row = cost.describe(model.config, seq_len=min(args.seq_len, model.config.max_len))
+    row = cost.describe(model.config, seq_len=seq_len)
     print(title)
     print(cost.format_table([row], markdown=args.markdown))
     print()
@@ -277,7 +302,7 @@ def _describe_model(args, model, title: str) -> int:
             print(line)
         print()
     if args.activations or model.config.reversible:
-        for line in activation_lines([model.config], min(args.seq_len, model.config.max_len)):
+        for line in activation_lines([model.config], seq_len):
             print(line)
         print()
     for line in coefficient_lines(model):
@@ -289,9 +314,12 @@ def _describe_model(args, model, title: str) -> int:
 def run(args) -> int:
     import json
 
+    from ...configs.options import check_applicable
+
     if args.parallel != "both" and args.world_size is None:
         raise ValueError(f"--parallel {args.parallel} is the memory per rank's: give "
                          f"--world-size N with it")
+    check_only_with(args, ONLY_WITH)
 
     from ...integrators.schemes import available
     from ...nets import cost
@@ -305,11 +333,14 @@ def run(args) -> int:
 
     given = args.scheme or ["lie-trotter"]
     names = available() if given == ["all"] else given
-    weights = WEIGHTS if args.weights == "both" else (args.weights,)
-    size = {**SIZE, **given_options(args, SplitConfig, skip=("scheme", "weights"))}
-    size.update(vocab_size=args.vocab_size, max_len=args.seq_len)
+    weights = WEIGHTS if args.weights in (None, "both") else (args.weights,)
+    typed = given_options(args, SplitConfig, skip=("scheme", "weights"))
+    size = {**SIZE, **typed, "vocab_size": args.vocab_size or VOCAB, "max_len": args.seq_len}
     for n in names:                     # every problem before any work
-        SplitConfig(**size, scheme=n)
+        check_applicable(SplitConfig(**size, scheme=n), set(typed), SplitConfig.ONLY_WITH)
+    configs = [SplitConfig(**size, scheme=n, weights=w) for n in names for w in weights]
+    if args.activations:
+        require_measurable(configs, args.seq_len)
     rows = cost.table(names, weights=weights, seq_len=args.seq_len, **size)
     if args.json:
         for r in rows:
@@ -327,7 +358,6 @@ def run(args) -> int:
         r = next(x for x in rows if x.scheme == s)
         diag = r.pattern if len(r.pattern) <= 90 else r.pattern[:87] + "..."
         print(f"{s:<14} {diag}")
-    configs = [SplitConfig(**size, scheme=n, weights=w) for n in names for w in weights]
     if args.world_size is not None:
         print()
         for line in memory_lines(configs, args.world_size, args.parallel):
@@ -340,5 +370,6 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "RANK", "SIZE", "activation_lines", "coefficient_lines", "configure",
-           "memory_lines", "run", "stack_lines"]
+__all__ = ["HELP", "ONLY_WITH", "RANK", "SEQ2SEQ_IGNORES", "SIZE", "VOCAB", "activation_lines",
+           "coefficient_lines", "configure", "memory_lines", "require_measurable", "run",
+           "stack_lines"]

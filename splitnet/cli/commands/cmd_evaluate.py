@@ -8,6 +8,7 @@ import sys
 from .._args import (
     add_device_option,
     add_model_source,
+    add_output_option,
     add_threads_option,
     nonempty,
     positive_int,
@@ -49,8 +50,8 @@ def configure(p) -> None:
                         "encoder's own baseline)")
     p.add_argument("--seed", type=seed, default=0,
                    help="split, sample and initialisation seed (default 0)")
-    p.add_argument("--json", metavar="FILE", type=nonempty, default=None,
-                   help="also write the records as JSON (atomically)")
+    add_output_option(p, "--json", "also write the records as JSON (atomically)",
+                      metavar="FILE")
     add_device_option(p)
     p.add_argument("--progress", action="store_true", default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")

@@ -6,7 +6,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from .._args import add_model_source, add_threads_option, nonempty, set_threads
+from .._args import add_model_source, add_output_option, add_threads_option, set_threads
 
 RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
@@ -25,8 +25,8 @@ def configure(p) -> None:
         "temporary folder beside HFDIR and moved in only when complete and read back: a full "
         "disk, Ctrl-C or SIGTERM leaves HFDIR as it was. Needs: pip install 'splitnet[hf]'.")
     add_model_source(p)
-    p.add_argument("--out", metavar="HFDIR", type=nonempty, required=True,
-                   help="directory to write (created; must be empty unless --overwrite)")
+    add_output_option(p, "--out", "directory to write (created; must be empty unless "
+                      "--overwrite)", metavar="HFDIR", required=True)
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="gpt2 (only for a model that is exactly one), splitnet (any model), or "
                         "auto: gpt2 when exact, else splitnet (default auto)")

@@ -13,6 +13,7 @@ from .._args import (
     SCHEME_LIST_HELP,
     add_png_option,
     add_threads_option,
+    check_only_with,
     csv,
     csv_floats,
     positive_int,
@@ -31,6 +32,14 @@ DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4,suzuki4,blanes-moan4"
 # --field-order (feed-forward outermost, like Macaron). Separated by ';' (stage strings hold ',').
 DEFAULT_SCHEMES_3 = "d:1,x:1,c:1;c:0.5,d:1,x:1,c:0.5;strang;yoshida4"
 MAX_STEP = 100.0     # the largest step size --step-sizes takes (the system's time scale is ~1)
+MEMORY = 5           # --memory's default: memory particles of a decoder layer
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+ONLY_WITH = {
+    "memory": ("with --fields 3 (the memory particles a decoder layer attends to)",
+               lambda a: a.fields == 3),
+    "field_order": ("with --fields 3 (the order of a decoder layer's three fields)",
+                    lambda a: a.fields == 3),
+}
 
 
 def configure(p) -> None:
@@ -45,8 +54,8 @@ def configure(p) -> None:
                         "outermost (default: as a SplitSeq2Seq decoder builds the name, "
                         "splitnet.integrators.schemes.network_scheme: strang = c/2 d/2 x d/2 c/2, "
                         "lie-trotter = d x c)")
-    p.add_argument("--memory", type=positive_int, default=5,
-                   help="with --fields 3: memory particles (default 5)")
+    p.add_argument("--memory", type=positive_int, default=None,
+                   help=f"with --fields 3: memory particles (default {MEMORY})")
     p.add_argument("--partitioned", action="store_true",
                    help="the same fields on a partitioned state (x1, x2), as in a reversible "
                         "network: x1' = D(x2), x2' = C(x1) (splitnet.analyses.problems."
@@ -84,6 +93,9 @@ def _validate(args):
     from ...runenv import require_memory
     from ...stagelists.stages import reversible_unsupported
 
+    check_only_with(args, ONLY_WITH)
+    if args.memory is None:
+        args.memory = MEMORY
     if args.method is None:     # the residual sub-layer is the point of --partitioned
         args.method = ["euler"] if args.partitioned else ["exact"]
     if args.partitioned and args.fields != 2:
@@ -225,5 +237,6 @@ def run(args) -> int:
     return 1 if (bad and args.strict) else 0
 
 
-__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "MAX_STEP", "RANK", "VERDICT",
+__all__ = ["DEFAULT_SCHEMES", "DEFAULT_SCHEMES_3", "HELP", "MAX_STEP", "MEMORY", "ONLY_WITH",
+           "RANK", "VERDICT",
            "configure", "memory_estimate", "run"]

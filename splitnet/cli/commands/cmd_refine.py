@@ -21,8 +21,10 @@ from .._args import (
     SCHEME_LIST_HELP,
     add_device_option,
     add_model_source,
+    add_output_option,
     add_png_option,
     add_threads_option,
+    check_only_with,
     csv,
     nonempty,
     positive_int,
@@ -36,6 +38,9 @@ HELP = "re-integrate a trained model's own fields with other schemes, substeps a
 DEFAULT_SCHEMES = "lie-trotter,strang,yoshida4"     # = splitnet.analyses.refine.DEFAULT_SCHEMES
 OWN = "own"
 MAX_SUBSTEPS = 4096      # substeps of a scheme per layer (each one more pass over the fields)
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+ONLY_WITH = {"exact_substeps": ("with the exact method in --methods",
+                                lambda a: "exact" in a.methods)}
 
 
 def substeps_list(text: str) -> list[int]:
@@ -105,7 +110,7 @@ def configure(p) -> None:
                    help="also evaluate the model with F times its layers at step h / F (each "
                         "layer copied) (default 2)")
     add_png_option(p, "refine.png")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_output_option(p, "--json", "also write the results as JSON")
     add_device_option(p)
     add_threads_option(p)
     p.add_argument("--no-progress", dest="progress", action="store_false",
@@ -120,6 +125,7 @@ def _grid(args) -> list:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         raise ValueError(unknown_name("method", bad[0], METHODS))
+    check_only_with(args, ONLY_WITH)
     grid = study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
                       args.exact_substeps)
     for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
@@ -279,5 +285,5 @@ def _finite(x):
     return x
 
 
-__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_SUBSTEPS", "OWN", "RANK", "configure", "factor_list",
-           "run", "substeps_list"]
+__all__ = ["DEFAULT_SCHEMES", "HELP", "MAX_SUBSTEPS", "ONLY_WITH", "OWN", "RANK", "configure",
+           "factor_list", "run", "substeps_list"]

@@ -3,12 +3,17 @@ the order of a stage list (inline or from a file)."""
 
 from __future__ import annotations
 
-from .._args import nonempty, positive_int
+from .._args import check_only_with, nonempty, positive_int
 
 RANK = 20   # place in `splitnet --help`
 VERDICT = "--check: the stage list's verdict is not ok (mismatch, undetermined, inconsistent)"
 HELP = ("list the registered schemes by order with their cost, or check a stage list's order "
         "on random matrices")
+
+
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+_CHECK = ("with --check (a stage list's measurement)", lambda a: a.check is not None)
+ONLY_WITH = {"order": _CHECK, "normalize": _CHECK}
 
 
 def configure(p) -> None:
@@ -107,6 +112,7 @@ def _row(s) -> str:
 
 
 def run(args) -> int:
+    check_only_with(args, ONLY_WITH)
     if args.check is not None:
         return _check(args)
     import warnings
@@ -141,4 +147,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "MAX_COEFF", "MAX_FILE", "RANK", "VERDICT", "configure", "run"]
+__all__ = ["HELP", "MAX_COEFF", "MAX_FILE", "ONLY_WITH", "RANK", "VERDICT", "configure", "run"]

@@ -8,8 +8,10 @@ from ...configs.config import LIMITS, WEIGHTS
 from .._args import (
     SCHEME_LIST_HELP,
     add_model_source,
+    add_output_option,
     add_png_option,
     add_threads_option,
+    check_only_with,
     float_in,
     nonempty,
     nonnegative_int,
@@ -22,6 +24,15 @@ from .._args import (
 RANK = 50   # place in `splitnet --help`
 HELP = "plot token embeddings as particles"
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
+# the fresh model's options and their defaults (applied once no --checkpoint or --hf is given)
+FRESH = {"d_model": 64, "n_heads": 4, "n_layers": 6, "step_size": 1.0, "weights": "shared",
+         "seed": 0}
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+_FRESH_ONLY = ("to a fresh model (without --checkpoint or --hf, whose model is drawn as it is)",
+               lambda a: a.checkpoint is None and a.hf is None)
+ONLY_WITH = {**dict.fromkeys(FRESH, _FRESH_ONLY),
+             "target": ("with --checkpoint of a translation model (the decoder's tokens)",
+                        lambda a: a.checkpoint is not None)}
 
 
 def configure(p) -> None:
@@ -43,9 +54,9 @@ def configure(p) -> None:
                    help="scheme name or s/f pattern; fresh model: its scheme (default "
                         "lie-trotter); checkpoint: re-run its shared fields with it")
     p.add_argument("--3d", dest="three_d", action="store_true", help="3-D PCA plot")
-    p.add_argument("--gif", metavar="PATH", help="also write an animated GIF")
-    p.add_argument("--diagnostics", metavar="PNG",
-                   help="also write the clustering diagnostics (cosines, effective rank)")
+    add_output_option(p, "--gif", "also write an animated GIF")
+    add_output_option(p, "--diagnostics", "also write the clustering diagnostics (cosines, "
+                      "effective rank)", metavar="PNG")
     p.add_argument("--compare", metavar="SCHEMES", type=scheme_list, action="extend",
                    help=f"also write small multiples for these schemes ({SCHEME_LIST_HELP}) "
                         f"on the same input to <out>_compare.png (shared fields)")
@@ -61,14 +72,18 @@ def configure(p) -> None:
     p.add_argument("--points-per-layer", type=positive_int, default=16,
                    help="ODE path points per layer (default 16)")
     g = p.add_argument_group("fresh model (no --checkpoint)")
-    g.add_argument("--d-model", type=positive_int, default=64, help="width (default 64)")
-    g.add_argument("--n-heads", type=positive_int, default=4, help="attention heads (default 4)")
-    g.add_argument("--n-layers", type=positive_int, default=6, help="layers (default 6)")
-    g.add_argument("--step-size", type=float_in(1e-6, LIMITS["step_size"]), default=1.0,
-                   help="h (default 1.0)")
-    g.add_argument("--weights", choices=WEIGHTS, default="shared",
-                   help="sub-layer weights (default shared)")
-    g.add_argument("--seed", type=seed, default=0, help="initialisation seed (default 0)")
+    g.add_argument("--d-model", type=positive_int, default=None,
+                   help=f"width (default {FRESH['d_model']})")
+    g.add_argument("--n-heads", type=positive_int, default=None,
+                   help=f"attention heads (default {FRESH['n_heads']})")
+    g.add_argument("--n-layers", type=positive_int, default=None,
+                   help=f"layers (default {FRESH['n_layers']})")
+    g.add_argument("--step-size", type=float_in(1e-6, LIMITS["step_size"]), default=None,
+                   help=f"h (default {FRESH['step_size']})")
+    g.add_argument("--weights", choices=WEIGHTS, default=None,
+                   help=f"sub-layer weights (default {FRESH['weights']})")
+    g.add_argument("--seed", type=seed, default=None,
+                   help=f"initialisation seed (default {FRESH['seed']})")
     add_threads_option(p)
 
 
@@ -109,8 +124,9 @@ def _model(args):
         if seq2seq and (scheme is not None or compare):
             raise ValueError("--scheme and --compare re-run a language model's fields; a "
                              "translation model is drawn as trained")
-        if args.target is not None and not seq2seq:
-            raise ValueError("--target is for translation checkpoints (the decoder's tokens)")
+        # read first (a missing checkpoint is what is wrong), then what does not apply to it
+        check_only_with(args, {**ONLY_WITH, "target": (ONLY_WITH["target"][0],
+                                                       lambda a: seq2seq)})
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
@@ -118,6 +134,10 @@ def _model(args):
                              f"weights={model.weights!r}, whose stages have their own sub-layers")
         origin = f"Hugging Face {args.hf}" if args.hf else f"checkpoint {args.checkpoint}"
         return model, origin, compare, tokenizer
+    check_only_with(args, ONLY_WITH)
+    for name, value in FRESH.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     cfg = SplitConfig(vocab_size=256, d_model=args.d_model, n_heads=args.n_heads,
                       n_layers=args.n_layers, step_size=args.step_size, weights=args.weights,
                       scheme=scheme or "lie-trotter")
@@ -272,5 +292,5 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_TEXT", "HELP", "RANK", "compare_path", "configure", "memory_estimate",
-           "run"]
+__all__ = ["DEFAULT_TEXT", "FRESH", "HELP", "ONLY_WITH", "RANK", "compare_path", "configure",
+           "memory_estimate", "run"]
