@@ -425,6 +425,6 @@ __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMI
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
            "check_choice", "check_growth", "check_int", "check_network", "check_parallel",
-           "check_projection", "check_real", "check_reversible", "check_tensorboard", "config_from_dict", "flag",
-           "init_rule", "int_list", "kind_option_fields", "kind_options", "network_option",
-           "option", "positive_ints", "scheme_spec"]
+           "check_projection", "check_real", "check_reversible", "check_tensorboard",
+           "config_from_dict", "flag", "init_rule", "int_list", "kind_option_fields",
+           "kind_options", "network_option", "option", "positive_ints", "scheme_spec"]
