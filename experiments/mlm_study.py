@@ -216,6 +216,10 @@ def table(recs: dict[str, list[dict]]) -> str:
     return "\n".join(rows)
 
 
+# the verdict on 'better than the Transformer' (claim 0) in words
+SAYS = {"confirmed": "yes", "refuted": "no: worse", "undecided": "not shown"}
+
+
 def paired_table(recs: dict[str, list[dict]]) -> str:
     """Each arrangement against the Transformer, seed by seed: the mean difference, its 95 %
     interval, p, the smallest difference these seeds' spread detects at 80 % power, and the
@@ -237,7 +241,7 @@ def paired_table(recs: dict[str, list[dict]]) -> str:
                 continue
             rows.append(f"| {label} | {name} | {c.n} | {scale * c.mean:+.{dg}f} | "
                         f"[{scale * c.low:+.{dg}f}, {scale * c.high:+.{dg}f}] | {c.p:.3f} | "
-                        f"{scale * c.detectable:.{dg}f} | {c.verdict(0, better)} |")
+                        f"{scale * c.detectable:.{dg}f} | {SAYS[c.verdict(0, better)]} |")
     return "\n".join(rows)
 
 

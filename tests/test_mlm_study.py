@@ -43,17 +43,21 @@ def test_a_toy_study_and_its_report(study, tmp_path, monkeypatch):
     study.study()
     rec = json.loads((tmp_path / "cache" / "Macaron-1.json").read_text())
     assert [s for s, _, _ in rec["curve"]] == [3, 6] and rec["wn_lex"]["task"] == "wn-lex"
-    (tmp_path / "mlm.md").write_text("x\n<!-- mlm-study:begin -->\nold\n<!-- mlm-study:end -->\n")
+    (tmp_path / "mlm.md").write_text("x\n<!-- mlm-study:begin -->\nold\n<!-- mlm-study:end -->\n"
+                                     "<!-- mlm-study-paired:begin -->\nold\n"
+                                     "<!-- mlm-study-paired:end -->\n")
     study.report()
     doc = (tmp_path / "mlm.md").read_text()
     assert "| Macaron |" in doc and "old" not in doc and (tmp_path / "f.png").stat().st_size
+    assert "| Macaron | held-out loss (nats) | 2 |" in doc        # paired by seed, 2 seeds
 
 
 def test_the_doc_table_is_the_caches(study):
     recs = study._records()
     if set(recs) != set(study.ARRANGEMENTS) or any(len(v) < 3 for v in recs.values()):
         pytest.skip("the study's cache is not complete")
-    assert study.table(recs) in (ROOT / "docs" / "mlm.md").read_text()
+    doc = (ROOT / "docs" / "mlm.md").read_text()
+    assert study.table(recs) in doc and study.paired_table(recs) in doc
 
 
 def test_the_austen_table_is_its_cache(study):
@@ -62,15 +66,19 @@ def test_the_austen_table_is_its_cache(study):
     if set(recs) != set(study.ARRANGEMENTS) or any(len(v) < 3 for v in recs.values()):
         pytest.skip("the Austen study's cache is not complete")
     doc = (ROOT / "docs" / "mlm.md").read_text()
-    assert study.table(recs) in doc
+    assert study.table(recs) in doc and study.paired_table(recs) in doc
     loss = {k: [r["val_loss"] for r in v] for k, v in recs.items()}
     assert all(m < t for m, t in zip(loss["Macaron"], loss["Transformer"]))   # "every seed"
     assert min(loss["Yoshida4"]) > 2.7 and "stays at 2.71–2.74" in doc
 
 
-def test_paired_t(study):
-    # differences 1, 1.5, 1.5: mean 4/3, standard deviation sqrt(1/12), t = 8
-    assert study._paired_t([2.0, 3.0, 4.0], [1.0, 1.5, 2.5]) == pytest.approx(8.0)
+def test_runs_are_paired_by_seed(study):
+    """Differences 1, 1.5, 1.5 (seeds 0, 1, 2): mean 4/3, standard deviation sqrt(1/12), t = 8;
+    a seed only one side has (7) and the records' order do not enter."""
+    base = [{"seed": s, "val_loss": v} for s, v in ((0, 1.0), (1, 1.5), (2, 2.5))]
+    runs = [{"seed": s, "val_loss": v} for s, v in ((2, 4.0), (0, 2.0), (1, 3.0), (7, 9.0))]
+    c = study._compare(runs, base, lambda r: r["val_loss"])
+    assert c.n == 3 and c.t == pytest.approx(8.0)
 
 
 @pytest.mark.heavy
@@ -101,7 +109,9 @@ def test_the_austen_setting_caches_apart_and_reports_every_probe(study, tmp_path
     rec = json.loads((tmp_path / "cache" / "austen" / "Transformer-0.json").read_text())
     assert {"wn_lex", "wic_wn"} <= set(rec) and rec["val_loss"] > 0
     (tmp_path / "mlm.md").write_text("<!-- mlm-study-austen:begin -->\n"
-                                     "<!-- mlm-study-austen:end -->\n")
+                                     "<!-- mlm-study-austen:end -->\n"
+                                     "<!-- mlm-study-austen-paired:begin -->\n"
+                                     "<!-- mlm-study-austen-paired:end -->\n")
     study.report("austen")
     doc = (tmp_path / "mlm.md").read_text()
     assert "| WN-lex probe | t | WiC-WN probe | t |" in doc

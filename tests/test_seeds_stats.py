@@ -40,6 +40,15 @@ def test_the_detectable_difference_is_detected_80_percent_of_the_time(n):
     assert delta > normal * (1.4 if n == 3 else 1.05)
 
 
+def test_power_is_finite_and_rises_with_the_difference_even_at_two_seeds():
+    """scipy's noncentral t is NaN far in its tails at one degree of freedom (nc ~ 20):
+    the power there is still a number, rising to 1 (a toy study of two seeds hit this)."""
+    powers = [S.power_of(d, 1.0, 2) for d in (0.0, 1.0, 5.0, 20.0, 100.0, 1e4)]
+    assert all(0.0 <= p <= 1.0 for p in powers) and powers == sorted(powers)
+    assert powers[0] == pytest.approx(0.05) and powers[-1] > 0.99
+    assert 0 < S.detectable(1.0, 2) < 100
+
+
 def test_seeds_for_is_the_first_count_with_enough_power():
     n = S.seeds_for(0.5, 1.0)
     assert S.power_of(0.5, 1.0, n) >= 0.8 > S.power_of(0.5, 1.0, n - 1)

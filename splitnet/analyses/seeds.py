@@ -42,7 +42,14 @@ def power_of(delta: float, sd: float, n: int, alpha: float = ALPHA) -> float:
         return 1.0 if delta != 0 else alpha
     df, nc = n - 1, abs(delta) * math.sqrt(n) / sd
     crit = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    upper, lower = stats.nct.sf(crit, df, nc), stats.nct.cdf(-crit, df, nc)
+    # scipy's noncentral t returns NaN far in a tail (df 1, nc ~20): there the far tail is 0
+    # and the near one is its complement
+    lower = 0.0 if math.isnan(lower) else lower
+    if math.isnan(upper):
+        upper = 1.0 - stats.nct.cdf(crit, df, nc)
+        upper = (1.0 if nc > crit else 0.0) if math.isnan(upper) else upper
+    return float(min(1.0, upper + lower))
 
 
 def detectable(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
