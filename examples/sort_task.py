@@ -102,7 +102,28 @@ def small_run(out: str, steps: int = 4, **changes):
                           "device": "cpu", "out": out, **changes})
 
 
-if __name__ == "__main__":        # [torchrun --nproc_per_node=2] examples/sort_task.py OUT [STEPS]
+def main(argv=None) -> int:
+    """``[torchrun --nproc_per_node=2] examples/sort_task.py OUT [--steps N] [--resume |
+    --overwrite]``: bad input is one line and exit 2, as for ``splitnet train``."""
+    import argparse
+
     from splitnet.train import train
 
-    train(small_run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4))
+    p = argparse.ArgumentParser(description="train the digit-sorting task of this file")
+    p.add_argument("out", help="the run's folder")
+    p.add_argument("--steps", type=int, default=4, help="optimiser steps (default 4)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="continue the run in OUT")
+    again.add_argument("--overwrite", action="store_true",
+                       help="start again (the old run is moved aside)")
+    a = p.parse_args(argv)
+    try:
+        train(small_run(a.out, a.steps, resume=a.resume, overwrite=a.overwrite))
+    except ValueError as e:
+        print(f"sort_task.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

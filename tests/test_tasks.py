@@ -142,7 +142,7 @@ def test_a_users_task_under_two_gloo_processes_matches_one(sort_task, tmp_path):
     train(sort_task.small_run(str(one), 4, threads=1))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(EXAMPLE), str(two), "4"]
+           str(EXAMPLE), str(two), "--steps", "4"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "world=2" in res.stderr
@@ -154,6 +154,25 @@ def test_a_users_task_under_two_gloo_processes_matches_one(sort_task, tmp_path):
     assert wb["world_size"] == 2
     for k, v in wa["model"].items():
         torch.testing.assert_close(wb["model"][k], v, atol=1e-5, rtol=1e-4)
+
+
+def test_the_example_script_refuses_bad_input_in_one_line(sort_task, tmp_path, capsys):
+    """Round five's pass: no argument, a step count that is not a number, or a second run into
+    the same folder were tracebacks (and --help trained into a folder named '--help')."""
+    for argv in ([], ["x", "--steps", "many"]):
+        with pytest.raises(SystemExit) as info:
+            sort_task.main(argv)
+        assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        sort_task.main(["--help"])
+    assert info.value.code == 0 and not Path("--help").exists()
+    out = str(tmp_path / "run")
+    assert sort_task.main([out, "--steps", "2"]) == 0
+    capsys.readouterr()
+    assert sort_task.main([out, "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already exists: pass --resume" in err, err
+    assert sort_task.main([out, "--steps", "3", "--resume"]) == 0
 
 
 def test_the_run_options_are_in_sections_and_each_in_one():
