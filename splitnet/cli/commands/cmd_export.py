@@ -49,6 +49,13 @@ def _check_out(args):
         raise ValueError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise ValueError(f"--out {out} is not empty: pass --overwrite to write into it")
+    from ...runs import checkpoint as ck
+
+    if any((out / n).exists() for n in (ck.CKPT, ck.METRICS, ck.LOCK)):
+        # a model folder inside a run's folder outlives the run: 'train --overwrite' moves the
+        # run aside, and 'sample --hf' would then read the old weights as the new run's
+        raise ValueError(f"--out {out} holds a training run: give the model a folder of its "
+                         f"own")
     require_writable_dir(out)
     return out
 
