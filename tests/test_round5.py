@@ -425,3 +425,16 @@ def test_the_done_line_names_only_the_files_written(tmp_path, capsys):
     done = [ln for ln in (got.out + got.err).splitlines() if ln.startswith("done:")]
     assert done and "checkpoint.pt" in done[-1] and "metrics.jsonl" in done[-1], done
     assert "loss.png" not in done[-1] and not (out / ck.PLOT).exists()
+
+
+def test_readmes_memory_line_is_what_describe_prints(capsys):
+    """Round five's pass: README's printed describe line (memory per rank under FSDP) had gone
+    stale (1.855 / 0.535 GiB, where the command prints 1.846 / 0.530)."""
+    from splitnet.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    cmd = re.search(r"^splitnet (describe --d-model 768 .*--world-size 8)\n# (.*)$", readme,
+                    re.M)
+    assert cmd, "README's describe example is gone"
+    assert main(cmd.group(1).split()) == 0
+    assert cmd.group(2) in capsys.readouterr().out.splitlines()
