@@ -297,3 +297,17 @@ def test_since_cuts_at_a_layer_boundary_and_restart_path_starts_from_network(tmp
     assert "layers 2\u20133 of 3" in ax.get_title()
     import matplotlib.pyplot as plt
     plt.close(ax.figure)
+
+
+def test_labels_of_a_tokenizer_escape_control_characters():
+    """Round five's pass: a translation checkpoint's target labels kept control bytes, and
+    matplotlib warned of missing glyphs; every label is printable, as byte labels are."""
+    from splitnet.analyses.trajectories import token_labels
+
+    class Tok:
+        def decode(self, ids):
+            return {1: "a\x07", 2: " b", 3: "\x1b", 4: "\u2028"}[ids[0]]
+
+    labels = token_labels([1, 2, 3, 4], Tok())
+    assert labels == ("a\\x07", "␣b", "\\x1b", "\\u2028")
+    assert all(s.isprintable() for s in labels)

@@ -108,8 +108,13 @@ def token_labels(ids, tokenizer=None) -> tuple[str, ...]:
         s = tokenizer.decode([i])
         if not s or "\ufffd" in s:
             s = str(tokens_of(i)) if tokens_of is not None else token_label(i)
-        out.append("".join(_VISIBLE.get(c, c) for c in s))
+        out.append("".join(_VISIBLE.get(c) or _printable(c) for c in s))
     return tuple(out)
+
+
+def _printable(c: str) -> str:
+    """``c``, or its escape when a font has no glyph for it (a control character)."""
+    return c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
 
 
 # ---------------------------------------------------------------------------------------------
