@@ -116,3 +116,17 @@ def test_the_austen_setting_caches_apart_and_reports_every_probe(study, tmp_path
     doc = (tmp_path / "mlm.md").read_text()
     assert "| WN-lex probe | t | WiC-WN probe | t |" in doc
     assert (tmp_path / "mlm_curves_austen.png").stat().st_size
+
+
+def test_a_run_stopped_by_a_signal_is_never_cached(study, tmp_path, monkeypatch):
+    """Issue 48: a study stopped by a signal resumes next time; the stopped run's record is not
+    written (the trainer returns its summary on SIGTERM, and the study cached it as whole)."""
+    import splitnet.training.train as T
+
+    monkeypatch.setattr(study, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "SEEDS", (0,))
+    monkeypatch.setattr(T, "train", lambda cfg: {"step": 17, "signal": 15})
+    with pytest.raises(SystemExit, match="stopped at step 17 \\(signal 15\\); run again"):
+        study.study()
+    assert not list((tmp_path / "cache").glob("*.json*"))
