@@ -699,6 +699,10 @@ CLI_CASES = [
     ("train: --parallel fsdp with what it does not shard yet",
      ["train", "--parallel", "fsdp", "--reversible", "--out", "{tmp}/rv"], 2,
      r"--parallel fsdp does not take --reversible yet .*; use --parallel ddp"),
+    ("train: an SDPA kernel that cannot run on this device (before any step)",
+     ["train", *TINY, "--text", "{tmp}/text.txt", "--sdpa", "cudnn", "--out", "{tmp}/sd"], 2,
+     r"--sdpa cudnn cannot run here \(cpu, torch.float32, head width 8: .*\); choose another "
+     r"kernel or --sdpa auto"),
     ("train: --val-fraction with the Austen corpus, whose validation novel is fixed",
      ["train", *TINY, "--corpus", "austen", "--val-fraction", "0.5", "--out", "{tmp}/au"], 2,
      r"--val-fraction does not apply to --corpus austen: its validation text is the held-out "

@@ -89,6 +89,22 @@ def eager():
     return torch.compiler.set_stance("force_eager")
 
 
+def check_sdpa(name: str, device: torch.device, head_dim: int, dtype: torch.dtype) -> None:
+    """ValueError, before any work, when the SDPA kernel ``name`` cannot run attention of this
+    head width and dtype on ``device`` (cuDNN or memory-efficient attention on a CPU): one tiny
+    call under :func:`sdpa_backend` tells, where the run would stop at its first step."""
+    if name == "auto":
+        return
+    q = torch.zeros(1, 1, 2, head_dim, device=device, dtype=dtype)
+    try:
+        with sdpa_backend(name):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    except RuntimeError as e:
+        raise ValueError(f"--sdpa {name} cannot run here ({device.type}, {dtype}, head width "
+                         f"{head_dim}: {str(e).splitlines()[0]}); choose another kernel or "
+                         f"--sdpa auto") from None
+
+
 def sdpa_backend(name: str = "auto"):
     """A context that restricts ``F.scaled_dot_product_attention`` to one kernel (``"flash"``,
     ``"efficient"``, ``"cudnn"``, ``"math"``); ``"auto"``: torch's own choice (no context).
@@ -144,5 +160,6 @@ class MasterWeights:
         torch._foreach_copy_(self._low, self._master)
 
 
-__all__ = ["MasterWeights", "adamw_kwargs", "compile_kwargs", "compile_regions", "eager",
-           "field_regions", "mark_step", "regional_default", "sdpa_backend", "uses_cudagraphs"]
+__all__ = ["MasterWeights", "adamw_kwargs", "check_sdpa", "compile_kwargs", "compile_regions",
+           "eager", "field_regions", "mark_step", "regional_default", "sdpa_backend",
+           "uses_cudagraphs"]

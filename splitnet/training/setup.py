@@ -382,6 +382,12 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
                          f"--overwrite to start again")
     if explicit is not None:         # what the caller gave and the run would not read
         cfg.check_given(explicit)
+    from .accel import check_sdpa
+
+    m = cfg.model
+    amp = env.device.type == "cuda" and cfg.amp
+    check_sdpa(cfg.sdpa, env.device, m.d_model // m.n_heads,
+               torch.bfloat16 if amp or cfg.param_dtype == "bfloat16" else torch.float32)
     if cfg.param_dtype != "float32" and env.distributed:
         raise ValueError(f"--param-dtype {cfg.param_dtype} runs on one process only (its master "
                          f"gradients are taken before DDP averages them); use float32 with "
