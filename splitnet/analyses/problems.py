@@ -44,15 +44,18 @@ from ..order.fit import fit_slope
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 
 
-def _check_sizes(**sizes) -> None:
-    """Each size an int >= 1 (None allowed for ``batch``), ``n_heads`` dividing ``d_model``:
-    ValueError naming it (torch's own error says only 'negative dimension')."""
-    from ..configs.options import check_int
+def _check_sizes(seed, gain, **sizes) -> None:
+    """Each size an int >= 1 (None allowed for ``batch``), ``n_heads`` dividing ``d_model``, the
+    seed an int >= 0 and the gain finite: ValueError naming it (torch's own errors say only
+    'negative dimension' or 'manual_seed expected a long'; a NaN gain gave NaN weights)."""
+    from ..configs.options import check_int, check_real
 
     for name, v in sizes.items():
         check_int(name, v, none=name == "batch")
     if sizes["d_model"] % sizes["n_heads"]:
         raise ValueError(f"n_heads {sizes['n_heads']} must divide d_model {sizes['d_model']}")
+    check_int("seed", seed, lo=0)
+    check_real("gain", gain)
 
 
 def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: int = 16,
@@ -68,7 +71,8 @@ def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff:
     above the solver-tolerance floor over h in [0.025, 0.2]. The weights do not depend on the
     global default dtype (they are drawn in float32, then cast to ``dtype``).
     """
-    _check_sizes(n_tokens=n_tokens, d_model=d_model, n_heads=n_heads, d_ff=d_ff, batch=batch)
+    _check_sizes(seed, gain, n_tokens=n_tokens, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                 batch=batch)
     g = torch.Generator().manual_seed(seed)
     default = torch.get_default_dtype()
     with torch.random.fork_rng(devices=[]):
@@ -108,12 +112,13 @@ def decoder_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: 
     three pairwise non-commuting fields. The self-attention and feed-forward fields are those
     of :func:`particle_system` with the same arguments, so a two-field study and a three-field
     one share them."""
+    from ..configs.options import check_flag, check_int
+
+    check_int("n_memory", n_memory)
+    causal = check_flag("causal", causal)
     F, G, x0 = particle_system(n_tokens, d_model, n_heads, d_ff, seed, gain, dtype)
     if causal:
         F.causal = True
-    from ..configs.options import check_int
-
-    check_int("n_memory", n_memory)
     g = torch.Generator().manual_seed(seed + 101)
     memory = torch.randn(n_memory, d_model, generator=g, dtype=dtype)
     default = torch.get_default_dtype()

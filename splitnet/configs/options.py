@@ -127,6 +127,15 @@ LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2
           "peak_tflops": 1e6, "rotary_base": 1e12, "order_penalty": 1e6}
 
 
+def check_flag(name: str, v) -> bool:
+    """``v`` as a bool if it is one (numpy's too); ValueError naming ``name`` otherwise
+    (``bool("no")`` is True: a string would switch the option on silently)."""
+    if isinstance(v, bool) or (type(v).__module__ == "numpy" and type(v).__name__ in ("bool",
+                                                                                      "bool_")):
+        return bool(v)
+    raise ValueError(f"{name} must be True or False, got {v!r}")
+
+
 def check_bools(cfg) -> None:
     """Every ``bool`` field of the dataclass ``cfg`` holds a bool (numpy's too), set back as a
     Python bool; ValueError naming the field otherwise: ``bool("no")`` is True, so a string
@@ -137,10 +146,7 @@ def check_bools(cfg) -> None:
         v = getattr(cfg, f.name)
         if v is None and f.type == "bool | None":
             continue
-        numpy_bool = type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")
-        if not (isinstance(v, bool) or numpy_bool):
-            raise ValueError(f"{f.name} must be True or False, got {v!r}")
-        object.__setattr__(cfg, f.name, bool(v))
+        object.__setattr__(cfg, f.name, check_flag(f.name, v))
 
 
 def check_int(name: str, v, lo: int = 1, none: bool = False):
@@ -424,7 +430,8 @@ def check_tensorboard(cfg) -> None:
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
-           "check_choice", "check_growth", "check_int", "check_network", "check_parallel",
-           "check_projection", "check_real", "check_reversible", "check_tensorboard",
-           "config_from_dict", "flag", "init_rule", "int_list", "kind_option_fields",
-           "kind_options", "network_option", "option", "positive_ints", "scheme_spec"]
+           "check_choice", "check_flag", "check_growth", "check_int", "check_network",
+           "check_parallel", "check_projection", "check_real", "check_reversible",
+           "check_tensorboard", "config_from_dict", "flag", "init_rule", "int_list",
+           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
+           "scheme_spec"]

@@ -330,6 +330,8 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     >>> check_order("yoshida4").ok
     True
     """
+    if not isinstance(normalize, bool):   # bool("no") is True: never switch it on silently
+        raise ValueError(f"normalize must be True or False, got {normalize!r}")
     from ..order.check import measure_layers, measure_order
 
     layers = _per_layer(scheme)

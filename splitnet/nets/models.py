@@ -24,7 +24,7 @@ from torch import nn
 
 from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.kinds import layer_fields
-from ..configs.options import init_rule
+from ..configs.options import check_flag, init_rule
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..fields.norms import make_norm
@@ -131,7 +131,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         """All parameters (a tied head counted once); ``embeddings=False``: without the token
         and position embeddings and an untied head (Kaplan et al.'s non-embedding count)."""
         n = sum(p.numel() for p in self.parameters())
-        if embeddings:
+        if check_flag("embeddings", embeddings):
             return n
         emb = [self.tok_emb, self.pos_emb] + ([] if self.config.tie_head else [self.head])
         return n - sum(m.weight.numel() for m in emb if m is not None)
@@ -154,7 +154,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         of every layer (times: :meth:`state_times`; a reversible network's state is the mean
         of its pair)."""
         x = self.embed(idx)
-        if return_states:
+        if check_flag("return_states", return_states):
             x, states = self._states(x)
             return self.head(self.norm(x)), states
         return self.head(self.norm(self.run_layers(x)))
