@@ -117,6 +117,8 @@ def main(argv=None) -> int:
     again.add_argument("--overwrite", action="store_true",
                        help="start again (the old run is moved aside)")
     a = p.parse_args(argv)
+    if not a.out.strip():
+        p.error("OUT: expected a non-empty folder name")
     try:
         train(small_run(a.out, a.steps, resume=a.resume, overwrite=a.overwrite))
     except ValueError as e:

@@ -674,6 +674,13 @@ CLI_CASES = [
     ("export: into a run's own folder (train --overwrite would leave the model behind)",
      ["export", "--checkpoint", "{tmp}/good/run", "--out", "{tmp}/good/run", "--overwrite"], 2,
      r"--out \{tmp\}/good/run holds a training run: give the model a folder of its own"),
+    ("export: into a folder inside a run's folder",
+     ["export", "--checkpoint", "{tmp}/good/run", "--out", "{tmp}/good/run/hf"], 2,
+     r"--out \{tmp\}/good/run/hf is inside \{tmp\}/good/run, which holds a training run"),
+    ("train: into a Hugging Face model folder (the model would outlive the run there)",
+     ["train", *TINY, "--text", "{tmp}/text.txt", "--out", "{tmp}/hf-model"], 2,
+     r"--out \{tmp\}/hf-model holds a Hugging Face model folder \(config.json\): give the run "
+     r"a folder of its own"),
     ("export: a translation checkpoint", ["export", "--checkpoint", "{tmp}/mt/run", "--out",
                                           "{tmp}/hf"], 2,
      r"holds a translation model .*export writes language models only"),
@@ -819,6 +826,8 @@ def _scratch() -> Path:
         root = Path(tempfile.mkdtemp(prefix="splitnet-errors-"))
         atexit.register(shutil.rmtree, root, ignore_errors=True)    # never left in /tmp
         (root / "text.txt").write_text("def f(x):\n    return x\n" * 200)
+        (root / "hf-model").mkdir()
+        (root / "hf-model" / "config.json").write_text('{"model_type": "gpt2"}')
         (root / "file").write_text("not a folder")
         for d in ("garbage", "evil", "old"):
             (root / d).mkdir()

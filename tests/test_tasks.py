@@ -159,7 +159,7 @@ def test_a_users_task_under_two_gloo_processes_matches_one(sort_task, tmp_path):
 def test_the_example_script_refuses_bad_input_in_one_line(sort_task, tmp_path, capsys):
     """Round five's pass: no argument, a step count that is not a number, or a second run into
     the same folder were tracebacks (and --help trained into a folder named '--help')."""
-    for argv in ([], ["x", "--steps", "many"]):
+    for argv in ([], ["x", "--steps", "many"], [""]):
         with pytest.raises(SystemExit) as info:
             sort_task.main(argv)
         assert info.value.code == 2

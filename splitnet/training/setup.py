@@ -360,6 +360,11 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
     written yet)."""
     out = Path(cfg.out)
     require_writable_dir(out)
+    if (out / "config.json").is_file() and not (out / ck.CKPT).exists():
+        # an exported model (splitnet export, save_pretrained) would sit beside the run and
+        # outlive it: 'sample --hf' would read its old weights as the run's
+        raise ValueError(f"--out {out} holds a Hugging Face model folder (config.json): give "
+                         f"the run a folder of its own")
     state = None
     if cfg.resume:
         # several processes: a sharded checkpoint's shapes only, each rank then reading its

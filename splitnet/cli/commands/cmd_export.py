@@ -51,11 +51,13 @@ def _check_out(args):
         raise ValueError(f"--out {out} is not empty: pass --overwrite to write into it")
     from ...runs import checkpoint as ck
 
-    if any((out / n).exists() for n in (ck.CKPT, ck.METRICS, ck.LOCK)):
-        # a model folder inside a run's folder outlives the run: 'train --overwrite' moves the
-        # run aside, and 'sample --hf' would then read the old weights as the new run's
-        raise ValueError(f"--out {out} holds a training run: give the model a folder of its "
-                         f"own")
+    for folder in (out.resolve(), out.resolve().parent):
+        if any((folder / n).exists() for n in (ck.CKPT, ck.METRICS, ck.LOCK)):
+            # a model folder in (or under) a run's folder outlives the run: 'train
+            # --overwrite' moves the run aside, and 'sample --hf' would read the old weights
+            where = "holds" if folder == out.resolve() else f"is inside {folder}, which holds"
+            raise ValueError(f"--out {out} {where} a training run: give the model a folder "
+                             f"of its own")
     require_writable_dir(out)
     return out
 
