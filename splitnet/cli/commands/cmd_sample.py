@@ -10,6 +10,7 @@ from .._args import (
     add_device_option,
     add_model_source,
     add_threads_option,
+    check_only_with,
     float_in,
     nonnegative_int,
     positive_int,
@@ -58,7 +59,7 @@ def configure(p) -> None:
                         f"greedy (default 1.0)")
     p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
                    help="sample from the K most likely bytes only (default: all)")
-    p.add_argument("--seed", type=seed, default=0, metavar="S",
+    p.add_argument("--seed", type=seed, default=None, metavar="S",
                    help="seed of the sampling RNG (default 0): same seed, same text")
     add_device_option(p)
     add_threads_option(p)
@@ -97,10 +98,19 @@ class _ByteWriter:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+# options that only apply alongside another (splitnet.cli._args.check_only_with): greedy
+# decoding (--temperature 0) draws nothing
+ONLY_WITH = {"top_k": ("when sampling (--temperature > 0)", lambda a: a.temperature > 0),
+             "seed": ("when sampling (--temperature > 0)", lambda a: a.temperature > 0)}
+
+
 def run(args) -> int:
     import time
 
     import torch
+
+    check_only_with(args, ONLY_WITH)
+    args.seed = 0 if args.seed is None else args.seed
 
     from ...nets.generation import cache_unsupported, stream
     from ...runs.checkpoint import load_model
@@ -197,5 +207,5 @@ def _how(model, n_prompt: int, n: int, reason: str | None) -> str:
             f"token) for {n - cached}")
 
 
-__all__ = ["HELP", "RANK", "START", "TEMPERATURE", "configure", "nonnegative_float",
+__all__ = ["HELP", "ONLY_WITH", "RANK", "START", "TEMPERATURE", "configure", "nonnegative_float",
            "prompt_bytes", "run"]

@@ -32,7 +32,8 @@ _FRESH_ONLY = ("to a fresh model (without --checkpoint or --hf, whose model is d
                lambda a: a.checkpoint is None and a.hf is None)
 ONLY_WITH = {**dict.fromkeys(FRESH, _FRESH_ONLY),
              "target": ("with --checkpoint of a translation model (the decoder's tokens)",
-                        lambda a: a.checkpoint is not None)}
+                        lambda a: a.checkpoint is not None),
+             "restart": ("with the ODE path (without --no-ode)", lambda a: not a.no_ode)}
 
 
 def configure(p) -> None:

@@ -11,6 +11,7 @@ from .._args import (
     add_model_source,
     add_threads_option,
     beam_width,
+    check_only_with,
     float_in,
     positive_int,
     set_threads,
@@ -36,7 +37,7 @@ def configure(p) -> None:
                    help="reference translations, one per input line: print BLEU and chrF")
     p.add_argument("--beam", type=beam_width, default=4, metavar="K",
                    help="beam width, 1 = greedy (default 4)")
-    p.add_argument("--length-penalty", type=float_in(-10.0, 10.0), default=0.6, metavar="A",
+    p.add_argument("--length-penalty", type=float_in(-10.0, 10.0), default=None, metavar="A",
                    help="beam search ranks log p / length^A (default 0.6; the seed used 1.0 on "
                         "IWSLT, 0.6 on WMT)")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, metavar="N",
@@ -99,8 +100,16 @@ def _load(args, device):
     return model, tokenizer_from_dict(state["tokenizer"])
 
 
+# options that only apply alongside another (splitnet.cli._args.check_only_with)
+ONLY_WITH = {"length_penalty": ("with --beam > 1 (greedy decoding ranks no hypotheses)",
+                                lambda a: a.beam > 1)}
+
+
 def run(args) -> int:
     from ...translate.translation import translate_lines
+
+    check_only_with(args, ONLY_WITH)
+    args.length_penalty = 0.6 if args.length_penalty is None else args.length_penalty
 
     kinds = _open_checks(args)
     if args.reference is not None:        # before any line is translated
@@ -157,4 +166,4 @@ def _scores(hyps: list[str], refs: list[str]) -> None:
           f"{s['signature']})", file=sys.stderr)
 
 
-__all__ = ["HELP", "MAX_LINE", "RANK", "configure", "run"]
+__all__ = ["HELP", "MAX_LINE", "ONLY_WITH", "RANK", "configure", "run"]
