@@ -35,7 +35,8 @@ def test_defaults_choices_and_errors():
     for cls in (SplitConfig, Seq2SeqConfig):
         for rule in ("gpt2", "xavier"):
             assert cls(init=rule).init == rule
-        with pytest.raises(ValueError, match="init must be one of gpt2, xavier; got 'he'"):
+        with pytest.raises(ValueError, match="init must be one of gpt2, xavier, convs2s; got "
+                                             "'he'"):
             cls(init="he")
 
 

@@ -28,12 +28,22 @@ def _x(*shape, seed=0):
 
 
 def _call(module, x, memory=None):
-    return module(0.0, x) if memory is None else module(0.0, x, memory=memory)
+    if memory is None:
+        return module(0.0, x)
+    if getattr(module, "reads_embedding", False):      # ConvS2S's attention: g = x will do
+        return module(0.0, x, memory=memory, target_embedding=x)
+    return module(0.0, x, memory=memory)
+
+
+def _memory(kind, *lead, seed=None):
+    """A memory of the width ``kind`` reads ([z | e] for ConvS2S's attention)."""
+    shape = (*lead, M, D * kind.memory_parts)
+    return torch.zeros(shape) if seed is None else _x(*shape, seed=seed)
 
 
 def _all_kinds():
-    """Every registered kind, and each of them gated."""
-    plain = [K.get_kind(name) for name in K.KINDS]
+    """Every registered kind that builds a module ('none' builds none), and each gated."""
+    plain = [K.get_kind(name) for name in K.KINDS if not K.KINDS[name].absent]
     return plain + [K.GatedKind(k, "tanh") for k in plain]
 
 
@@ -51,7 +61,7 @@ def test_closed_forms_equal_the_module_and_flop_counter(kind, causal, variant):
     with torch.device("meta"):
         module = kind.build(cfg, width)
         x = torch.zeros(2, N, D)
-        memory = torch.zeros(2, M, D) if kind.uses_memory else None
+        memory = _memory(kind, 2) if kind.uses_memory else None
     assert kind.params(cfg, width) == sum(p.numel() for p in module.parameters())
     fc = FlopCounterMode(display=False)
     with fc:
@@ -65,12 +75,12 @@ def test_closed_forms_equal_the_module_and_flop_counter(kind, causal, variant):
     assert isinstance(module, Gated) == isinstance(kind, K.GatedKind)
 
 
-@pytest.mark.parametrize("name", list(K.KINDS))
+@pytest.mark.parametrize("name", [n for n in K.KINDS if not K.KINDS[n].absent])
 def test_every_kind_works_on_any_leading_dims(name):
     torch.manual_seed(0)
     kind = K.get_kind(name)
     module = kind.build(_cfg(causal=True)).double().eval()
-    memory = _x(M, D, seed=3) if kind.uses_memory else None
+    memory = _memory(kind, seed=3) if kind.uses_memory else None
     x = _x(3, 2, N, D)
     y = _call(module, x, memory)
     assert y.shape == x.shape
@@ -144,7 +154,11 @@ def test_glu_conv_errors():
 
 def test_the_registry():
     for name, cls in K.KINDS.items():
-        assert cls.name == name and cls.serves and ":" in cls.module
+        assert cls.name == name and cls.serves and (cls.absent or ":" in cls.module)
+    none = K.get_kind("none")
+    assert none.absent and none.params(_cfg()) == 0 and none.flops(_cfg()) == 0
+    with pytest.raises(ValueError, match="builds nothing"):
+        none.build(_cfg())
     assert K.serving("diffusion")[0] == "attention" and "conv" in K.serving("diffusion")
     assert K.serving("convection")[0] == "feedforward"      # the default: the first registered
     assert K.kind_of(_cfg(), "convection").name == "feedforward"
@@ -264,7 +278,7 @@ def test_each_field_a_kind_serves_gets_a_generated_option():
     from splitnet.configs.seq2seq import Seq2SeqConfig
 
     assert kind_option_fields(SplitConfig) == ("diffusion", "convection")
-    assert kind_option_fields(Seq2SeqConfig) == ("convection", "cross")
+    assert kind_option_fields(Seq2SeqConfig) == ("diffusion", "convection", "cross")
     assert (SplitConfig().convection_field, Seq2SeqConfig().cross_field) == ("feedforward",
                                                                               "cross")
     s2s = Seq2SeqConfig()

@@ -111,8 +111,7 @@ class SplitConfig:
                                   "conv = a GLU convolution over conv_kernel positions "
                                   "(ConvS2S)",
                                   choices=_kinds.Serving(DIFFUSION))
-    conv_kernel: int = option(3, "kernel width of the conv diffusion field: token i sees "
-                              "i-k+1..i (odd when not causal: i-(k-1)/2..i+(k-1)/2)")
+    conv_kernel: int = network_option("conv_kernel")
     activation: str = network_option("activation")
     norm: str = network_option("norm")
     norm_eps: float = network_option("norm_eps")
@@ -214,8 +213,9 @@ class SplitConfig:
     def resolved_scheme(self):
         """The :class:`~splitnet.integrators.schemes.SplittingScheme` this config names, over a
         language model's fields by the rule every network follows
-        (:func:`splitnet.integrators.schemes.network_scheme`)."""
-        return _schemes.network_scheme(self.scheme, (DIFFUSION, CONVECTION))
+        (:func:`splitnet.integrators.schemes.network_scheme`); without a feed-forward
+        (``convection_field="none"``) a plain residual step of the diffusion field."""
+        return _schemes.network_scheme(self.scheme, _kinds.present(self, (DIFFUSION, CONVECTION)))
 
     @property
     def gated_layers(self) -> tuple[int, ...]:

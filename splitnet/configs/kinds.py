@@ -19,12 +19,16 @@ kind        serves      parameters                   forward FLOPs per token
 ==========  ==========  ===========================  ===================================
 attention   diffusion   2 d^2 + 2 d e + 4 d + N      4 d^2 + 4 d e + 4 n d
 conv        diffusion   (2 k + 1) d^2 + 3 d + N      (4 k + 2) d^2
+  convs2s   diffusion   2 k d^2 + 2 d + N            4 k d^2
 feedforward convection  2 d w + w + d + N            4 d w
 swiglu      convection  3 d w + N                    6 d w
 cross       cross       4 d^2 + 4 d + N              4 d^2 + 4 m d + 4 d^2 m / n
+multistep   cross       2 d^2 + 2 d + N              4 d^2 + 4 m d
+none        convection  0                            0
 ==========  ==========  ===========================  ===================================
 
-(d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
+(``convs2s``: the conv kind under ``init="convs2s"``, ConvS2S's block without an output
+projection. d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
 tokens, e = the keys' width d n_kv_heads / n_heads (d without grouped-query attention), N =
 the norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases, 2 d + 2 e of the 4 d counted
 here when all are kept: ``attention_bias="qkv"`` drops the output's d, ``"none"`` all of
@@ -61,9 +65,25 @@ from ..names import unknown_name
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
 
 
+HALF = 0.5 ** 0.5       # ConvS2S's residual scale (splitnet.fields.conv.HALF)
+
+
+def convs2s(config) -> bool:
+    """Whether ``config`` asks for ConvS2S's blocks and scaling (``init="convs2s"``)."""
+    return getattr(config, "init", None) == "convs2s"
+
+
+def present(config, fields: Sequence[str]) -> tuple[str, ...]:
+    """``fields`` without those whose kind is ``none`` in ``config`` (left out of the network)."""
+    return tuple(f for f in fields
+                 if not getattr(KINDS.get(getattr(config, option_name(f), None)), "absent",
+                                False))
+
+
 def norm_params(config) -> int:
-    """The parameters of one norm of ``config``: LayerNorm's scale and shift, RMSNorm's scale."""
-    return (1 if getattr(config, "norm", "layer") == "rms" else 2) * config.d_model
+    """The parameters of one norm of ``config``: LayerNorm's scale and shift, RMSNorm's scale,
+    none's nothing."""
+    return {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2) * config.d_model
 
 
 class FieldKind:
@@ -78,6 +98,9 @@ class FieldKind:
     summary: str = ""          # one line for the <field>_field option's help
     mixes_tokens: bool = True
     uses_memory: bool = False
+    reads_embedding: bool = False   # reads the decoder's embedded inputs (target_embedding=)
+    memory_parts: int = 1           # the memory it reads: 1 = the encoder output, 2 = [z | e]
+    absent: bool = False            # "none": the field is left out of the network
     # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
     # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
     # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
@@ -174,12 +197,17 @@ class AttentionKind(FieldKind):
 
 class ConvKind(FieldKind):
     """The GLU convolution over ``config.conv_kernel`` positions (:class:`splitnet.fields.GLUConv`,
-    ConvS2S): local interaction, causal as the config, no key/value cache."""
+    ConvS2S): local interaction, causal as the config, a cache of its window's inputs when
+    causal. Under ``init="convs2s"`` ConvS2S's block: no output projection, the step scaled by
+    sqrt(1/2)."""
 
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
     summary = "a GLU convolution over conv_kernel positions (ConvS2S)"
     mixes_tokens = True
     residual_outputs = ("proj.weight",)
+
+    def cacheable(self, config) -> bool:
+        return bool(config.causal)   # the window reads earlier tokens only
 
     def check(self, config) -> None:
         if config.rotary_pct > 0:
@@ -192,16 +220,17 @@ class ConvKind(FieldKind):
     def arguments(self, config, width):
         return {"d_model": config.d_model, "kernel_size": config.conv_kernel,
                 "causal": config.causal, "dropout": config.dropout, "norm_eps": config.norm_eps,
-                "norm": getattr(config, "norm", "layer")}
+                "norm": getattr(config, "norm", "layer"), "convs2s": convs2s(config)}
 
     def params(self, config, width=None):
         d, k = config.d_model, config.conv_kernel
-        # conv 2k d^2 + 2d, out d^2 + d
-        return (2 * k + 1) * d * d + 3 * d + norm_params(config)
+        # conv 2k d^2 + 2d, out d^2 + d (ConvS2S's block: no out)
+        out = 0 if convs2s(config) else d * d + d
+        return 2 * k * d * d + 2 * d + out + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         d, k = config.d_model, config.conv_kernel
-        return (4.0 * k + 2.0) * d * d           # conv 2 * 2k d^2, out 2 d^2
+        return (4.0 * k + (0.0 if convs2s(config) else 2.0)) * d * d   # conv 4k d^2, out 2 d^2
 
 
 class FeedForwardKind(FieldKind):
@@ -277,6 +306,57 @@ class CrossKind(FieldKind):
         return 4.0 * d * d + 4.0 * m * d + 4.0 * d * d * m / seq_len
 
 
+class MultiStepKind(FieldKind):
+    """ConvS2S's multi-step attention (:class:`splitnet.fields.MultiStepAttention`): one head,
+    query ``W_d x + g`` with the target embedding, keys the encoder output, values it plus the
+    source embedding (the memory ``[z | e]``); its step scaled by sqrt(1/2) under
+    ``init="convs2s"``."""
+
+    name, serves, module = "multistep", CROSS, "splitnet.fields.multistep:MultiStepAttention"
+    summary = ("ConvS2S's multi-step attention (query plus the target embedding, values plus "
+               "the source embedding)")
+    mixes_tokens, uses_memory = False, True
+    reads_embedding, memory_parts = True, 2
+    residual_outputs = ("proj.weight",)
+
+    def arguments(self, config, width):
+        return {"d_model": config.d_model, "dropout": config.dropout,
+                "norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer"),
+                "residual_scale": HALF if convs2s(config) else 1.0}
+
+    def params(self, config, width=None):
+        d = config.d_model
+        return 2 * d * d + 2 * d + norm_params(config)    # q d^2 + d, out d^2 + d
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        d, m = config.d_model, memory_len
+        return 4.0 * d * d + 4.0 * m * d                    # q, out; q z^T and a v: 2 m d each
+
+
+class NoneKind(FieldKind):
+    """No field: ``<field>_field="none"`` leaves the field out of the network, so a layer is a
+    splitting of the fields left (ConvS2S's layers have no feed-forward). A scheme over one
+    field is a plain residual step of it (:func:`splitnet.integrators.schemes.network_scheme`)."""
+
+    name, serves, module = "none", CONVECTION, ""
+    summary = "no feed-forward (a layer of the other fields alone: ConvS2S)"
+    mixes_tokens = False
+    absent = True
+
+    def build(self, config, width=None):
+        raise ValueError("the field kind 'none' builds nothing (the network leaves the field "
+                         "out)")
+
+    def arguments(self, config, width):
+        return {}
+
+    def params(self, config, width=None):
+        return 0
+
+    def flops(self, config, width=None, seq_len=1, memory_len=0):
+        return 0.0
+
+
 class GatedKind(FieldKind):
     """Any kind plus a self-dependency gate (:class:`splitnet.fields.Gated`, the Highway
     Transformer): ``f(t, x) + SDU(x)``, ``SDU`` two ``d x d`` linear maps."""
@@ -287,6 +367,7 @@ class GatedKind(FieldKind):
         self.inner, self.gate = inner, gate
         self.name, self.serves = inner.name, inner.serves
         self.mixes_tokens, self.uses_memory = inner.mixes_tokens, inner.uses_memory
+        self.reads_embedding, self.memory_parts = inner.reads_embedding, inner.memory_parts
         # the wrapped field's outputs (Gated holds it as .field); the gate's own W2 is a
         # correction the gate T(x) scales, initialised as every other matrix
         self.residual_outputs = tuple(f"field.{n}" for n in inner.residual_outputs)
@@ -323,6 +404,8 @@ KINDS: dict[str, type[FieldKind]] = {
     "cross": CrossKind,
     "conv": ConvKind,
     "swiglu": SwiGLUKind,
+    "multistep": MultiStepKind,
+    "none": NoneKind,
 }
 
 
@@ -458,7 +541,7 @@ def layer_fields(config, scheme, layer: int, fields: Sequence[str] = FIELDS,
     return tuple(out)
 
 
-__all__ = ["KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind", "FieldKind",
-           "GatedKind", "LayerField", "Serving", "SwiGLUKind", "check_fields", "check_option",
-           "get_kind", "kind_of", "layer_fields", "norm_params", "option_help", "option_name",
-           "serving"]
+__all__ = ["HALF", "KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind",
+           "FieldKind", "GatedKind", "LayerField", "MultiStepKind", "NoneKind", "Serving",
+           "SwiGLUKind", "check_fields", "check_option", "convs2s", "get_kind", "kind_of",
+           "layer_fields", "norm_params", "option_help", "option_name", "present", "serving"]

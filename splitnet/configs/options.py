@@ -28,16 +28,21 @@ ACTIVATIONS = {"gelu": ("gelu", ()), "gelu_tanh": ("gelu", (("approximate", "tan
 # Initialisation rules (splitnet.nets.init), the one list: gpt2 = GPT-2 / nanoGPT (matrices
 # N(0, 0.02), declared residual outputs N(0, 0.02 / sqrt(n))); xavier = Vaswani et al. /
 # fairseq / torch.nn.Transformer (xavier-uniform matrices, embeddings N(0, d^-1/2) whose token
-# part the network scales by sqrt(d)).
-INITS = ("gpt2", "xavier")
+# part the network scales by sqrt(d)); convs2s = Gehring et al. 2017 (matrices N(0, sqrt(1/n)),
+# those feeding a GLU N(0, sqrt(4/n)), dropout-corrected; embeddings N(0, 0.1); and ConvS2S's
+# sqrt(1/2) scaling of its fields' residual steps).
+INITS = ("gpt2", "xavier", "convs2s")
 # Normalisations inside every field and at the end (splitnet.fields.norms), the one list:
-# layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias).
-NORMS = ("layer", "rms")
+# layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias),
+# none = no normalisation at all (ConvS2S, which keeps its activations' variance by scaling).
+NORMS = ("layer", "rms", "none")
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
              "in forward: torch.nn.Transformer / fairseq; the default of masked LMs and "
-             "translation); not given: the task's")
+             "translation) or convs2s (Gehring et al. 2017: matrices N(0, sqrt(1/n)), those "
+             "feeding a GLU N(0, sqrt(4/n)), dropout-corrected, embeddings N(0, 0.1), and the "
+             "conv and multistep fields' steps scaled by sqrt(1/2)); not given: the task's")
 # The two options of a reversible network, declared once for every network config (a language
 # model's SplitConfig and a translation model's Seq2SeqConfig, whose --reversible is one flag).
 REVERSIBLE_HELP = ("a partitioned state (x1, x2): attention writes x1 reading x2 (cross-attention "
@@ -94,8 +99,10 @@ NETWORK_OPTIONS = {
     "activation": ("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                    {"choices": ACTIVATIONS}),
     "norm": ("layer", "normalisation inside every field and before the head: layer "
-             "(LayerNorm, GPT-2) or rms (RMSNorm, Llama)", {"choices": NORMS}),
+             "(LayerNorm, GPT-2), rms (RMSNorm, Llama) or none (ConvS2S)", {"choices": NORMS}),
     "norm_eps": (1e-5, "epsilon of the norms", {}),
+    "conv_kernel": (3, "kernel width of the conv diffusion field: token i sees i-k+1..i (odd "
+                    "when not causal: i-(k-1)/2..i+(k-1)/2)", {}),
     "init": (None, INIT_HELP, {"choices": INITS}),
     "reversible": (False, REVERSIBLE_HELP, {}),
     "reversible_grid": (None, REVERSIBLE_GRID_HELP, {"metavar": "K"}),
@@ -301,6 +308,11 @@ def check_reversible(cfg, stacks) -> None:
             raise ValueError("reversible_grid needs reversible=True (--reversible)")
     if not cfg.reversible:
         return
+    absent = [f"{f}_field" for f in kind_option_fields(cfg)
+              if getattr(_kinds.KINDS.get(getattr(cfg, f"{f}_field")), "absent", False)]
+    if absent:
+        raise ValueError(f"a reversible network writes its two halves with attention and the "
+                         f"feed-forward, so it needs both; {', '.join(absent)} is none")
     for option_name, scheme in stacks:
         reason = reversible_unsupported(scheme.stages)
         if reason:

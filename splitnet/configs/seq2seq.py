@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..integrators import schemes as _schemes
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
@@ -45,12 +45,13 @@ DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
 
 
 @dataclass(frozen=True)
-@kind_options(CONVECTION, CROSS)
+@kind_options(DIFFUSION, CONVECTION, CROSS)
 class StackConfig:
     """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
     :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
     many layers of which scheme, causal or not, reversible or not (a partitioned state,
-    :mod:`splitnet.reversible`). No gates, no rotary, attention only."""
+    :mod:`splitnet.reversible`). No gates, no rotary. ``fields``: those the stack has (a field
+    whose kind is ``none`` is left out)."""
 
     name: str                     # "encoder" / "decoder"
     fields: tuple[str, ...]
@@ -68,13 +69,15 @@ class StackConfig:
     method: str
     reversible: bool = False
     reversible_grid: int | None = None
+    norm: str = "layer"
+    init: str | None = None
+    conv_kernel: int = 3
     # what a SplitConfig has and a stack keeps fixed
     gate: None = None
     gate_fields: str = "both"
     gated_layers: tuple = ()
     rotary_pct: float = 0.0
     rotary_base: float = 10000.0
-    diffusion_field: str = "attention"
 
     def layer_fields(self, k: int) -> tuple:
         """What layer ``k`` is made of (:func:`splitnet.configs.kinds.layer_fields`)."""
@@ -101,9 +104,9 @@ def stack_scheme(spec, fields: tuple[str, ...]):
 
 
 @dataclass(frozen=True)
-# convection_field, cross_field; diffusion stays attention (an encoder field must mask the
-# source padding, which the conv kind does not)
-@kind_options(CONVECTION, CROSS)
+# diffusion_field (attention or conv, both masking the source padding), convection_field
+# (feedforward, swiglu or none), cross_field (cross or multistep)
+@kind_options(DIFFUSION, CONVECTION, CROSS)
 class Seq2SeqConfig:
     """Everything that defines a :class:`~splitnet.nets.seq2seq.SplitSeq2Seq`; see its docstring."""
 
@@ -131,6 +134,7 @@ class Seq2SeqConfig:
     activation: str = network_option("activation")
     norm: str = network_option("norm")
     norm_eps: float = network_option("norm_eps")
+    conv_kernel: int = network_option("conv_kernel")
     init: str = network_option("init", "xavier")
     shared_embeddings: bool = option(True, "one token embedding for source and target (needs "
                                      "equal vocabularies; --no-shared-embeddings: two)")
@@ -147,12 +151,17 @@ class Seq2SeqConfig:
     # cross-attention write x1, the feed-forward x2 (splitnet.reversible)
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    # options that only apply alongside another (:func:`~splitnet.configs.options.
+    # check_applicable`: a command refuses them typed alone)
+    ONLY_WITH: ClassVar[dict] = {
+        "conv_kernel": ("with --diffusion-field conv", lambda c: c.diffusion_field == "conv"),
+    }
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         check_bools(self)
         for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_encoder_layers",
-                     "n_decoder_layers", "max_len"):
+                     "n_decoder_layers", "max_len", "conv_kernel"):
             set_(self, name, _int(name, getattr(self, name)))
         for side in ("encoder", "decoder"):
             spec, _ = _scheme_spec(getattr(self, f"{side}_scheme"))
@@ -175,7 +184,15 @@ class Seq2SeqConfig:
 
     def _check_reversible(self) -> None:
         """:func:`~splitnet.configs.options.check_reversible` over both stacks (a translation
-        model has no learned coefficients to refuse)."""
+        model has no learned coefficients to refuse); a reversible network partitions its state
+        between attention and the feed-forward, so it needs both and ConvS2S's kinds are not
+        written for it."""
+        odd = [f"{f}_field={getattr(self, f'{f}_field')}" for f in DECODER_FIELDS
+               if getattr(self, f"{f}_field") in ("conv", "multistep", "none")]
+        if self.reversible and odd:
+            raise ValueError(f"a reversible network has attention, cross-attention and a "
+                             f"feed-forward on its two halves; it does not take "
+                             f"{', '.join(odd)}")
         check_reversible(self, [(f"{side}_scheme", self.stack(side).scheme)
                                 for side in ("encoder", "decoder")])
 
@@ -198,7 +215,7 @@ class Seq2SeqConfig:
         if side not in ("encoder", "decoder"):
             raise ValueError(f"side must be 'encoder' or 'decoder', got {side!r}")
         enc = side == "encoder"
-        fields = ENCODER_FIELDS if enc else DECODER_FIELDS
+        fields = _kinds.present(self, ENCODER_FIELDS if enc else DECODER_FIELDS)
         return StackConfig(name=side, fields=fields,
                      n_layers=self.n_encoder_layers if enc else self.n_decoder_layers,
                      scheme=stack_scheme(getattr(self, f"{side}_scheme"), fields),
@@ -207,6 +224,7 @@ class Seq2SeqConfig:
                      activation=self.activation, weights=self.weights,
                      step_size=self.step_size, method=self.method,
                      reversible=self.reversible, reversible_grid=self.reversible_grid,
+                     norm=self.norm, init=self.init, conv_kernel=self.conv_kernel,
                      **self.field_kinds())
 
     def field_kinds(self) -> dict[str, str]:

@@ -54,6 +54,10 @@ class Gated(nn.Module):
     def masks_padding(self) -> bool:
         return getattr(self.field, "masks_padding", False)
 
+    @property
+    def reads_embedding(self) -> bool:
+        return getattr(self.field, "reads_embedding", False)
+
     def forward(self, t, x: torch.Tensor, cache=None, **context) -> torch.Tensor:
         if cache is not None:
             context["cache"] = cache

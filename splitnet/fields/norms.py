@@ -3,7 +3,9 @@
 
 * ``layer`` -- ``LayerNorm``: ``g (x - mean x) / sqrt(var x + eps) + b`` (GPT-2, GPT-NeoX);
 * ``rms`` -- ``RMSNorm``: ``g x / sqrt(mean x^2 + eps)``, no mean, no bias (Llama, Qwen2,
-  Mistral; Zhang and Sennrich 2019).
+  Mistral; Zhang and Sennrich 2019);
+* ``none`` -- the identity (ConvS2S, Gehring et al. 2017: no normalisation; its fields keep the
+  activations' variance by scaling instead, ``init="convs2s"``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ def make_norm(kind: str, d: int, eps: float) -> nn.Module:
         return nn.LayerNorm(d, eps=eps)
     if kind == "rms":
         return nn.RMSNorm(d, eps=eps)
+    if kind == "none":
+        return nn.Identity()
     raise ValueError(f"norm must be one of {', '.join(NORMS)}; got {kind!r}")
 
 

@@ -45,6 +45,7 @@ class SumField:
         self._taker = takers[0] if len(takers) == 1 else None
         self.uses_memory = any(getattr(f, "uses_memory", False) for f in self.fields)
         self.masks_padding = any(getattr(f, "masks_padding", False) for f in self.fields)
+        self.reads_embedding = any(getattr(f, "reads_embedding", False) for f in self.fields)
 
     def __call__(self, t, x, cache=None, **context):
         out = None
@@ -62,16 +63,21 @@ class SumField:
 
 MEMORY_CONTEXT = ("memory", "memory_mask", "memory_cache")   # read by fields that use_memory
 PADDING_CONTEXT = ("padding_mask",)                          # read by fields that mask padding
+EMBEDDING_CONTEXT = ("target_embedding",)    # read by fields that reads_embedding (ConvS2S's)
 
 
 def context_for(f, context: dict) -> dict:
     """The part of a network's ``context`` the field ``f`` reads: the memory (``memory=``,
     ``memory_mask=``, ``memory_cache=``) when it ``uses_memory``; the padding of the tokens
     (``padding_mask=`` (B, n) bool, True = padding) when it ``masks_padding``. A field that mixes
-    tokens but cannot mask padding is a ``ValueError``: padding would leak into real tokens."""
+    tokens but cannot mask padding is a ``ValueError``: padding would leak into real tokens.
+    The decoder's embedded inputs (``target_embedding=``) go to a field that
+    ``reads_embedding`` (ConvS2S's multi-step attention)."""
     kw = {}
     if getattr(f, "uses_memory", False):
         kw.update((k, context[k]) for k in MEMORY_CONTEXT if k in context)
+    if getattr(f, "reads_embedding", False):
+        kw.update((k, context[k]) for k in EMBEDDING_CONTEXT if k in context)
     if "padding_mask" in context:
         if getattr(f, "masks_padding", False):
             kw["padding_mask"] = context["padding_mask"]
@@ -206,5 +212,5 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
     return torch.stack(out)
 
 
-__all__ = ["MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for", "field_map",
+__all__ = ["EMBEDDING_CONTEXT", "MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for", "field_map",
            "integrate", "n_steps_for", "stage_fields", "step"]

@@ -54,6 +54,8 @@ class WeightedSum(nn.Module):
         self.terms = nn.ModuleList(fs) if all(isinstance(f, nn.Module) for f in fs) else fs
         self.coeffs = [g[1] for g in groups]
         self.uses_memory = any(getattr(f, "uses_memory", False) for f in fs)
+        self.reads_embedding = any(getattr(f, "reads_embedding", False) for f in fs)
+        self.masks_padding = any(getattr(f, "masks_padding", False) for f in fs)
         self.mixes_tokens = any(getattr(f, "mixes_tokens", True) for f in fs)
         self.supports_cache = False
 

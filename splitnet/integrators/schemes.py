@@ -35,7 +35,7 @@ from .core import (
     ZooScheme,
     zoo_class,
 )
-from .splitting import EXACT_ORDER, CustomScheme, SplittingScheme
+from .splitting import EXACT_ORDER, CustomScheme, OneField, SplittingScheme
 
 CORE = ("lie-trotter", "strang", "yoshida4", "suzuki4", "yoshida6", "yoshida8", "blanes-moan4")
 _REGISTRY: dict[str, Callable[[], SplittingScheme]] = {
@@ -210,10 +210,16 @@ def network_scheme(scheme, fields: Sequence[str]) -> SplittingScheme:
     ========  ===============  ============================
 
     Composition methods compose that symmetric step. Anything else (a pattern, a stage string,
-    a :class:`SplittingScheme`) is taken as it is (:func:`resolve`)."""
+    a :class:`SplittingScheme`) is taken as it is (:func:`resolve`).
+
+    Over **one field** (a network whose other fields are ``none``: ConvS2S's encoder) there is
+    nothing to split, and every name means the plain residual step ``(f 1)``
+    (:class:`~splitnet.integrators.splitting.OneField`); another stage list is refused."""
+    fields = tuple(fields)
+    if len(fields) == 1:
+        return _one_field(scheme, fields[0])
     if not (isinstance(scheme, str) and _registry_key(scheme) is not None):
         return resolve(scheme)
-    fields = tuple(fields)
     base = tuple(f for f in get(scheme).fields if f in fields)
     order: list[str] = []
     for f in base:
@@ -225,6 +231,21 @@ def network_scheme(scheme, fields: Sequence[str]) -> SplittingScheme:
     return get(scheme, fields=tuple(order))
 
 
+def _one_field(scheme, field: str) -> SplittingScheme:
+    """What ``scheme`` means for a network layer of the one field ``field``: ``(field 1)``."""
+    if isinstance(scheme, OneField) and scheme.fields == (field,):
+        return scheme
+    if isinstance(scheme, dict) and scheme.get("one_field"):
+        return OneField(field, name=scheme.get("name", "one-field"))
+    key = _registry_key(scheme) if isinstance(scheme, str) else None
+    if key is None:
+        raise ValueError(f"a layer of the one field {field} is the plain residual step "
+                         f"({_st.diagram(((Stage(field, 1.0)),))}) whatever the scheme (nothing "
+                         f"to split); give a registered name such as lie-trotter, not "
+                         f"{scheme!r}")
+    return OneField(field, name=key)
+
+
 def resolve(scheme) -> SplittingScheme:
     """Any description of a scheme, as a SplittingScheme: a registered name, an s/f pattern
     (``"sfsf"``), a stage string (``"c:0.5,d:1,c:0.5"``, with the order its stages measure:
@@ -234,6 +255,8 @@ def resolve(scheme) -> SplittingScheme:
     if isinstance(scheme, SplittingScheme):
         return scheme
     if isinstance(scheme, dict):
+        if scheme.get("one_field") and scheme.get("stages"):
+            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"))
         missing = {"name", "order", "stages"} - set(scheme)
         if missing:
             raise ValueError(f"a scheme dict needs keys name, order, stages; missing "
@@ -281,6 +304,8 @@ def _raw_stages(scheme) -> tuple[tuple[Stage, ...], str, int | None]:
     if isinstance(scheme, SplittingScheme):
         return scheme.stages, scheme.name, scheme.order
     if isinstance(scheme, dict):
+        if scheme.get("one_field") and scheme.get("stages"):
+            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"))
         missing = {"name", "order", "stages"} - set(scheme)
         if missing:
             raise ValueError(f"a scheme dict needs keys name, order, stages; missing "

@@ -65,9 +65,11 @@ class SplittingScheme(ABC):
     problem_class: str = "general"        # "rkn": order ``class_order`` only for q'' = f(q)
     class_order: int | None = None
 
+    min_fields = 2      # a splitting splits; OneField, a network layer of one field, takes 1
+
     def __init__(self) -> None:
         raw = _st.as_stages(self._stages())
-        stages = _validated(raw, self.name)
+        stages = _validated(raw, self.name, self.min_fields)
         object.__setattr__(self, "_stage_tuple", stages)
         if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 1:
             raise ValueError(f"scheme {self.name!r}: order must be a positive int, got "
@@ -287,6 +289,29 @@ class CustomScheme(SplittingScheme):
         return self._user_stages
 
 
+class OneField(SplittingScheme):
+    """The step of a network layer that has one field ``f``: ``x + h f(x)`` (the stage
+    ``(f 1)``), what every scheme name means over one field. With one field there is nothing to
+    split: any consistent stage list merges to ``(f 1)``, its splitting error is zero (with exact
+    sub-flows the step is the exact flow: declared :data:`EXACT_ORDER`, ``is_exact``), and the
+    layer's order as an integrator of ``dx/dt = f(x)`` is its sub-flow method's
+    (:meth:`effective_order`: 1 with Euler, a plain residual step). ConvS2S's encoder layer."""
+
+    min_fields = 1
+
+    def __init__(self, field: str, name: str = "one-field"):
+        object.__setattr__(self, "_field", field_name(field))
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "order", EXACT_ORDER)
+        super().__init__()
+
+    def _stages(self):
+        return [(self._field, 1.0)]
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "one_field": True}
+
+
 # ---------------------------------------------------------------------------------------------
 # building blocks over k fields
 
@@ -365,11 +390,12 @@ def _confirm_declared_order(scheme: SplittingScheme) -> None:
                       f"order={round(res.tail)} to use it)", UserWarning, stacklevel=3)
 
 
-def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
+def _validated(stages: tuple[Stage, ...], name: str, min_fields: int = 2
+               ) -> tuple[Stage, ...]:
     if len(stages) == 0:
         raise ValueError(f"scheme {name!r} has no stages")
     names = _st.field_names(stages)
-    if len(names) < 2:
+    if len(names) < min_fields:
         raise ValueError(f"scheme {name!r} has only the field {names[0]!r}: a splitting needs "
                          f"at least two fields (e.g. diffusion and convection)")
     sums = _st.coefficient_sums(stages)
@@ -395,5 +421,5 @@ def _validated(stages: tuple[Stage, ...], name: str) -> tuple[Stage, ...]:
                                            / len(s.components))) for s in stages)
 
 
-__all__ = ["EXACT_ORDER", "CustomScheme", "SplittingScheme", "composition_stages", "field_list",
+__all__ = ["EXACT_ORDER", "CustomScheme", "OneField", "SplittingScheme", "composition_stages", "field_list",
            "lie_trotter_stages", "strang_weights", "symmetric_step"]

@@ -109,7 +109,8 @@ def step_function(model, memory, mask, use_cache: bool, capacity: int) -> Callab
             if reorder is not None:
                 cache.reorder(reorder)
             x = model.embed_target(seq[:, cache.length:], start=cache.length)
-            ctx = {"memory": memory, "memory_mask": mask, "memory_cache": store}
+            ctx = {"memory": memory, "memory_mask": mask, "memory_cache": store,
+                   **model.embedding_context(x)}
             x = model.decoder_layers.run_cached(x, cache.layers, **ctx)
             cache.length = seq.shape[1]
             logits = model.head(model.decoder_norm(x[:, -1]))

@@ -84,7 +84,7 @@ class KVCache:
                              f"capacity {self.capacity}")
         if self.k is None:
             self.k = k.new_empty(self.capacity, b, heads, hd)
-            self.v = v.new_empty(self.capacity, b, heads, hd)
+            self.v = v.new_empty(self.capacity, b, heads, v.shape[-1])   # (a conv's: 0)
         self.k[self.length:end] = k.permute(2, 0, 1, 3)
         self.v[self.length:end] = v.permute(2, 0, 1, 3)
         self.length = end

@@ -33,6 +33,18 @@ default::
   embeddings and an untied head: 0.09; the gpt2 rule: 4.57, a unigram model). The scale
   changes the function computed, so a config written before ``init`` existed loads as
   ``"gpt2"`` (:data:`splitnet.configs.options.LEGACY`).
+
+``"convs2s"`` -- Gehring et al. 2017, section 3.5, as the authors' fairseq ``fconv`` draws it::
+
+    E, P ~ N(0, 0.1)                token and position embeddings
+    K ~ N(0, sqrt(4 (1 - p) / n))   convolution kernels, which feed a GLU (n = k x channels in)
+    W ~ N(0, sqrt((1 - p) / n))     an untied head (its input passed dropout p)
+    W ~ N(0, sqrt(1 / n))           every other matrix (attention's projections)
+    b = 0, norms (if any) ones / zeros
+
+  no embedding scale; the same option makes the conv and multistep fields ConvS2S's blocks,
+  their steps scaled by sqrt(1/2) (:mod:`splitnet.fields.conv`). ConvS2S's weight
+  normalisation is not reproduced (a reparametrisation of the same function).
 """
 
 from __future__ import annotations
@@ -65,6 +77,8 @@ def residual_outputs(layers: Iterable, plans: Iterable) -> list[nn.Parameter]:
                     continue
                 seen.add(id(module))
                 for name in lf.kind.residual_outputs:
+                    if getattr(module, name.split(".")[0], True) is None:
+                        continue    # left out by this module (ConvS2S's block: no projection)
                     try:
                         out.append(module.get_parameter(name))
                     except AttributeError:
@@ -110,19 +124,51 @@ def init_xavier(model: nn.Module, embeddings: Iterable[nn.Module],
                 nn.init.zeros_(m.bias)
 
 
+def init_convs2s(model: nn.Module, dropout: float, embeddings: Iterable[nn.Module],
+                 positions: Iterable[nn.Module] = ()) -> None:
+    """ConvS2S's rule (module docstring): ``embeddings`` (token tables; an untied head, a
+    ``Linear``, dropout-corrected) and ``positions`` N(0, 0.1), convolution kernels
+    N(0, sqrt(4 (1 - p) / n)), other matrices N(0, sqrt(1 / n)), biases zero."""
+    tables = {id(m.weight) for m in (*embeddings, *positions)
+              if m is not None and not isinstance(m, nn.Linear)}
+    heads = {id(m.weight) for m in embeddings if isinstance(m, nn.Linear)}
+    kernels = {id(m.weight) for m in model.modules() if isinstance(m, nn.Conv1d)}
+    for name, p in model.named_parameters():
+        fan_in = p[0].numel() if p.dim() >= 2 else 1          # channels in x kernel width
+        if id(p) in tables:
+            nn.init.normal_(p, 0.0, 0.1)
+        elif id(p) in kernels:
+            nn.init.normal_(p, 0.0, math.sqrt(4.0 * (1.0 - dropout) / fan_in))
+        elif id(p) in heads:
+            nn.init.normal_(p, 0.0, math.sqrt((1.0 - dropout) / fan_in))
+        elif p.dim() >= 2:
+            nn.init.normal_(p, 0.0, math.sqrt(1.0 / fan_in))
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+    for m in model.modules():
+        if isinstance(m, NORM_TYPES) and m.elementwise_affine:
+            nn.init.ones_(m.weight)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+
+
 def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterable,
-               embeddings: Iterable[nn.Module], positions: Iterable[nn.Module]) -> None:
-    """Initialise ``model`` by ``rule`` (``"gpt2"`` or ``"xavier"``): ``residual`` are the
-    declared residual-output matrices (:func:`residual_outputs`), ``n_residual`` the residual
-    sub-layers they are scaled by, ``embeddings`` the token tables and an untied head,
-    ``positions`` the position tables."""
+               embeddings: Iterable[nn.Module], positions: Iterable[nn.Module],
+               dropout: float = 0.0) -> None:
+    """Initialise ``model`` by ``rule`` (``"gpt2"``, ``"xavier"`` or ``"convs2s"``):
+    ``residual`` are the declared residual-output matrices (:func:`residual_outputs`),
+    ``n_residual`` the residual sub-layers they are scaled by, ``embeddings`` the token tables
+    and an untied head, ``positions`` the position tables, ``dropout`` the network's (ConvS2S
+    corrects its variances for it)."""
     rule = rule or "gpt2"                  # a bare language model's (configs.options.init_rule)
     if rule == "gpt2":
         init_gpt2(model, n_residual, residual)
     elif rule == "xavier":
         init_xavier(model, embeddings, positions)
+    elif rule == "convs2s":
+        init_convs2s(model, dropout, embeddings, positions)
     else:
-        raise ValueError(f"init must be 'gpt2' or 'xavier', got {rule!r}")
+        raise ValueError(f"init must be 'gpt2', 'xavier' or 'convs2s', got {rule!r}")
 
 
-__all__ = ["embed_scale", "init_gpt2", "init_xavier", "initialise", "residual_outputs"]
+__all__ = ["embed_scale", "init_convs2s", "init_gpt2", "init_xavier", "initialise", "residual_outputs"]

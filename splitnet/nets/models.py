@@ -114,7 +114,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         plans = [layer_fields(c, self.scheme, k) for k in range(c.n_layers)]
         initialise(self, init_rule(c), n_residual=c.n_layers * len(self.scheme.stages),
                    residual=residual_outputs(self.layers, plans),
-                   embeddings=(self.tok_emb, self.head), positions=(self.pos_emb,))
+                   embeddings=(self.tok_emb, self.head), positions=(self.pos_emb,),
+                   dropout=c.dropout)
 
     # -- use ---------------------------------------------------------------------------------
     def coefficients(self) -> tuple:

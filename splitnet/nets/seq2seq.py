@@ -12,6 +12,18 @@ under three, the third pulling them toward the encoder's output (the fixed memor
         x = layer(x, k h, memory=m, memory_mask=pad)   # (causal), cross (to m), convection
     logits = head(decoder_norm(x))                 # (B, T, V)
 
+**ConvS2S** (Gehring et al. 2017): ``diffusion_field="conv"`` (a GLU convolution, non-causal
+in the encoder, causal in the decoder), ``convection_field="none"``, ``cross_field="multistep"``
+(an attention in every decoder layer whose query adds the target embedding and whose values
+add the source embedding: the memory is then ``[m | e]``, the encoder's output beside the
+source embedding, (B, S, 2 D), and the decoder passes its embedded inputs to the field),
+``init="convs2s"``, ``norm="none"``: with ``lie-trotter`` each decoder layer is
+``x <- sqrt(1/2)(x + conv(x)); x <- sqrt(1/2)(x + attend(x))``, the paper's block
+(``tests/test_convs2s.py`` checks it equal in float64 to one written from the paper's
+equations). Under ``init="convs2s"`` the encoder's output passes its gradient scaled by
+``1 / (2 n)``, n the decoder's attention modules (the paper's and fairseq's correction for the
+n attentions that read it).
+
 With ``lie-trotter`` on both sides this is ``torch.nn.Transformer(norm_first=True)`` (pre-norm
 sub-layers, final norms on both stacks; ``tests/test_seq2seq.py`` checks it equal in float64 with
 mapped weights). Every option lives once, in :class:`~splitnet.configs.seq2seq.Seq2SeqConfig`.
@@ -44,6 +56,19 @@ from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
 from .stack import build_stack
 from .tokens import check_ids
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """The identity forward; the gradient times ``scale`` backward (ConvS2S's encoder)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
 
 
 def _stack(stack: StackConfig) -> Stack:
@@ -100,6 +125,11 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         if c.tie_head:
             self.head.weight = self.tgt_emb.weight
         self.embed_scale = embed_scale(c)            # sqrt(d) under init="xavier", else 1
+        plan = self.decoder_stack.layer_fields(0)
+        self.memory_parts = max((f.kind.memory_parts for f in plan), default=1)
+        self.reads_embedding = any(f.kind.reads_embedding for f in plan)
+        n_attn = self.decoder_stack.n_layers * sum(f.n_modules for f in plan if f.kind.uses_memory)
+        self.memory_grad = 1.0 / (2 * n_attn) if c.init == "convs2s" and n_attn else 1.0
         self._init_weights()
 
     @staticmethod
@@ -118,7 +148,7 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         initialise(self, self.config.init,
                    n_residual=sum(s.n_layers * len(s.scheme.stages) for s, _ in stacks),
                    residual=residual, embeddings=(self.src_emb, self.tgt_emb, self.head),
-                   positions=(self.src_pos, self.tgt_pos))
+                   positions=(self.src_pos, self.tgt_pos), dropout=self.config.dropout)
 
     # -- use ---------------------------------------------------------------------------------
     def n_params(self, embeddings: bool = True) -> int:
@@ -175,9 +205,14 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         (:meth:`source_mask`). With ``return_states`` also every stage's state (a tensor
         ``(1 + layers * stages, B, S, D)``) before the norm."""
         mask = self.source_mask(src, src_key_padding_mask)
-        x, states = self._integrate(self.encoder_layers, self.embed_source(src), return_states,
-                                    padding_mask=mask)
-        out = (self.encoder_norm(x), mask)
+        e = self.embed_source(src)
+        x, states = self._integrate(self.encoder_layers, e, return_states, padding_mask=mask)
+        memory = self.encoder_norm(x)
+        if self.memory_grad != 1.0 and memory.requires_grad:
+            memory = _ScaleGrad.apply(memory, self.memory_grad)
+        if self.memory_parts == 2:                   # ConvS2S's: [output | source embedding]
+            memory = torch.cat([memory, e], dim=-1)
+        out = (memory, mask)
         return out + (torch.stack(states),) if return_states else out
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_mask=None,
@@ -187,11 +222,17 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
         (``memory_cache``), however many stages use it (a reversible decoder under gradients:
         once per stage, and again in the backward's recomputation). ``return_states``: also
         the decoder's states, ``(1 + layers * stages, B, T, D)``."""
-        x, states = self._integrate(self.decoder_layers, self.embed_target(tgt_in),
-                                    return_states, memory=memory, memory_mask=memory_mask,
-                                    memory_cache={})
+        x = self.embed_target(tgt_in)
+        x, states = self._integrate(self.decoder_layers, x, return_states, memory=memory,
+                                    memory_mask=memory_mask, memory_cache={},
+                                    **self.embedding_context(x))
         logits = self.head(self.decoder_norm(x))
         return (logits, torch.stack(states)) if return_states else logits
+
+    def embedding_context(self, x: torch.Tensor) -> dict:
+        """``{"target_embedding": x}`` when a decoder field reads the embedded inputs ``x``
+        (ConvS2S's multi-step attention), else nothing."""
+        return {"target_embedding": x} if self.reads_embedding else {}
 
     def _integrate(self, layers: Stack, x: torch.Tensor, return_states: bool, **context):
         """``x`` (B, L, D) through the stack ``layers`` with ``context`` (a padding mask, the
