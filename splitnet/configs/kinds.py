@@ -28,7 +28,8 @@ none        convection  0                            0
 ==========  ==========  ===========================  ===================================
 
 (``convs2s``: the conv kind under ``init="convs2s"``, ConvS2S's block without an output
-projection. d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
+projection.
+d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
 tokens, e = the keys' width d n_kv_heads / n_heads (d without grouped-query attention), N =
 the norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases, 2 d + 2 e of the 4 d counted
 here when all are kept: ``attention_bias="qkv"`` drops the output's d, ``"none"`` all of
@@ -63,7 +64,6 @@ from dataclasses import dataclass
 
 from ..names import unknown_name
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS
-
 
 HALF = 0.5 ** 0.5       # ConvS2S's residual scale (splitnet.fields.conv.HALF)
 

@@ -96,7 +96,7 @@ class GLUConv(nn.Module):
         cache (zeros before position 0, as the causal padding)."""
         if not self.causal:
             raise ValueError("a non-causal convolution reads later tokens: it cannot be cached")
-        b, n, d = h.shape
+        n = h.shape[1]
         keys, _ = cache.append(h[:, None], h[:, None, :, :0])       # (B, 1, L, d)
         past = keys[:, 0, -(self.kernel_size - 1 + n):]
         short = self.kernel_size - 1 + n - past.shape[1]

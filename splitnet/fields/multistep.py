@@ -76,9 +76,9 @@ class MultiStepAttention(nn.Module):
             raise ValueError(f"MultiStepAttention expects states of width d_model="
                              f"{self.d_model}, got shape {tuple(x.shape)}")
         if target_embedding is None or target_embedding.shape != x.shape:
+            got = None if target_embedding is None else tuple(target_embedding.shape)
             raise ValueError(f"MultiStepAttention needs target_embedding= of the states' shape "
-                             f"{tuple(x.shape)} (the decoder's embedded inputs), got "
-                             f"{None if target_embedding is None else tuple(target_embedding.shape)}")
+                             f"{tuple(x.shape)} (the decoder's embedded inputs), got {got}")
         store = memory_cache if isinstance(memory_cache, dict) else None
         kv = store.get(self) if store is not None else None
         if kv is None:

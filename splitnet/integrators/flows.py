@@ -212,5 +212,6 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
     return torch.stack(out)
 
 
-__all__ = ["EMBEDDING_CONTEXT", "MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for", "field_map",
+__all__ = ["EMBEDDING_CONTEXT", "MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for",
+           "field_map",
            "integrate", "n_steps_for", "stage_fields", "step"]

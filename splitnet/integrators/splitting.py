@@ -421,5 +421,5 @@ def _validated(stages: tuple[Stage, ...], name: str, min_fields: int = 2
                                            / len(s.components))) for s in stages)
 
 
-__all__ = ["EXACT_ORDER", "CustomScheme", "OneField", "SplittingScheme", "composition_stages", "field_list",
-           "lie_trotter_stages", "strang_weights", "symmetric_step"]
+__all__ = ["EXACT_ORDER", "CustomScheme", "OneField", "SplittingScheme", "composition_stages",
+           "field_list", "lie_trotter_stages", "strang_weights", "symmetric_step"]

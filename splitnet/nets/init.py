@@ -171,4 +171,5 @@ def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterab
         raise ValueError(f"init must be 'gpt2', 'xavier' or 'convs2s', got {rule!r}")
 
 
-__all__ = ["embed_scale", "init_convs2s", "init_gpt2", "init_xavier", "initialise", "residual_outputs"]
+__all__ = ["embed_scale", "init_convs2s", "init_gpt2", "init_xavier", "initialise",
+           "residual_outputs"]
