@@ -174,7 +174,12 @@ class Seq2SeqConfig:
                              f"{self.src_vocab} and tgt_vocab={self.tgt_vocab}")
         self._check_specials()
         for side in ("encoder", "decoder"):        # every field has a kind, every scheme fits
-            self.stack(side).layer_fields(0)
+            stack = self.stack(side)
+            for f in stack.layer_fields(0):
+                try:
+                    f.kind.check(stack)
+                except ValueError as e:
+                    raise ValueError(f"the {side}'s {f.field} field: {e}") from None
         dec = self.stack("decoder").scheme
         if CROSS not in dec.fields:
             raise ValueError(f"decoder_scheme {dec.name!r} ({dec.diagram()}) never advances the "
