@@ -63,14 +63,29 @@ SEARCH = {   # key -> changes to BASE (the Transformer baseline)
     "bpe4000-d128-lr1.5e-3": {"bpe": 4000},
     "bytes-d256-lr1e-3": {"d_model": 256, "lr": 1e-3},
 }
-ARRANGEMENTS = {   # label -> (encoder scheme, decoder scheme, weights)
+# ConvS2S (Gehring et al. 2017, issue 47): GLU convolutions (kernel 3) and multi-step attention,
+# no feed-forward, its initialisation and sqrt(1/2) steps, no norms. A conv layer has 6 d^2 and a
+# multistep attention 2 d^2 weights, so 4 + 4 layers hold the 2 + 2 Transformer's 56 d^2 (equal
+# parameters to 0.4 %: the study's table).
+CONVS2S = {"diffusion_field": "conv", "convection_field": "none", "cross_field": "multistep",
+           "init": "convs2s", "norm": "none", "conv_kernel": 3,
+           "n_encoder_layers": 4, "n_decoder_layers": 4}
+ARRANGEMENTS = {   # label -> (encoder scheme, decoder scheme, weights[, model options])
     "Transformer": ("lie-trotter", "lie-trotter", "per-stage"),
     "Macaron": ("c:0.5,d:1,c:0.5", "c:0.5,d:1,x:1,c:0.5", "per-stage"),
     "Strang": ("strang", "strang", "shared"),
     # Strang's evaluations per field (encoder c 2 d 1, decoder c 2 d 2 x 1) and parameters,
     # in a non-symmetric, first-order order: the compute-matched control
     "Control": ("d:1,c:0.5,c:0.5", "d:0.5,c:0.5,d:0.5,x:1,c:0.5", "shared"),
+    # the seed's other system, and its fields under Strang: the conv's halves around the
+    # attention (d/2 x d/2, the Macaron idea with a conv for the feed-forward; same weights)
+    "ConvS2S": ("lie-trotter", "lie-trotter", "shared", CONVS2S),
+    "ConvS2S-Strang": ("lie-trotter", "strang", "shared", CONVS2S),
 }
+# the paired comparisons of the tables: every arrangement against the Transformer, and the
+# splitting of ConvS2S's fields against ConvS2S itself
+PAIRS = [(lab, "Transformer") for lab in ARRANGEMENTS if lab != "Transformer"] + \
+    [("ConvS2S-Strang", "ConvS2S")]
 FIXED = {"context": 128, "label_smoothing": 0.1, "beam": 4, "length_penalty": 0.6,
          "bleu_sentences": 400, "schedule": "inverse-sqrt", "beta2": 0.98,
          "weight_decay": 0.01}
@@ -81,12 +96,12 @@ def _train_config(p: dict, arrangement: str, seed: int, out: Path, **session):
     from splitnet.configs.seq2seq import Seq2SeqConfig
     from splitnet.training.config import TrainConfig
 
-    enc, dec, weights = ARRANGEMENTS[arrangement]
+    enc, dec, weights, *extra = ARRANGEMENTS[arrangement]
+    options = {"n_encoder_layers": p["n_encoder_layers"],
+               "n_decoder_layers": p["n_decoder_layers"], **(extra[0] if extra else {})}
     model = Seq2SeqConfig(encoder_scheme=enc, decoder_scheme=dec, weights=weights,
                           d_model=p["d_model"], n_heads=p["n_heads"],
-                          n_encoder_layers=p["n_encoder_layers"],
-                          n_decoder_layers=p["n_decoder_layers"],
-                          tie_head=p.get("tie_head", True))
+                          tie_head=p.get("tie_head", True), **options)
     return TrainConfig(task="translate", model=model, bpe=p["bpe"], lr=p["lr"],
                        warmup=p["warmup"], batch_size=p["batch_size"], seed=seed, threads=1,
                        progress=False, plot=False, out=str(out), **FIXED, **session)
@@ -298,6 +313,17 @@ def _mean_sd(values, digits: int) -> str:
         f"{v.mean():.{digits}f}"
 
 
+def _shown(lab: str) -> tuple[str, str, str]:
+    """An arrangement's encoder and decoder schemes and weights as the table shows them (with
+    ConvS2S's fields and layers named)."""
+    e, d, w, *extra = ARRANGEMENTS[lab]
+    if extra:
+        o = extra[0]
+        w = (f"{w}; {o['diffusion_field']} + {o['cross_field']}, no feed-forward, "
+             f"{o['n_encoder_layers']} + {o['n_decoder_layers']} layers")
+    return e, d, w
+
+
 def study_tables(seeds: list[int]) -> tuple[str, str]:
     """The arrangements' table (parameters, field evaluations and FLOPs per token, validation
     loss, BLEU, chrF over seeds) and the paired differences against the Transformer with the
@@ -307,7 +333,7 @@ def study_tables(seeds: list[int]) -> tuple[str, str]:
             "train MFLOPs / token | seeds | validation loss (last) | BLEU | chrF |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for lab, rs in recs.items():
-        e, d, w = ARRANGEMENTS[lab]
+        e, d, w = _shown(lab)
         if not rs:
             rows.append(f"| {lab} | `{e}` / `{d}` ({w}) | not run yet | | | 0 | | | |")
             continue
@@ -325,29 +351,30 @@ CLAIM_BLEU = 1.0
 
 
 def paired_table(recs: dict[str, list[dict]]) -> str:
-    """Each arrangement against the Transformer, seed by seed (splitnet.analyses.seeds): the
-    mean difference, its 95 % interval, p, the smallest difference these seeds' spread detects
-    at 80 % power, the seeds that power would need for the claimed +1.0 BLEU, and the verdict
-    on that claim (BLEU) or on 'better' (validation loss, chrF)."""
+    """Each pair of :data:`PAIRS` (every arrangement against the Transformer; ConvS2S-Strang
+    against ConvS2S), seed by seed (splitnet.analyses.seeds): the mean difference, its 95 %
+    interval, p, the smallest difference these seeds' spread detects at 80 % power, the seeds
+    that power would need for the claimed +1.0 BLEU, and the verdict on that claim (BLEU) or
+    on 'better' (validation loss, chrF)."""
     from splitnet.analyses.seeds import paired, seeds_for
 
-    base = {r["seed"]: r for r in recs["Transformer"]}
-    rows = ["| against the Transformer | measure | seeds | difference | 95 % interval | p | "
+    rows = ["| arrangement | against | measure | seeds | difference | 95 % interval | p | "
             "detectable at 80 % power | seeds for +1.0 BLEU | verdict |",
-            "|---|---|---:|---:|---|---:|---:|---:|---|"]
+            "|---|---|---|---:|---:|---|---:|---:|---:|---|"]
     measures = (("validation loss", _val_last, -1, 0.0, 3), ("BLEU", lambda r: r["bleu"], 1,
                 CLAIM_BLEU, 2), ("chrF", lambda r: r["chrf"], 1, 0.0, 2))
-    for lab, rs in recs.items():
-        both = [(r, base[r["seed"]]) for r in rs if r["seed"] in base and lab != "Transformer"]
+    for lab, against in PAIRS:
+        base = {r["seed"]: r for r in recs.get(against, ())}
+        both = [(r, base[r["seed"]]) for r in recs.get(lab, ()) if r["seed"] in base]
         if len(both) < 2:
             continue
         for name, get, better, claim, dg in measures:
             c = paired([get(r) for r, _ in both], [get(t) for _, t in both])
             need = seeds_for(claim, c.sd) if claim else None
             verdict = c.verdict(claim, better)
-            rows.append(f"| {lab} | {name} | {c.n} | {c.mean:+.{dg}f} | [{c.low:+.{dg}f}, "
-                        f"{c.high:+.{dg}f}] | {c.p:.3f} | {c.detectable:.{dg}f} | "
-                        f"{need if claim else '—'} | "
+            rows.append(f"| {lab} | {against} | {name} | {c.n} | {c.mean:+.{dg}f} | "
+                        f"[{c.low:+.{dg}f}, {c.high:+.{dg}f}] | {c.p:.3f} | "
+                        f"{c.detectable:.{dg}f} | {need if claim else '—'} | "
                         f"{verdict if not claim else f'{verdict} (claim +{claim:g})'} |")
     return "\n".join(rows)
 

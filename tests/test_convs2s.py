@@ -214,3 +214,54 @@ def test_conv_fields_with_a_feed_forward_under_strang_still_mask_padding():
     src, tgt = _src()
     longer = torch.cat([src, torch.full((3, 4), PAD)], dim=1)
     torch.testing.assert_close(m(longer, tgt), m(src, tgt), rtol=0, atol=1e-12)
+
+
+# -- training: the CLI command of issue 47, and parity with the Transformer --------------------
+
+def _parity():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "parity_convs2s.py"
+    spec = importlib.util.spec_from_file_location("parity_convs2s", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.heavy
+def test_the_command_line_learns_a_400_word_copy_task(tmp_path):
+    """``splitnet train --task translate --pairs copy`` (400 pseudo-words, hundreds of distinct
+    words: the decoder must read its source) as ConvS2S: BLEU > 30 after 400 steps."""
+    pytest.importorskip("sacrebleu")
+    import json
+
+    from splitnet.cli import main
+
+    out = tmp_path / "convs2s"
+    assert main(["train", "--task", "translate", "--pairs", "copy", "--diffusion-field", "conv",
+                 "--convection-field", "none", "--cross-field", "multistep", "--init",
+                 "convs2s", "--norm", "none", "--steps", "400", "--bleu-sentences", "200",
+                 "--out", str(out), "--threads", "1", "--no-progress", "--no-plot"]) == 0
+    final = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert final["test_bleu"] > 30, final
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+def test_convs2s_learns_the_alignment_tasks_within_1_5x_the_transformers_steps(task):
+    """From their own initialisations, equal parameters, the same batches: ConvS2S reaches the
+    threshold within 1.5x the Transformer's steps (plus one evaluation interval). Small: 60
+    words, width 32, 1 + 1 Transformer layers (ConvS2S 2 + 2), about 10 s a task."""
+    P = _parity()
+    a = P.parser().parse_args(
+        ["--d-model", "32", "--n-heads", "2", "--layers", "1", "--batch", "16", "--words", "60",
+         "--pairs", "700", "--valid", "60", "--warmup", "20", "--line-words", "2,4",
+         "--word-len", "2,4", "--max-len", "24", "--threshold", "1.0", "--max-steps", "800",
+         "--eval-every", "20"])
+    torch.set_num_threads(1)
+    r = P.race_task(a, task, 0)
+    assert abs(r["ConvS2S_params"] / r["Transformer_params"] - 1) < 0.02
+    c, t = r["ConvS2S"]["steps"], r["Transformer"]["steps"]
+    assert c is not None, r["ConvS2S"]["curve"]
+    assert t is None or c <= 1.5 * t + a.eval_every, (c, t)

@@ -271,10 +271,10 @@ CASES = [
                                                                 rotary_pct=0.25),
      ValueError, r"rotary_pct turns an attention's queries and keys; the conv diffusion field "
                  r"has none"),
-    ("key/value cache demanded of a conv model",
-     lambda: _model(diffusion_field="conv").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
-     ValueError, r"use_cache=True, but this model cannot use a key/value cache: the diffusion "
-                 r"field of layer 0 \(GLUConv\) mixes tokens but keeps no key/value cache"),
+    ("key/value cache demanded of the adaptive exact method",
+     lambda: _model(method="exact").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
+     ValueError, r"use_cache=True, but this model cannot use a key/value cache: sub-flow method "
+                 r"'exact' evaluates the fields an adaptive number of times"),
     ("generating from a masked language model",
      lambda: _model(causal=False).generate(torch.tensor([[1, 2]]), 2),
      ValueError, r"the model is bidirectional \(causal=False: a masked language model\): each "

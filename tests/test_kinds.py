@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from splitnet import kinds as K
 from splitnet.configs.config import SplitConfig
+from splitnet.configs.plan import LayerField
 from splitnet.fields import Gated, GLUConv
 from splitnet.nets.models import SplitTransformer
 
@@ -227,7 +228,7 @@ def test_gpt2_init_scales_exactly_the_declared_residual_outputs(kind):
     torch.manual_seed(0)
     cfg = _cfg(d_model=64, n_heads=4, conv_kernel=3)
     layer = SplitLayer([Stage(kind.serves, 1.0)], fields={kind.serves: kind.build(cfg)})
-    plan = (K.LayerField(kind.serves, kind, None, 1, True),)
+    plan = (LayerField(kind.serves, kind, None, 1, True),)
     declared = residual_outputs([layer], [plan])
     module = layer.field_modules(kind.serves)[0]
     assert [id(p) for p in declared] == [id(module.get_parameter(n))
@@ -254,7 +255,7 @@ def test_a_declared_residual_output_the_module_lacks_is_an_error():
     layer = SplitLayer([Stage("convection", 1.0)], fields={"convection": kind.build(_cfg())})
     with pytest.raises(ValueError, match=r"declares the residual output 'out\.weight', which "
                                          r"FeedForward does not have"):
-        residual_outputs([layer], [(K.LayerField("convection", kind, None, 1, True),)])
+        residual_outputs([layer], [(LayerField("convection", kind, None, 1, True),)])
 
 
 def test_a_model_scales_the_declared_outputs_of_every_stack():

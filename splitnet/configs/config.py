@@ -23,6 +23,7 @@ from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
 from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
+from . import plan as _plan
 from .options import (
     ACTIVATIONS,
     FIXED,
@@ -173,7 +174,7 @@ class SplitConfig:
         set_(self, "causal", bool(self.causal))
         self._check_gates()
         self._check_reversible()
-        for f in _kinds.layer_fields(self, scheme, 0):     # fields the model has kinds for
+        for f in _plan.layer_fields(self, scheme, 0):     # fields the model has kinds for
             f.kind.check(self)
 
     def _check_heads(self) -> None:

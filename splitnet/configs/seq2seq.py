@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from ..integrators import schemes as _schemes
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
+from . import plan as _plan
 from .options import (
     check_bools,
     check_network,
@@ -48,7 +49,7 @@ DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
 @kind_options(DIFFUSION, CONVECTION, CROSS)
 class StackConfig:
     """One stack of a :class:`Seq2SeqConfig` as the field kinds read it (the attributes
-    :func:`splitnet.configs.kinds.layer_fields` and the kinds' ``arguments`` use): which fields, how
+    :func:`splitnet.configs.plan.layer_fields` and the kinds' ``arguments`` use): which fields, how
     many layers of which scheme, causal or not, reversible or not (a partitioned state,
     :mod:`splitnet.reversible`). No gates, no rotary. ``fields``: those the stack has (a field
     whose kind is ``none`` is left out)."""
@@ -80,10 +81,10 @@ class StackConfig:
     rotary_base: float = 10000.0
 
     def layer_fields(self, k: int) -> tuple:
-        """What layer ``k`` is made of (:func:`splitnet.configs.kinds.layer_fields`)."""
+        """What layer ``k`` is made of (:func:`splitnet.configs.plan.layer_fields`)."""
         network = f"the {self.name} of a SplitSeq2Seq" + \
             (" (cross-attention belongs to the decoder_scheme)" if self.name == "encoder" else "")
-        return _kinds.layer_fields(self, self.scheme, k, self.fields, network=network)
+        return _plan.layer_fields(self, self.scheme, k, self.fields, network=network)
 
 
 def _legacy_arrangement(spec, fields: tuple[str, ...]):

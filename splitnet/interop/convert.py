@@ -42,8 +42,9 @@ from pathlib import Path
 
 import torch
 
-from ..configs.kinds import KINDS, GatedKind, layer_fields
+from ..configs.kinds import KINDS, GatedKind
 from ..configs.options import init_rule
+from ..configs.plan import layer_fields
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .folder import check_directory, llama_classes, load_pretrained, require_hf

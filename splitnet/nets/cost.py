@@ -33,7 +33,8 @@ import numbers
 from dataclasses import asdict, dataclass
 
 from ..configs.config import WEIGHTS, SplitConfig
-from ..configs.kinds import layer_fields, norm_params
+from ..configs.kinds import norm_params
+from ..configs.plan import layer_fields
 from ..integrators.schemes import available
 from ..integrators.subflows import METHODS, get_method
 

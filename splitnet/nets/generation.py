@@ -33,8 +33,10 @@ window per token. The automatic choice (``use_cache=None``) falls back to it for
 ``method="exact"`` (the adaptive solver evaluates the fields a varying number of times at
 varying states, so there is no fixed set of evaluations to cache), for a non-causal model
 (earlier tokens' states change when a token is added) and for fields that mix tokens but keep
-no cache (``mixes_tokens`` without ``supports_cache``: the GLU convolution of
-``diffusion_field="conv"``); ``use_cache=True`` raises ``ValueError`` there instead.
+no cache (``mixes_tokens`` without ``supports_cache``: a field of a user's that does not say it
+can); ``use_cache=True`` raises ``ValueError`` there instead. The causal GLU convolution of
+``diffusion_field="conv"`` keeps its window's inputs in a :class:`KVCache` (as keys of one
+head, values empty).
 
 **Sampling.** ``temperature == 0``: greedy (argmax, first index on ties). Otherwise
 ``softmax(logits / temperature)``, restricted to the ``top_k`` largest logits when given, drawn
@@ -333,8 +335,8 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
 
     Each new token is drawn (:func:`sample`) from the logits after the last ``min(L, max_len)``
     tokens; ``use_cache``: ``None`` caches keys and values whenever that is exact (not for
-    ``method="exact"``, a non-causal model, or a field that mixes tokens without a cache, such as
-    the conv field: those recompute the window per token), ``True`` insists (``ValueError`` if
+    ``method="exact"``, a non-causal model, or a field that mixes tokens without a cache: those
+    recompute the window per token), ``True`` insists (``ValueError`` if
     impossible), ``False`` recomputes. See the module docstring for the maths."""
     new = list(stream(model, idx, max_new_tokens, temperature, top_k, generator=generator,
                       use_cache=use_cache))

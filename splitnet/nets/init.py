@@ -66,7 +66,7 @@ def embed_scale(config) -> float:
 
 def residual_outputs(layers: Iterable, plans: Iterable) -> list[nn.Parameter]:
     """The residual-output matrices of a stack of split layers, as their kinds declare them:
-    ``plans[k]`` is layer k's :func:`~splitnet.configs.kinds.layer_fields` answer, and every
+    ``plans[k]`` is layer k's :func:`~splitnet.configs.plan.layer_fields` answer, and every
     module of field f in layer k contributes the parameters ``kind.residual_outputs`` names
     (a shared module once). A declared name the module lacks is a ``ValueError`` naming it."""
     out, seen = [], set()

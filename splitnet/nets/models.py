@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from ..configs.config import WEIGHTS, SplitConfig
-from ..configs.kinds import layer_fields
 from ..configs.options import check_flag, init_rule
+from ..configs.plan import layer_fields
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..fields.norms import make_norm
@@ -99,7 +99,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
     # -- construction --------------------------------------------------------------------
     def _fields(self, k: int) -> dict:
         """Layer ``k``'s fields, each built by its kind
-        (:func:`splitnet.configs.kinds.layer_fields`):
+        (:func:`splitnet.configs.plan.layer_fields`):
         one module per field (shared) or one per stage (per-stage)."""
         c, fields = self.config, {}
         for f in layer_fields(c, self.scheme, k):
