@@ -265,3 +265,18 @@ def test_convs2s_learns_the_alignment_tasks_within_1_5x_the_transformers_steps(t
     c, t = r["ConvS2S"]["steps"], r["Transformer"]["steps"]
     assert c is not None, r["ConvS2S"]["curve"]
     assert t is None or c <= 1.5 * t + a.eval_every, (c, t)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+def test_the_400_word_races_of_the_benchmark(task):
+    """benchmarks/parity_convs2s.py's own setting (400 words, width 64, Transformer 2 + 2,
+    ConvS2S 4 + 4): within 1.5x, seeds 0 and 1 (docs/benchmarks.md; ~2-4 min a task)."""
+    P = _parity()
+    a = P.parser().parse_args([])
+    torch.set_num_threads(1)
+    for seed in (0, 1):
+        r = P.race_task(a, task, seed)
+        c, t = r["ConvS2S"]["steps"], r["Transformer"]["steps"]
+        assert c is not None and t is not None, (r["ConvS2S"]["curve"], r["Transformer"]["curve"])
+        assert c <= 1.5 * t + a.eval_every, (task, seed, c, t)
