@@ -280,3 +280,14 @@ def test_the_400_word_races_of_the_benchmark(task):
         c, t = r["ConvS2S"]["steps"], r["Transformer"]["steps"]
         assert c is not None and t is not None, (r["ConvS2S"]["curve"], r["Transformer"]["curve"])
         assert c <= 1.5 * t + a.eval_every, (task, seed, c, t)
+
+
+def test_describe_says_a_one_field_layer_has_nothing_to_split():
+    from splitnet.cli.commands.cmd_describe import coefficient_lines, stack_lines
+    from splitnet.nets.models import SplitTransformer
+
+    lines = "\n".join(stack_lines(_model(), 16))
+    assert "encoder: d:1.0\n  one field: nothing to split" in lines
+    assert "inconsistent" not in lines and "d_ff=" not in lines     # no feed-forward to size
+    lm = "\n".join(coefficient_lines(SplitTransformer(11, D, 2, 2, convection_field="none")))
+    assert lm.count("one field: nothing to split") == 2 and "sub-flow method euler: 1" in lm

@@ -99,22 +99,42 @@ def coefficient_lines(model) -> list[str]:
     from ...stagelists.stages import EXACT_ORDER
 
     declared = model.scheme.order
-    raw = check_order(model)
+    one = len(model.scheme.fields) == 1          # nothing to split, nothing to check
+    raw = [None] * model.config.n_layers if one else check_order(model)
     learned = model.config.learn_coefficients
     lines = [f"coefficients ({'learned' if learned else 'the scheme’s, not learned'}; scheme "
              f"{model.scheme.name}, declared order "
              f"{'exact' if declared >= EXACT_ORDER else declared}); order conditions: largest "
              f"|log(step) - h sum X| on the Lyndon words of degree 1..{_degrees(declared)}"]
     for k, (stages, a) in enumerate(zip(model.coefficients(), raw)):
-        lines += _stage_lines(f"layer {k}", stages, declared, a.verdict)
+        lines += _stage_lines(f"layer {k}", stages, declared, a and a.verdict,
+                              model.config.method)
     return lines
 
 
-def _stage_lines(label: str, stages, declared: int, verdict: str) -> list[str]:
+def _one_field_lines(label: str, stages, method: str) -> list[str]:
+    """A layer of one field (its other fields ``none``): nothing to split, no order
+    conditions (:class:`~splitnet.integrators.splitting.OneField`)."""
+    from ...integrators.subflows import get_method
+    from ...stagelists.stages import format_stages
+
+    q = get_method(method).order
+    return [f"{label}: {format_stages(stages)}",
+            f"  one field: nothing to split, the plain residual step (exact as a splitting; as "
+            f"an integrator of its field, the order of the sub-flow method {method}: "
+            f"{'exact' if q is None else q})"]
+
+
+def _stage_lines(label: str, stages, declared: int, verdict: str,
+                 method: str = "euler") -> list[str]:
     """Three lines on one stage list: its string; each field's sum and the order conditions'
-    largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1."""
+    largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1
+    (two lines for a layer of one field: :func:`_one_field_lines`)."""
     from ...order.algebra import lie_defects
-    from ...stagelists.stages import coefficient_sums, format_stages
+    from ...stagelists.stages import coefficient_sums, field_names, format_stages
+
+    if len(field_names(stages)) == 1:
+        return _one_field_lines(label, stages, method)
 
     sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
     defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared)))
@@ -134,7 +154,9 @@ def stack_lines(model, seq_len: int) -> list[str]:
     c = model.config
     lines = [f"translation model (SplitSeq2Seq): {model.n_params():,} parameters, "
              f"{model.n_params(embeddings=False):,} without embeddings and untied head; "
-             f"d_model={c.d_model} n_heads={c.n_heads} d_ff={c.d_ff} src_vocab={c.src_vocab} "
+             f"d_model={c.d_model} n_heads={c.n_heads} "
+             f"{'' if c.convection_field == 'none' else f'd_ff={c.d_ff} '}"
+             f"src_vocab={c.src_vocab} "
              f"tgt_vocab={c.tgt_vocab} weights={c.weights} method={c.method} "
              f"h={c.step_size:g}; FLOPs = matmul FLOPs per token in closed form at "
              f"{seq_len} tokens"]
@@ -148,8 +170,10 @@ def stack_lines(model, seq_len: int) -> list[str]:
         declared = sch.order
         coefficients.append(f"{side} coefficients (the scheme’s, in every layer; declared "
                             f"order {'exact' if declared >= EXACT_ORDER else declared}):")
+        one = len(sch.fields) == 1
         coefficients += _stage_lines(f"  {side}", sch.stages, declared,
-                                     check_order(sch, order=declared).verdict)
+                                     None if one else check_order(sch, order=declared).verdict,
+                                     c.method)
     return lines + [""] + coefficients
 
 
