@@ -291,3 +291,21 @@ def test_describe_says_a_one_field_layer_has_nothing_to_split():
     assert "inconsistent" not in lines and "d_ff=" not in lines     # no feed-forward to size
     lm = "\n".join(coefficient_lines(SplitTransformer(11, D, 2, 2, convection_field="none")))
     assert lm.count("one field: nothing to split") == 2 and "sub-flow method euler: 1" in lm
+
+
+def test_refining_and_tracing_a_convs2s():
+    """Re-discretisation refines the one-field encoder into plain sub-steps (any scheme), the
+    decoder by the scheme; the trajectories' ODE path reads the target embedding."""
+    from splitnet.analyses.refine import rediscretize
+    from splitnet.analyses.trajectories import collect
+
+    m = _model()
+    src, tgt = _src()
+    torch.testing.assert_close(rediscretize(m)(src, tgt), m(src, tgt), rtol=0, atol=0)
+    r = rediscretize(m, "strang", substeps=2)
+    assert r.encoder_scheme.diagram() == "s/2 s/2"
+    assert r.decoder_scheme.diagram() == "s*0.25 x/2 s*0.25 s*0.25 x/2 s*0.25"
+    assert torch.isfinite(r(src, tgt)).all()
+    t = collect(m, tgt[0], source=src[1], continuous=True, points_per_layer=2, solver="rk4")
+    assert t.path is not None and torch.isfinite(t.path).all()
+    assert t.memory.shape == (src.shape[1], D)           # z, the encoder's output particles

@@ -51,6 +51,7 @@ from torch import nn
 
 from ..integrators.layers import SplitLayer
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
+from ..integrators.splitting import OneField
 from ..integrators.subflows import METHODS, STUDY_METHODS, SubflowMethod, get_method
 from ..names import unknown_name
 from ..stagelists.stages import Stage
@@ -89,6 +90,8 @@ def repeated(scheme: SplittingScheme, n: int) -> SplittingScheme:
     n = check_substeps(n)
     if n == 1:
         return scheme
+    if isinstance(scheme, OneField):          # one field: n plain steps of h/n
+        return OneField(scheme.fields[0], name=f"{scheme.name} x{n}", steps=n)
     stages = tuple(Stage(st.field, st.coeff / n) for _ in range(n) for st in scheme.stages)
     return CustomScheme(stages, order=scheme.order, name=f"{scheme.name} x{n}")
 
@@ -106,6 +109,8 @@ def refined_layer(layer: SplitLayer, scheme: SplittingScheme | None, substeps: i
     coefficients
     (``current_stages``) is refined with them as they are now, not normalised."""
     names = layer.field_names
+    if len(names) == 1:          # one field: nothing to split, whatever the scheme
+        scheme = None if scheme is None else own_scheme
     if scheme is None:
         now = getattr(layer, "current_stages", None)
         sch = repeated(own_scheme, substeps) if now is None else \
@@ -170,7 +175,7 @@ def rediscretize(model, scheme=None, substeps: int = 1, method="euler"):
     for attr in stacks(model):                     # an encoder–decoder: both stacks
         own = getattr(model, _STACKS[attr])
         layers[attr] = [refined_layer(layer, sch, k, m, own) for layer in getattr(model, attr)]
-        target = own if sch is None else \
+        target = own if sch is None or len(own.fields) == 1 else \
             (sch if set(sch.fields) == set(own.fields) else sch.over(own.fields))
         schemes[_STACKS[attr]] = repeated(target, k)
     return _with_layers(model, layers, schemes,

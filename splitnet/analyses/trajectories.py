@@ -355,6 +355,8 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
             src = _as_sequence(model, source, tokenizer, model.src_vocab, "source")
             memory, mask = model.encode(src.to(dev)[None])
             context = {"memory": memory, "memory_mask": mask}
+            if getattr(model, "reads_embedding", False):   # ConvS2S's attention: g, (T, D)
+                context["target_embedding"] = model.embed_target(idx.to(dev)[None])[0]
             _, states = model.decode(idx.to(dev)[None], memory, mask, return_states=True)
             sch, layers = model.decoder_scheme, model.decoder_layers
         else:
@@ -380,7 +382,8 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
         layer_end=layer_end, tokens=ids, labels=token_labels(ids, tokenizer),
         step_size=h, n_layers=L, scheme=sch.name, weights=model.weights,
         method=layers[0].method.name, path=path, path_times=path_times,
-        path_restart=restart, memory=None if memory is None else memory[0].detach().cpu(),
+        path_restart=restart, memory=None if memory is None else
+        memory[0, :, :model.config.d_model].detach().cpu(),     # ConvS2S's [z | e]: z
         memory_labels=() if memory is None else token_labels(tuple(int(i) for i in src),
                                                              tokenizer))
 

@@ -256,7 +256,8 @@ def resolve(scheme) -> SplittingScheme:
         return scheme
     if isinstance(scheme, dict):
         if scheme.get("one_field") and scheme.get("stages"):
-            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"))
+            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"),
+                            steps=len(scheme["stages"]))
         missing = {"name", "order", "stages"} - set(scheme)
         if missing:
             raise ValueError(f"a scheme dict needs keys name, order, stages; missing "
@@ -305,7 +306,8 @@ def _raw_stages(scheme) -> tuple[tuple[Stage, ...], str, int | None]:
         return scheme.stages, scheme.name, scheme.order
     if isinstance(scheme, dict):
         if scheme.get("one_field") and scheme.get("stages"):
-            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"))
+            return OneField(scheme["stages"][0][0], name=scheme.get("name", "one-field"),
+                            steps=len(scheme["stages"]))
         missing = {"name", "order", "stages"} - set(scheme)
         if missing:
             raise ValueError(f"a scheme dict needs keys name, order, stages; missing "

@@ -299,14 +299,15 @@ class OneField(SplittingScheme):
 
     min_fields = 1
 
-    def __init__(self, field: str, name: str = "one-field"):
+    def __init__(self, field: str, name: str = "one-field", steps: int = 1):
         object.__setattr__(self, "_field", field_name(field))
+        object.__setattr__(self, "_steps", int(steps))   # > 1: a refinement, steps of h/steps
         object.__setattr__(self, "name", str(name))
         object.__setattr__(self, "order", EXACT_ORDER)
         super().__init__()
 
     def _stages(self):
-        return [(self._field, 1.0)]
+        return [(self._field, 1.0 / self._steps)] * self._steps
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "one_field": True}

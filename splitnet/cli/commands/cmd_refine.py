@@ -152,6 +152,8 @@ def _check_stacks(model, grid) -> None:
 
     for attr in stacks(model):
         own = getattr(model, attr.replace("layers", "scheme"))
+        if len(own.fields) == 1:             # nothing to split: refined as plain sub-steps
+            continue
         for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
             if set(s.fields) != set(own.fields):
                 try:
