@@ -230,7 +230,11 @@ def test_the_llama_parts_are_options_of_every_network():
         assert torch.equal(out, m.generate(idx[:, :5], 4, temperature=0))
     assert full.shape == (2, 9, 256)
     s2s = sn.Seq2SeqConfig(d_model=32, n_heads=4, norm="rms")
-    assert isinstance(sn.SplitSeq2Seq.from_config(s2s).decoder_norm, torch.nn.RMSNorm)
+    s2s_model = sn.SplitSeq2Seq.from_config(s2s)
+    assert isinstance(s2s_model.decoder_norm, torch.nn.RMSNorm)
+    # every field's norm too (a stack's fields were built with LayerNorm before issue 47)
+    assert all(isinstance(m, torch.nn.RMSNorm) for n, m in s2s_model.named_modules()
+               if n.endswith(".norm"))
     with pytest.raises(ValueError, match="n_kv_heads 3 must divide n_heads 4"):
         SplitConfig(d_model=32, n_heads=4, n_kv_heads=3)
     with pytest.raises(ValueError, match="norm must be one of layer, rms"):

@@ -188,8 +188,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         slide). A key/value cache per attention evaluation (every stage, every
         sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
         ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
-        that mix tokens without a cache (``diffusion_field="conv"``) generate without one,
-        recomputing the window per token. ``use_cache``: ``None``
+        that mix tokens without a cache generate without one, recomputing the window per
+        token (the conv field of ``diffusion_field="conv"`` caches its window's inputs). ``use_cache``: ``None``
         automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.nets.generation`."""
         from .generation import generate
 
