@@ -189,8 +189,9 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         sub-step of ``midpoint`` / ``rk4``) makes a token one pass of one token while
         ``L <= max_len``; ``method="exact"`` (adaptive evaluations), non-causal models and fields
         that mix tokens without a cache generate without one, recomputing the window per
-        token (the conv field of ``diffusion_field="conv"`` caches its window's inputs). ``use_cache``: ``None``
-        automatic, ``True`` required, ``False`` never. Details: :mod:`splitnet.nets.generation`."""
+        token (the conv field of ``diffusion_field="conv"`` caches its window's inputs).
+        ``use_cache``: ``None`` automatic, ``True`` required, ``False`` never. Details:
+        :mod:`splitnet.nets.generation`."""
         from .generation import generate
 
         return generate(self, idx, max_new_tokens, temperature, top_k, generator=generator,
