@@ -184,7 +184,9 @@ def test_the_encoder_gradient_is_scaled_by_the_attentions():
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"reversible": True}, r"reversible network .* does not take"),
+    ({"reversible": True}, r"reversible network .* needs both; convection_field is none"),
+    ({"reversible": True, "convection_field": "feedforward"},
+     r"reversible network does not take cross_field=multistep"),
     ({"conv_kernel": 4}, "non-causal conv field needs an odd conv_kernel"),
     ({"decoder_scheme": "c:1,x:1"}, "advances convection"),
     ({"encoder_scheme": "sfsf"}, "plain residual step"),
@@ -309,3 +311,24 @@ def test_refining_and_tracing_a_convs2s():
     t = collect(m, tgt[0], source=src[1], continuous=True, points_per_layer=2, solver="rk4")
     assert t.path is not None and torch.isfinite(t.path).all()
     assert t.memory.shape == (src.shape[1], D)           # z, the encoder's output particles
+
+
+def test_a_reversible_translation_model_with_conv_fields():
+    """The conv field in a reversible encoder and decoder (attention's place in the pair): the
+    padding is never read, gradients equal plain autograd, cached decoding the full one."""
+    from splitnet.reversible.backprop import plain_autograd
+
+    m = _model(diffusion_field="conv", convection_field="feedforward", cross_field="cross",
+               init="xavier", norm="layer", reversible=True, d_ff=32)
+    src, tgt = _src()
+    longer = torch.cat([src, torch.full((3, 4), PAD)], dim=1)
+    torch.testing.assert_close(m(longer, tgt), m(src, tgt), rtol=0, atol=1e-12)
+    m(src, tgt).pow(2).sum().backward()
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    with plain_autograd(m):
+        m(src, tgt).pow(2).sum().backward()
+    for g, p in zip(grads, m.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=0, atol=1e-9)
+    m.eval()
+    assert torch.equal(m.generate(src, 8, beam=3), m.generate(src, 8, beam=3, use_cache=False))

@@ -766,8 +766,8 @@ CLI_CASES = [
      r"scheme \(nothing to split\); give a registered name such as lie-trotter, not 'sfsf'"),
     ("train: a reversible network without its feed-forward",
      ["train", *S2S, "--convection-field", "none", "--reversible", "--out", "{tmp}/run-t"], 2,
-     r"a reversible network has attention, cross-attention and a feed-forward on its two "
-     r"halves; it does not take convection_field=none"),
+     r"a reversible network writes its two halves with attention and the feed-forward, so it "
+     r"needs both; convection_field is none"),
     ("train: an even conv kernel in a translation model's centred encoder",
      ["train", *S2S, "--diffusion-field", "conv", "--conv-kernel", "4", "--out",
       "{tmp}/run-t"], 2,

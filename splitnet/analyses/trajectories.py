@@ -305,6 +305,15 @@ def _check_path(model, points_per_layer, restart: bool) -> None:
 
 
 @torch.no_grad()
+def _decoder_context(model, memory, mask, idx) -> dict:
+    """What the decoder's fields read besides the state on the ODE path: the memory, its mask,
+    and for ConvS2S's attention the embedded target tokens (T, D)."""
+    context = {"memory": memory, "memory_mask": mask}
+    if getattr(model, "reads_embedding", False):
+        context["target_embedding"] = model.embed_target(idx[None])[0]
+    return context
+
+
 def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bool = False,
             points_per_layer: int = 16, restart: bool = False, solver: str = "dopri5",
             rtol: float | None = None, atol: float | None = None,
@@ -354,9 +363,7 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
         if seq2seq:
             src = _as_sequence(model, source, tokenizer, model.src_vocab, "source")
             memory, mask = model.encode(src.to(dev)[None])
-            context = {"memory": memory, "memory_mask": mask}
-            if getattr(model, "reads_embedding", False):   # ConvS2S's attention: g, (T, D)
-                context["target_embedding"] = model.embed_target(idx.to(dev)[None])[0]
+            context = _decoder_context(model, memory, mask, idx.to(dev))
             _, states = model.decode(idx.to(dev)[None], memory, mask, return_states=True)
             sch, layers = model.decoder_scheme, model.decoder_layers
         else:

@@ -101,6 +101,7 @@ class FieldKind:
     reads_embedding: bool = False   # reads the decoder's embedded inputs (target_embedding=)
     memory_parts: int = 1           # the memory it reads: 1 = the encoder output, 2 = [z | e]
     absent: bool = False            # "none": the field is left out of the network
+    reversible: bool = True         # its module runs in a reversible network's pair
     # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
     # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
     # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
@@ -317,6 +318,7 @@ class MultiStepKind(FieldKind):
                "the source embedding)")
     mixes_tokens, uses_memory = False, True
     reads_embedding, memory_parts = True, 2
+    reversible = False          # a reversible decoder's pair carries no target embedding
     residual_outputs = ("proj.weight",)
 
     def arguments(self, config, width):

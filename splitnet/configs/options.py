@@ -308,11 +308,15 @@ def check_reversible(cfg, stacks) -> None:
             raise ValueError("reversible_grid needs reversible=True (--reversible)")
     if not cfg.reversible:
         return
-    absent = [f"{f}_field" for f in kind_option_fields(cfg)
-              if getattr(_kinds.KINDS.get(getattr(cfg, f"{f}_field")), "absent", False)]
+    kinds = {f: _kinds.KINDS.get(getattr(cfg, f"{f}_field")) for f in kind_option_fields(cfg)}
+    absent = [f"{f}_field" for f, k in kinds.items() if getattr(k, "absent", False)]
     if absent:
         raise ValueError(f"a reversible network writes its two halves with attention and the "
                          f"feed-forward, so it needs both; {', '.join(absent)} is none")
+    odd = [f"{f}_field={k.name}" for f, k in kinds.items() if not getattr(k, "reversible", True)]
+    if odd:
+        raise ValueError(f"a reversible network does not take {', '.join(odd)} (its pair "
+                         f"carries only the state and the memory)")
     for option_name, scheme in stacks:
         reason = reversible_unsupported(scheme.stages)
         if reason:

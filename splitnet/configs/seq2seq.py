@@ -190,15 +190,7 @@ class Seq2SeqConfig:
 
     def _check_reversible(self) -> None:
         """:func:`~splitnet.configs.options.check_reversible` over both stacks (a translation
-        model has no learned coefficients to refuse); a reversible network partitions its state
-        between attention and the feed-forward, so it needs both and ConvS2S's kinds are not
-        written for it."""
-        odd = [f"{f}_field={getattr(self, f'{f}_field')}" for f in DECODER_FIELDS
-               if getattr(self, f"{f}_field") in ("conv", "multistep", "none")]
-        if self.reversible and odd:
-            raise ValueError(f"a reversible network has attention, cross-attention and a "
-                             f"feed-forward on its two halves; it does not take "
-                             f"{', '.join(odd)}")
+        model has no learned coefficients to refuse)."""
         check_reversible(self, [(f"{side}_scheme", self.stack(side).scheme)
                                 for side in ("encoder", "decoder")])
 
