@@ -82,10 +82,10 @@ class GLUConv(nn.Module):
         if padding_mask is not None:                                # never read a pad
             h = h.masked_fill(padding_mask.reshape(-1, n, 1).bool(), 0.0)
         if cache is not None:
-            h = self._window(h, cache)                              # (B, k - 1 + n, d)
+            h = self._window(h, cache).transpose(1, 2)              # (B, d, k - 1 + n)
         else:
-            h = F.pad(h.transpose(1, 2), self._pad).transpose(1, 2)
-        h = F.glu(self.conv(h.transpose(1, 2)), dim=1)              # (B, 2d, n) -> (B, d, n)
+            h = F.pad(h.transpose(1, 2), self._pad)                 # one transpose, as before
+        h = F.glu(self.conv(h), dim=1)                              # (B, 2d, n) -> (B, d, n)
         y = h.transpose(1, 2).reshape(*lead, n, d)                  # (..., n, d)
         if self.convs2s:
             return HALF * y - (1.0 - HALF) * x
