@@ -159,20 +159,22 @@ def test_gradients_equal_ordinary_autograd(scheme, weights, dtype, tol, dropout)
         assert max(float((a - c).abs().max()) for a, c in zip(ga, gc)) > 1e-4
 
 
-def _saved_bytes(n_layers, reversible):
+def _saved_bytes(n_layers, reversible, distinct=False):
+    """Bytes the saved-tensor hooks see (``distinct``: once per storage)."""
     torch.manual_seed(0)
     m = sn.SplitTransformer(V, 32, 2, n_layers, scheme="strang", reversible=reversible,
                             max_len=32)
     params = {p.data_ptr() for p in m.parameters()}
-    total = [0]
+    total, seen = [0], {}
 
     def pack(t):
         if t.data_ptr() not in params:
             total[0] += t.numel() * t.element_size()
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
     with saved_tensors_hooks(pack, lambda t: t):
         m(_idx(4, 32)).sum()
-    return total[0]
+    return sum(seen.values()) if distinct else total[0]
 
 
 def test_bytes_saved_for_backward_are_flat_in_depth():
@@ -186,12 +188,14 @@ def test_bytes_saved_for_backward_are_flat_in_depth():
 
 
 def test_saved_bytes_counts_distinct_storages():
-    """The library's counter (describe, the study) against the hook count above: equal when
-    nothing is saved twice, and a tensor saved by two operations counted once."""
+    """The library's counter (describe, the study) against the hook count above: equal to it
+    taken once per storage, and to the count of every save when nothing is saved twice, and a
+    tensor saved by two operations counted once."""
     from splitnet.reversible import saved_bytes
 
     torch.manual_seed(0)
     m = sn.SplitTransformer(V, 32, 2, 2, scheme="strang", reversible=True, max_len=32)
+    assert saved_bytes(m, _idx(4, 32)) == _saved_bytes(2, True, distinct=True)
     assert saved_bytes(m, _idx(4, 32)) == _saved_bytes(2, True)
     w = torch.nn.Parameter(torch.randn(8, 8))
 
@@ -595,7 +599,7 @@ def test_no_dropout_module_is_called_when_it_would_do_nothing():
     a deep narrow network is bound by); with p > 0 in training it is, forward and
     recomputation alike."""
     for p, train, calls in ((0.0, True, 0), (0.2, False, 0), (0.2, True, 2)):
-        m = _model("lie-trotter", n_layers=1, dropout=p).train(train)
+        m = _model("lie-trotter", n_layers=2, dropout=p).train(train)
         seen = []
         m.layers[0].convection.dropout.register_forward_hook(lambda *a, seen=seen: seen.append(1))
         with torch.set_grad_enabled(train):
@@ -603,21 +607,61 @@ def test_no_dropout_module_is_called_when_it_would_do_nothing():
         assert len(seen) == calls, (p, train, seen)
 
 
-def test_the_backward_lists_each_modules_parameters_once(monkeypatch):
-    """Shared fields (Strang: the feed-forward twice a layer): the backward walks each
-    distinct module's parameters once, not once per stage."""
+def test_a_step_walks_no_module_tree_once_the_stack_is_indexed(monkeypatch):
+    """The stack lists its stage modules once (splitnet.reversible.index): a later step's
+    forward and backward walk none of its modules' trees (the walk was a tenth of a
+    host-bound step), shared fields included (Strang: the feed-forward twice a layer)."""
     m = _model("strang", n_layers=4)
-    loss = m(_idx()).sum()
+    m(_idx()).sum().backward()
+    stack = {id(x) for x in m.layers.modules()}
     walked = []
-    orig = torch.nn.Module.parameters
+    for name in ("parameters", "named_parameters", "modules", "named_modules"):
+        orig = getattr(torch.nn.Module, name)
 
-    def spy(self, recurse=True):
-        walked.append(id(self))
-        return orig(self, recurse)
-    monkeypatch.setattr(torch.nn.Module, "parameters", spy)
+        def spy(self, *a, orig=orig, **k):
+            walked.append(id(self))
+            return orig(self, *a, **k)
+        monkeypatch.setattr(torch.nn.Module, name, spy)
+    m(_idx()).sum().backward()
+    assert not stack & set(walked)
+
+
+def test_the_index_sees_a_replaced_module_and_a_frozen_parameter():
+    """After a step: a sub-module replaced (a new registration: the index is rebuilt) and a
+    parameter frozen (read at every use) give ordinary autograd's gradients (float64), the
+    new module's included and none for the frozen one."""
+    m = _model("strang", n_layers=3, weights="per-stage")
+    idx = _idx()
+    m(idx).sum().backward()
+    torch.manual_seed(5)
+    m.layers[1].convection[0].fc1 = torch.nn.Linear(*reversed(
+        m.layers[1].convection[0].fc1.weight.shape), dtype=torch.float64)
+    frozen = m.layers[0].diffusion[0].qkv.weight.requires_grad_(False)
+
+    def grads(plain):
+        m.zero_grad()
+        with plain_autograd(m) if plain else torch.enable_grad():
+            m(idx).square().sum().backward()
+        return [p.grad for p in m.parameters()]
+    for a, b in zip(grads(False), grads(True)):
+        assert (a is None) == (b is None)
+        assert a is None or (a - b).abs().max() <= 1e-9 * b.abs().max()
+    assert m.layers[1].convection[0].fc1.weight.grad.abs().max() > 0
+    assert frozen.grad is None
+
+
+def test_a_retained_graph_backpropagates_twice():
+    """A second backward over a retained graph reconstructs the stack again from the saved
+    final pair: twice the gradients of one backward, float64, with dropout."""
+    m = _model("strang", n_layers=3, dropout=0.1)
+    idx = _idx()
+    torch.manual_seed(3)
+    loss = m(idx).square().sum()
+    loss.backward(retain_graph=True)
+    once = [p.grad.clone() for p in m.parameters()]
     loss.backward()
-    fields = {id(f) for layer in m.layers for f in layer.stage_callables()}
-    assert sorted(walked) == sorted(fields)          # 8 modules, not 12 stages
+    for a, p in zip(once, m.parameters()):
+        assert torch.allclose(p.grad, 2 * a, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="two CUDA streams need a GPU")

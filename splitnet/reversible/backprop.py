@@ -21,11 +21,11 @@ the same random numbers; activations stored per stage: faster, not flat in memor
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 from torch import nn
 
+from .index import stack_index
 from .layer import ReversibleLayer, replay
 
 MEMORY = "memory"
@@ -93,8 +93,10 @@ def _dropouts(layer) -> tuple:
 class _Run:
     """What one forward of the stack saw, kept to replay it in backward."""
 
-    def __init__(self, layers, h: float, context: dict, device: torch.device):
+    def __init__(self, layers, h: float, context: dict, device: torch.device, index=None):
         self.layers, self.h, self.context, self.device = layers, h, context, device
+        self.seq = list(layers)     # slicing a Stack would build (and register) a new one
+        self.index = stack_index(layers) if index is None else index
         self.seed = int(torch.randint(0, 2**62, (1,))) if _needs_rng(layers) else None
         try:
             self.autocast = (torch.is_autocast_enabled(device.type),
@@ -103,11 +105,11 @@ class _Run:
             self.autocast = (False, torch.float32)
 
     def stages(self, context: dict | None = None):
-        """``(layer, t, f, c h, clock, w)`` of every stage, in order."""
+        """``(layer, t, f, c h, clock, w, its parameters)`` of every stage, in order."""
         ctx = self.context if context is None else context
-        for k, layer in enumerate(self.layers):
-            for f, dt, clock, w in layer.plan(ctx):
-                yield layer, k * self.h, f, dt, clock, w
+        for k, layer in enumerate(self.seq):
+            for (f, dt, clock, w), ps in zip(layer.plan(ctx), self.index.stage_params(k)):
+                yield layer, k * self.h, f, dt, clock, w, ps
 
     def rng(self, first: int):
         return None if self.seed is None else (self.seed, first, self.device)
@@ -116,30 +118,13 @@ class _Run:
         """Every layer called as a module (its hooks fire), field call i of the stack drawing
         from ``seed + i``; a pair layer without stages (an ODE layer) takes the pair as is."""
         first = 0
-        for k, layer in enumerate(self.layers):
+        for k, layer in enumerate(self.seq):
             if isinstance(layer, ReversibleLayer):
                 x1, x2 = layer(x1, x2, k * self.h, rng=self.rng(first), **self.context)
                 first += len(layer.stages)
             else:
                 x1, x2 = layer(x1, x2, k * self.h, **self.context)
         return x1, x2
-
-
-def _params(f, memo: dict) -> list:
-    """The parameters a stage's callable uses (its module's, or a sum stage's components'),
-    listed once per module per backward (``memo``: module id -> list): a shared field's
-    stages, and every stage of a deep network, reuse the list instead of walking the module
-    tree again (that walk was a fifth of a host-bound backward)."""
-    mod = f.func if isinstance(f, functools.partial) else f
-    found = memo.get(id(mod))
-    if found is None:
-        if isinstance(mod, nn.Module):
-            found = [p for p in mod.parameters() if p.requires_grad]
-        else:
-            parts = getattr(mod, "fields", ())          # a SumField (d+x)
-            found = list({id(p): p for g in parts for p in _params(g, memo)}.values())
-        memo[id(mod)] = found
-    return found
 
 
 def _recompute(run: _Run, layer, f, dt: float, t: float, x_r, call: int):
@@ -167,36 +152,43 @@ def _vjp(dx, inputs: tuple, g):
 
 def _records(run: _Run, ctx: dict, grads: dict) -> list:
     """Every stage as ``(layer, f, c h, time, written block, its parameters, their gradient
-    buffers)``, parameters listed once per module (:func:`_params`)."""
-    memo: dict = {}
-    out = []
-    for layer, t, f, dt, clock, w in run.stages(ctx):
-        ps = tuple(_params(f, memo))
-        out.append((layer, f, dt, t + clock, w, ps, [grads[id(p)] for p in ps]))
-    return out
+    buffers)`` (the parameters from the stack's index: no module walk)."""
+    return [(layer, f, dt, t + clock, w, ps, [grads[id(p)] for p in ps])
+            for layer, t, f, dt, clock, w, ps in run.stages(ctx)]
+
+
+def _grad_buffers(params) -> dict:
+    """Zeroed gradient buffers by parameter id, made before the walk so that nothing small is
+    allocated between the stages' activations (the heap would stay pinned: :func:`_backward`).
+    One ``zeros_like`` each: one allocation split into views was measured slower (the views
+    cost more than the allocations)."""
+    return {id(p): torch.zeros_like(p) for p in params}
 
 
 def _add_grads(bufs: list, got) -> None:
     """A stage's parameter gradients ``got`` added into their buffers: one foreach add, or one
     by one where the engine returned None (a parameter the stage does not use)."""
-    if any(gp is None for gp in got):
+    if not bufs:
+        return
+    try:
+        torch._foreach_add_(bufs, got)
+    except TypeError:          # a None among them: refused before anything is added
         for buf, gp in zip(bufs, got):
             if gp is not None:
                 buf.add_(gp)
-    elif bufs:
-        torch._foreach_add_(bufs, list(got))
 
 
-def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
+def _backward(run: _Run, y: list, g: list, memory, params) -> tuple:
     """Reconstruct the inputs stage by stage from the outputs ``y`` and pull the gradients
-    ``g`` back (module docstring); returns the gradient per parameter by id, and the memory's
-    under ``MEMORY``. The gradient buffers are allocated before the walk: small tensors
-    allocated between the stages' activations would pin the allocator's heap, and the peak
-    memory of a step would grow with depth (measured: 190 MB at 32 layers against 51 MB at 4).
-    The pair and its gradient are updated in place (copies made once, the inputs autograd
-    handed over are not written): no allocation per stage beyond the recomputation's own.
-    The loop is kept lean (a host-bound backward spends its time here, once per stage)."""
-    grads = {id(p): torch.zeros_like(p) for p in params}
+    ``g`` back (module docstring); returns the gradient per parameter by id (and the memory's
+    under ``MEMORY``), the input pair and its gradient. The gradient buffers are allocated
+    before the walk: small tensors allocated between the stages' activations would pin the
+    allocator's heap, and the peak memory of a step would grow with depth (measured: 190 MB at
+    32 layers against 51 MB at 4). The pair and its gradient are updated in place (copies made
+    once, the inputs autograd handed over are not written): no allocation per stage beyond the
+    recomputation's own. The loop is kept lean (a host-bound backward spends its time here,
+    once per stage)."""
+    grads = _grad_buffers(params)
     ctx = dict(run.context)
     # keys and values a cross-attention stored without gradients would cut the memory's
     ctx.pop("memory_cache", None)
@@ -209,7 +201,7 @@ def _backward(run: _Run, y: list, g: list, memory, params) -> dict:
     records = _records(run, ctx, grads)
     y = [y[0].clone(), y[1].clone()]
     g = [g[0].clone(), g[1].clone()]
-    if run.device.type == "cuda" and getattr(run.layers[0], STREAMS, False):
+    if run.device.type == "cuda" and getattr(run.seq[0], STREAMS, False):
         _backward_two_streams(run, records, y, g, extra, grads)
         return grads, y, g
     fast = run.seed is None and not run.autocast[0] and _ENGINE is not None
@@ -302,11 +294,13 @@ def run_stack(layers, x1: torch.Tensor, x2: torch.Tensor, h: float, plain: bool 
     """``(x1, x2)`` through ``layers`` (layer k at time ``k h``) -> the final pair. With
     gradients enabled and ``plain`` false: one autograd Function that stores the final pair only
     (module docstring); otherwise each layer's forward, ordinarily (also for pair layers that
-    are not :class:`ReversibleLayer`: a refined network's ODE layers)."""
+    are not :class:`ReversibleLayer`: a refined network's ODE layers). The parameters come
+    from the stack's index (:func:`~splitnet.reversible.index.stack_index`), not a walk of its
+    modules."""
     context = {k: v for k, v in context.items() if v is not None}
-    run = _Run(layers, h, context, x1.device)
-    params = list({id(p): p for layer in layers for p in layer.parameters()
-                   if p.requires_grad}.values())
+    index = stack_index(layers)
+    run = _Run(layers, h, context, x1.device, index)
+    params = index.params()
     wants_grad = torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad
                                               or bool(params))
     if plain or not wants_grad or not all(isinstance(la, ReversibleLayer) for la in layers):
