@@ -150,6 +150,27 @@ def test_the_docs_quote_the_recorded_cpu_reversible_benchmark():
     assert min(r["ratio"] for r in host) > 1.5             # the goal missed, as the docs say
 
 
+def test_the_docs_quote_the_2026_11_29_reversible_runs():
+    """The parameter-index change's before and after tables (two runs each, rows sorted by
+    depth then scheme) are bench_reversible.table of their records, and the reading's goal
+    statements hold on them: rev / checkpointed at most 0.7 host-bound, rev / plain above
+    1.5 there (the goal missed), above 1.15 at the compute-bound size after."""
+    import bench_reversible
+
+    d = ROOT / "docs" / "data" / "bench-reversible-2026-11-29"
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    for v in ("before-4db785a", "after-03d96a2"):
+        rows = [r for rep in (1, 2)
+                for r in json.loads((d / f"{v}-run{rep}.json").read_text())["rows"]]
+        rows.sort(key=lambda r: (-r["n_layers"], r["scheme"]))
+        assert "\n".join(bench_reversible.table(rows)) in docs
+        host = [r for r in rows if r["n_layers"] == 48]
+        assert max(r["ratio_ckpt"] for r in host) <= 0.7
+        assert min(r["ratio"] for r in host) > 1.5
+        if v.startswith("after"):        # (one run of the old code touched 1.14)
+            assert min(r["ratio"] for r in rows if r["n_layers"] == 8) > 1.15
+
+
 def test_the_docs_quote_the_second_2026_11_28_call():
     """The second H200 call's two tables are gpu_table's rendering of its records, and the
     reading's claims hold: the eager step is host-bound (the host's share >= 95 %), and CUDA
