@@ -2,7 +2,7 @@
 
 A reversible backward hands the autograd engine, for every stage, the parameters of the stage's
 callable; the stack's autograd Function takes all of them as inputs. Walking the module tree for
-these lists at every step was a tenth of a host-bound step (``Module.parameters()`` is a
+these lists at every step was a twentieth of a host-bound step (``Module.parameters()`` is a
 generator over a memo of every submodule). :func:`stack_index` lists each stage's *modules* once
 and keeps the list on the stack until the module structure of the process changes (any module
 registering a submodule bumps a counter, through torch's global registration hook); the
