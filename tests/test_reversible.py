@@ -131,6 +131,14 @@ def test_global_order_with_residual_sub_layers_is_the_schemes(scheme, order, ste
     assert abs(slope - order) < 0.2, (scheme, slope, errs)
 
 
+def _assert_plain_gradients(m, idx, tol=1e-9):
+    """The reversible backward's gradients are ordinary autograd's, relative to ``tol``."""
+    _, ga = _grads(m, idx, plain=False)
+    _, gb = _grads(m, idx, plain=True)
+    for a, b in zip(ga, gb):
+        assert (a - b).abs().max() <= tol * b.abs().max()
+
+
 def _grads(m, idx, plain, seed=7):
     m.zero_grad()
     torch.manual_seed(seed)
@@ -558,10 +566,7 @@ def test_the_engine_call_and_the_public_grad_agree(monkeypatch, engine):
         monkeypatch.setattr(backprop, "_ENGINE", None)
     m = _model("strang", n_layers=3, weights="per-stage", dropout=0.1)
     idx = _idx()
-    _, ga = _grads(m, idx, plain=False)
-    _, gb = _grads(m, idx, plain=True)
-    for a, b in zip(ga, gb):
-        assert (a - b).abs().max() <= 1e-9 * b.abs().max()
+    _assert_plain_gradients(m, idx)
 
 
 def test_a_parameter_a_stage_does_not_use_gets_a_zero_gradient():
@@ -658,10 +663,21 @@ def test_a_refined_network_shares_its_modules_across_stages_and_gradients_stay_e
 
     m = R.rediscretize(_model("strang", n_layers=2, dropout=0.1), substeps=3).train()
     idx = _idx()
-    _, ga = _grads(m, idx, plain=False)
-    _, gb = _grads(m, idx, plain=True)
-    for a, b in zip(ga, gb):
-        assert (a - b).abs().max() <= 1e-9 * b.abs().max()
+    _assert_plain_gradients(m, idx)
+
+
+def test_parameters_tied_after_a_step_get_their_gradient_once():
+    """Parameters tied after the index was built (a parameter registered, no new module):
+    within one stage (an attention's norm weight and its projection's bias) and across layers
+    (two output projections). Each shared parameter is listed once per stage, and its gradient
+    is ordinary autograd's, not twice it."""
+    m = _model("strang", n_layers=3)
+    idx = _idx()
+    m(idx).sum().backward()
+    att = m.layers[1].diffusion
+    att.norm.weight = att.proj.bias
+    m.layers[2].diffusion.proj.weight = m.layers[0].diffusion.proj.weight
+    _assert_plain_gradients(m, idx)
 
 
 def test_a_retained_graph_backpropagates_twice():

@@ -43,46 +43,33 @@ def _modules_of(f, memo: dict) -> tuple:
     return found
 
 
-def _live(modules: tuple, dedup: bool) -> list:
-    """The parameters of ``modules`` that require gradients, read now; by identity once each
-    when ``dedup`` (two modules hold one parameter)."""
-    ps = [p for m in modules for p in m._parameters.values()
-          if p is not None and p.requires_grad]
-    return list({id(p): p for p in ps}.values()) if dedup else ps
+def _live(modules: tuple) -> list:
+    """The parameters of ``modules`` that require gradients, read now, once each by identity
+    (two modules may hold one parameter, tied at any time: a flag kept from an earlier read
+    would go stale, and a parameter listed twice would get its gradient twice)."""
+    return list({id(p): p for m in modules for p in m._parameters.values()
+                 if p is not None and p.requires_grad}.values())
 
 
 class StackIndex:
     """The stage modules of a stack's layers (module docstring): ``stages[k][j]`` the modules
-    of stage ``j`` of layer ``k`` (``None`` for a layer without stages), ``layer_modules[k]``
-    every module of layer ``k``, ``modules`` every distinct module of the stack."""
+    of stage ``j`` of layer ``k`` (``None`` for a layer without stages), ``modules`` every
+    distinct module of the stack."""
 
     def __init__(self, layers):
         self.version = _STRUCTURE[0]
         memo: dict = {}
         self.stages = [tuple(_modules_of(f, memo) for f in layer.stage_callables())
                        if hasattr(layer, "plan") else None for layer in layers]
-        self.layer_modules = [tuple(layer.modules()) for layer in layers]
-        self.modules = tuple({id(m): m for ms in self.layer_modules for m in ms}.values())
-        # a parameter two modules hold (tied weights): its gradient must be taken once
-        seen: set = set()
-        self.ties = False
-        for m in self.modules:
-            for p in m._parameters.values():
-                if p is not None:
-                    self.ties |= id(p) in seen
-                    seen.add(id(p))
+        self.modules = tuple({id(m): m for layer in layers for m in layer.modules()}.values())
 
     def params(self) -> list:
         """Every parameter of the stack that requires gradients, once each."""
-        return _live(self.modules, True)
-
-    def layer_params(self, k: int) -> list:
-        """Layer ``k``'s parameters that require gradients, once each."""
-        return _live(self.layer_modules[k], True)
+        return _live(self.modules)
 
     def stage_params(self, k: int) -> list:
         """Per stage of layer ``k``: its callable's parameters that require gradients."""
-        return [_live(ms, self.ties) for ms in self.stages[k]]
+        return [_live(ms) for ms in self.stages[k]]
 
 
 def stack_index(layers) -> StackIndex:
