@@ -21,6 +21,7 @@ Python and autograd-engine work per stage dominates, as on a GPU) and ``compute`
 
     python3 benchmarks/bench_reversible.py                   # the docs numbers (CPU)
     python3 benchmarks/bench_reversible.py --quick           # a smoke run
+    python3 benchmarks/bench_reversible.py --parts           # where the step goes
     python3 benchmarks/bench_reversible.py --device cuda --d-model 768 --n-heads 12 \\
         --n-layers 12 --seq-len 1024 --batch 8               # one size, on a GPU
 """
@@ -28,6 +29,7 @@ Python and autograd-engine work per stage dominates, as on a GPU) and ``compute`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import statistics
@@ -39,7 +41,7 @@ import torch.nn.functional as F
 
 from splitnet.integrators.checkpointed import CheckpointedStack
 from splitnet.nets.models import SplitTransformer
-from splitnet.reversible import saved_bytes
+from splitnet.reversible import backprop, saved_bytes
 
 # the two sizes of the issue: (d_model, n_heads, n_layers, seq_len, batch)
 PRESETS = {"host": (16, 2, 48, 32, 2), "compute": (128, 4, 8, 128, 8)}
@@ -104,6 +106,100 @@ def row(a, scheme, device) -> dict:
     return out
 
 
+# the parts of a step --parts times, each as a share of the plain step
+PARTS = ("plain_forward", "layers_nograd", "reversible_step", "reversible_forward", "walk",
+         "walk_no_products")
+
+
+@contextlib.contextmanager
+def _no_products():
+    """Inside: the reversible walk's vector-Jacobian products return zeros (cached, so no
+    allocation): the walk then costs its recomputation and glue only, the adds included."""
+    zeros: dict = {}
+
+    def vjp(dx, inputs, g):
+        out = []
+        for t in inputs:
+            z = zeros.get((id(t), t.shape))
+            if z is None:         # a parameter once; a stage's input once per shape
+                z = zeros[id(t), t.shape] = torch.zeros_like(t)
+            out.append(z)
+        return out
+    old, backprop._vjp = backprop._vjp, vjp
+    try:
+        yield
+    finally:
+        backprop._vjp = old
+
+
+def _walk(rev, idx):
+    """The reversible stack's backward walk alone (``backprop._backward``) on the pair its
+    forward ends at, from a fixed output gradient: what the autograd Function's backward runs."""
+    with torch.no_grad():
+        x = rev.embed(idx)
+        run = backprop._Run(rev.layers, rev.layers.step_size, {}, x.device)
+        y = run.forward(x, x)
+    g = [torch.full_like(y[0], 1e-3), torch.full_like(y[1], 1e-3)]
+    params = run.index.params()
+    return lambda: backprop._backward(run, list(y), list(g), None, params)
+
+
+def parts(a, scheme, device) -> dict:
+    """Where the reversible step's time goes against the plain step's: each part's median
+    per-round ratio to the plain step, the parts interleaved. ``plain_forward``: the plain
+    network's forward with its graph (its backward is the rest); ``layers_nograd``: the layers'
+    forward without one (what the reversible forward runs); ``walk``: the backward walk over
+    the stages; ``walk_no_products``: the same with every product replaced by zeros (its
+    recomputation and glue)."""
+    plain, rev = _pair(a, scheme, device)
+    idx = torch.randint(0, a.vocab, (a.batch, a.seq_len), device=device,
+                        generator=torch.Generator(device).manual_seed(1))
+    walk = _walk(rev, idx)
+
+    def no_products():
+        with _no_products():
+            walk()
+
+    def nograd():
+        with torch.no_grad():
+            plain(idx)
+    jobs = {"plain": lambda: _step(plain, idx, device), "plain_forward": lambda: plain(idx),
+            "layers_nograd": nograd, "reversible_step": lambda: _step(rev, idx, device),
+            "reversible_forward": lambda: rev(idx), "walk": walk,
+            "walk_no_products": no_products}
+    times = {k: [] for k in jobs}
+    for i in range(a.warmup + a.pairs):
+        for k, job in jobs.items():
+            t0 = time.perf_counter()
+            job()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i >= a.warmup:
+                times[k].append(time.perf_counter() - t0)
+    out = {"scheme": scheme, **{k: getattr(a, k) for k in SIZE},
+           "plain_ms": 1e3 * statistics.median(times["plain"])}
+    for k in PARTS:
+        out[k] = statistics.median(t / p for t, p in zip(times[k], times["plain"]))
+    return out
+
+
+def parts_table(rows: list[dict]) -> list[str]:
+    """The markdown table of :func:`parts` results (shares of the plain step)."""
+    out = ["| scheme | size | plain step ms | plain: forward | backward | forward without graph | "
+           "reversible step | its forward | walk: recomputation and glue | walk: products | "
+           "rest |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        size = f"d{r['d_model']}, {r['n_layers']} layers, {r['batch']} x {r['seq_len']}"
+        rest = r["reversible_step"] - r["reversible_forward"] - r["walk"]
+        out.append(f"| {r['scheme']} | {size} | {r['plain_ms']:.1f} | "
+                   f"{r['plain_forward']:.2f} | {1 - r['plain_forward']:.2f} | "
+                   f"{r['layers_nograd']:.2f} | **{r['reversible_step']:.2f}** | "
+                   f"{r['reversible_forward']:.2f} | "
+                   f"{r['walk_no_products']:.2f} | {r['walk'] - r['walk_no_products']:.2f} | "
+                   f"{rest:.2f} |")
+    return out
+
+
 def table(rows: list[dict]) -> list[str]:
     """The markdown table of :func:`row` results."""
     out = ["| scheme | size | plain ms | checkpointed ms | reversible ms | rev / plain | "
@@ -143,6 +239,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", default=None, help="also write the rows here")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    p.add_argument("--parts", action="store_true",
+                   help="where the reversible step's time goes, as shares of the plain step")
     a = p.parse_args(argv)
     if a.quick:
         a.d_model, a.n_heads, a.n_layers, a.seq_len, a.batch = 16, 2, 2, 16, 2
@@ -152,13 +250,14 @@ def main(argv=None) -> int:
     print(f"plain, checkpointed and reversible training steps ({device}, {a.threads} "
           f"thread(s), {a.pairs} rotating rounds, torch {torch.__version__})", flush=True)
     rows = []
-    print("\n".join(table([])), flush=True)
+    render, measure = (parts_table, parts) if a.parts else (table, row)
+    print("\n".join(render([])), flush=True)
     for size in _sizes(a):
         for k, v in zip(SIZE, size):
             setattr(a, k, v)
         for s in a.schemes.split(","):
-            rows.append(row(a, s, device))
-            print(table(rows[-1:])[-1], flush=True)
+            rows.append(measure(a, s, device))
+            print(render(rows[-1:])[-1], flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": str(device), "threads": a.threads, "pairs": a.pairs,

@@ -476,6 +476,27 @@ def test_bench_reversible_runs(tmp_path):
     assert res["ratio"] > 0 and res["ratio_ckpt"] > 0
 
 
+def test_bench_reversible_parts():
+    """``--parts``: every part timed at a tiny size, each a positive share of the plain step;
+    the walk without products leaves the reversible backward's products in place after."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_reversible
+
+    from splitnet.reversible import backprop
+
+    before = backprop._vjp
+    a = argparse.Namespace(vocab=64, d_model=16, n_heads=2, n_layers=2, seq_len=8, batch=2,
+                           pairs=2, warmup=0)
+    r = bench_reversible.parts(a, "strang", torch.device("cpu"))
+    assert backprop._vjp is before
+    assert all(r[k] > 0 for k in bench_reversible.PARTS)
+    assert len(bench_reversible.parts_table([r])) == 3
+
+
 _RSS_PROBE = """
 import resource, sys, torch
 import splitnet as sn
