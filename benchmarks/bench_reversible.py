@@ -35,10 +35,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.integrators.checkpointed import CheckpointedStack
 from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import backprop, saved_bytes
@@ -224,6 +226,32 @@ def _sizes(a) -> list[tuple]:
     return [PRESETS[p] for p in a.presets.split(",")]
 
 
+def _check(p, a) -> torch.device:
+    """Bad input as one line and exit 2 (argparse's ``error``), before anything is timed: the
+    presets, the device, where the JSON goes, and every network the run would build."""
+    bad = [x for x in a.presets.split(",") if x not in PRESETS]
+    if bad:
+        p.error(f"unknown preset {bad[0]!r}; the presets are {', '.join(PRESETS)}")
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {a.device}: this torch sees no CUDA device")
+    try:
+        device = torch.device(a.device)
+    except RuntimeError as e:
+        p.error(f"--device {a.device!r}: {e}")
+    if a.json and not Path(a.json).resolve().parent.is_dir():
+        p.error(f"--json {a.json}: no such folder {Path(a.json).resolve().parent}")
+    for size in _sizes(a):
+        kw = dict(zip(SIZE, size))
+        for s in a.schemes.split(","):
+            try:
+                SplitTransformer(a.vocab, kw["d_model"], kw["n_heads"], 1, scheme=s,
+                                 max_len=kw["seq_len"], reversible=True)
+            except (ValueError, KeyError) as e:
+                why = e.args[0] if isinstance(e, KeyError) and e.args else e
+                p.error(f"scheme {s!r} at d_model {kw['d_model']}, {kw['n_heads']} heads: {why}")
+    return device
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--schemes", default="lie-trotter,strang")
@@ -231,11 +259,11 @@ def main(argv=None) -> int:
                    help=f"sizes to run, of {', '.join(PRESETS)} (ignored when a size flag is "
                         f"given)")
     for k in SIZE:
-        p.add_argument(f"--{k.replace('_', '-')}", type=int, default=None)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--pairs", type=int, default=11, help="rounds of the three networks")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
+        p.add_argument(f"--{k.replace('_', '-')}", type=positive_int, default=None)
+    p.add_argument("--vocab", type=positive_int, default=256)
+    p.add_argument("--pairs", type=positive_int, default=11, help="rounds of the three networks")
+    p.add_argument("--warmup", type=nonnegative_int, default=2)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", default=None, help="also write the rows here")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
@@ -245,8 +273,8 @@ def main(argv=None) -> int:
     if a.quick:
         a.d_model, a.n_heads, a.n_layers, a.seq_len, a.batch = 16, 2, 2, 16, 2
         a.pairs, a.warmup = 1, 0
+    device = _check(p, a)
     torch.set_num_threads(a.threads)
-    device = torch.device(a.device)
     print(f"plain, checkpointed and reversible training steps ({device}, {a.threads} "
           f"thread(s), {a.pairs} rotating rounds, torch {torch.__version__})", flush=True)
     rows = []

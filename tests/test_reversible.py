@@ -497,6 +497,26 @@ def test_bench_reversible_parts():
     assert len(bench_reversible.parts_table([r])) == 3
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--presets", "foo"], "unknown preset 'foo'"),
+    (["--schemes", "nope", "--quick"], "unknown scheme 'nope'"),
+    (["--pairs", "0"], "expected a positive integer"),
+    (["--d-model", "10", "--n-heads", "3"], "not divisible"),
+    (["--json", "/no/such/folder/x.json", "--quick"], "no such folder"),
+])
+def test_bench_reversible_refuses_bad_input_in_one_line(args, says, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_reversible
+
+    with pytest.raises(SystemExit) as e:
+        bench_reversible.main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and says in err[-1] and "Traceback" not in "".join(err)
+
+
 _RSS_PROBE = """
 import resource, sys, torch
 import splitnet as sn
