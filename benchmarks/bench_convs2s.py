@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from splitnet.cli._args import csv_positive_ints, positive_int
 from splitnet.nets.seq2seq import SplitSeq2Seq
 
 CONVS2S = {"diffusion_field": "conv", "convection_field": "none", "cross_field": "multistep",
@@ -82,19 +83,20 @@ def table(a, r: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2, help="the Transformer's (ConvS2S: twice)")
-    p.add_argument("--vocab", type=int, default=4000)
-    p.add_argument("--rows", type=int, default=16)
-    p.add_argument("--src-len", type=int, default=24)
-    p.add_argument("--new-tokens", type=int, default=32)
-    p.add_argument("--beams", default="1,5")
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--d-model", type=positive_int, default=128)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--layers", type=positive_int, default=2,
+                   help="the Transformer's (ConvS2S: twice)")
+    p.add_argument("--vocab", type=positive_int, default=4000)
+    p.add_argument("--rows", type=positive_int, default=16)
+    p.add_argument("--src-len", type=positive_int, default=24)
+    p.add_argument("--new-tokens", type=positive_int, default=32)
+    p.add_argument("--beams", default="1,5", type=csv_positive_ints,
+                   help="beam widths, comma-separated (default 1,5)")
+    p.add_argument("--runs", type=positive_int, default=5)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--quick", action="store_true", help="small sizes, one round")
     a = p.parse_args(argv)
-    a.beams = [int(b) for b in a.beams.split(",")]
     if a.quick:
         a.d_model, a.vocab, a.rows, a.new_tokens, a.runs = 32, 300, 4, 8, 1
     torch.set_num_threads(a.threads)

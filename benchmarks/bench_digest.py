@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from splitnet._io import atomic_write
+from splitnet.cli._args import positive_int
 from splitnet.runs import checkpoint as ck
 from splitnet.runs import integrity
 
@@ -101,7 +102,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--adam", action="store_true", help="add Adam's moments (3x the bytes)")
     p.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=positive_int, default=3)
     a = p.parse_args()
     torch.set_num_threads(1)
     state = gpt2_small_state(a.adam)

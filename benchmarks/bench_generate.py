@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.nets.generation import GenerationCache
 from splitnet.nets.models import SplitTransformer
 
@@ -88,17 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--schemes", default=DEFAULT_SCHEMES,
                    help=f"comma-separated name[:shared|per-stage] (default {DEFAULT_SCHEMES})")
     p.add_argument("--method", default="euler", help="sub-flow method (default euler)")
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--n-layers", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=256)
-    p.add_argument("--max-len", type=int, default=256, help="context (default 256)")
-    p.add_argument("--prompt", type=int, default=64, help="prompt tokens (default 64)")
-    p.add_argument("--new-tokens", type=int, default=128, help="tokens generated (default 128)")
-    p.add_argument("--batch", type=int, default=1, help="sequences at once (default 1)")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions, median (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed short runs first (default 1)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--d-model", type=positive_int, default=256)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--n-layers", type=positive_int, default=4)
+    p.add_argument("--vocab-size", type=positive_int, default=256)
+    p.add_argument("--max-len", type=positive_int, default=256, help="context (default 256)")
+    p.add_argument("--prompt", type=positive_int, default=64, help="prompt tokens (default 64)")
+    p.add_argument("--new-tokens", type=positive_int, default=128,
+                   help="tokens generated (default 128)")
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences at once (default 1)")
+    p.add_argument("--reps", type=positive_int, default=5,
+                   help="timed repetitions, median (default 5)")
+    p.add_argument("--warmup", type=nonnegative_int, default=1,
+                   help="untimed short runs first (default 1)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     return p
 

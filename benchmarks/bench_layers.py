@@ -55,7 +55,9 @@ import torch
 
 import splitnet as sn
 from splitnet import accel
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.configs.config import ADAMW_IMPLS, COMPILE_MODES, LOSSES, SDPA_BACKENDS
+from splitnet.configs.options import WEIGHTS
 from splitnet.nets.cost import describe
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.reference import RefGPT
@@ -176,39 +178,48 @@ def parse_args(argv=None):
                    help="keep inductor's on-disk caches (faster start; compile seconds are then "
                         "warm, not cold)")
     p.add_argument("--loss", default="plain", choices=LOSSES)
-    p.add_argument("--loss-chunk", type=int, default=4096, help="rows per chunk (--loss chunked)")
+    p.add_argument("--loss-chunk", type=positive_int, default=4096,
+                   help="rows per chunk (--loss chunked)")
     p.add_argument("--sdpa", default="auto", choices=SDPA_BACKENDS)
     p.add_argument("--optimizer", default="none", choices=("none", *ADAMW_IMPLS[1:]),
                    help="AdamW step in the timed step, by implementation (default none)")
     p.add_argument("--precision", default="params", choices=PRECISIONS)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--n-layers", type=int, default=4)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab-size", type=int, default=256)
-    p.add_argument("--pairs", type=int, default=15,
+    p.add_argument("--d-model", type=positive_int, default=256)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--n-layers", type=positive_int, default=4)
+    p.add_argument("--seq-len", type=positive_int, default=128)
+    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--vocab-size", type=positive_int, default=256)
+    p.add_argument("--pairs", type=nonnegative_int, default=15,
                    help="interleaved pairs (>= 9 for a ratio worth quoting; default 15; 0: no "
                         "comparison with the reference, the per-scheme rows only)")
-    p.add_argument("--reps", type=int, default=3, help="fwd+bwd calls per timing (default 3)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
+    p.add_argument("--reps", type=positive_int, default=3,
+                   help="fwd+bwd calls per timing (default 3)")
+    p.add_argument("--warmup", type=nonnegative_int, default=3,
+                   help="untimed calls first (default 3)")
     p.add_argument("--schemes", default="core",
                    help="per-scheme rows: comma-separated names, 'core' (the seven of the "
                         "contract, default), 'all' (every general method of the registry) or "
                         "'none'")
     p.add_argument("--weights", default="shared,per-stage",
                    help="weight layouts of the per-scheme rows (default shared,per-stage)")
-    p.add_argument("--scheme-reps", type=int, default=5, help="timings per scheme row (median)")
+    p.add_argument("--scheme-reps", type=positive_int, default=5,
+                   help="timings per scheme row (median)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="device peak for MFU (default: known CUDA cards in bf16)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
-    if args.pairs < 0:
-        p.error("--pairs must be >= 0")
-    if args.loss_chunk < 1:
-        p.error("--loss-chunk must be >= 1")
+    if args.schemes not in ("none", "core", "all"):
+        for s in (x.strip() for x in args.schemes.split(",") if x.strip()):
+            try:
+                sn.schemes.resolve(s)
+            except ValueError as e:
+                p.error(f"--schemes: {e}")
+    bad = [w for w in (x.strip() for x in args.weights.split(",")) if w and w not in WEIGHTS]
+    if bad:
+        p.error(f"--weights: unknown layout {bad[0]!r}; the layouts are {', '.join(WEIGHTS)}")
     if args.precision == "master" and args.optimizer == "none":
         p.error("--precision master needs an --optimizer (the master copy is what it updates)")
     if args.precision != "params" and args.dtype == "float32":

@@ -21,6 +21,8 @@ import time
 
 import torch
 
+from splitnet.cli._args import nonnegative_int, positive_int
+
 PRESETS = {"small": (256, 4, 8, 2, 128, 4), "medium": (512, 8, 8, 4, 256, 4)}
 SIZE = ("d_model", "n_layers", "n_heads", "n_kv_heads", "seq_len", "batch")
 
@@ -88,15 +90,20 @@ def table(rows: list[dict]) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--presets", default="small,medium")
-    p.add_argument("--rounds", type=int, default=11)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=positive_int, default=11)
+    p.add_argument("--warmup", type=nonnegative_int, default=2)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--quick", action="store_true", help="small only, 3 rounds")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     a = p.parse_args(argv)
-    torch.set_num_threads(a.threads)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {a.device}: this torch sees no CUDA device")
     names = ["small"] if a.quick else a.presets.split(",")
+    bad = [n for n in names if n not in PRESETS]
+    if bad:
+        p.error(f"unknown preset {bad[0]!r}; the presets are {', '.join(PRESETS)}")
+    torch.set_num_threads(a.threads)
     rounds = 3 if a.quick else a.rounds
     device = torch.device(a.device)
     rows = [row(n, PRESETS[n], device, rounds, a.warmup) for n in names]

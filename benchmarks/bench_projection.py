@@ -19,6 +19,7 @@ import time
 import torch
 
 import splitnet as sn
+from splitnet.cli._args import csv_floats, positive_int
 from splitnet.order import conditions
 from splitnet.order.projection import project
 
@@ -46,11 +47,17 @@ def row(name: str, sd: float, layers: int, reps: int) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--schemes", default="lie-trotter,strang,yoshida4,suzuki4,yoshida6")
-    p.add_argument("--sds", default="1e-3,1e-2")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sds", default="1e-3,1e-2", type=csv_floats,
+                   help="perturbation standard deviations, comma-separated")
+    p.add_argument("--layers", type=positive_int, default=4)
+    p.add_argument("--reps", type=positive_int, default=5)
+    p.add_argument("--threads", type=positive_int, default=1)
     a = p.parse_args(argv)
+    for name in a.schemes.split(","):
+        try:
+            sn.schemes.resolve(name)
+        except ValueError as e:
+            p.error(f"--schemes: {e}")
     torch.set_num_threads(a.threads)
     print(f"projection onto the order conditions ({a.layers} layers at once, {a.threads} "
           f"thread(s), median of {a.reps}, torch {torch.__version__})")
@@ -58,7 +65,7 @@ def main(argv=None) -> int:
           "largest condition after |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in a.schemes.split(","):
-        for sd in (float(x) for x in a.sds.split(",")):
+        for sd in a.sds:
             r = row(name, sd, a.layers, a.reps)
             print(f"| {name} | {r['order']} | {r['stages']} | {sd:g} | {r['ms_per_layer']:.1f} "
                   f"| {r['steps']:g} | {r['defect']:.1e} |", flush=True)

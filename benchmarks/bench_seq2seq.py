@@ -26,6 +26,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.nets.reference import load_into_torch_transformer
 from splitnet.nets.seq2seq import SplitSeq2Seq
 
@@ -131,18 +132,18 @@ def part2(a) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=259)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq-len", type=int, default=48)
-    p.add_argument("--pairs", type=int, default=21)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--decode-batch", type=int, default=8)
-    p.add_argument("--decode-runs", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--d-model", type=positive_int, default=256)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--layers", type=positive_int, default=3)
+    p.add_argument("--vocab", type=positive_int, default=259)
+    p.add_argument("--batch", type=positive_int, default=16)
+    p.add_argument("--seq-len", type=positive_int, default=48)
+    p.add_argument("--pairs", type=positive_int, default=21)
+    p.add_argument("--warmup", type=nonnegative_int, default=3)
+    p.add_argument("--new-tokens", type=positive_int, default=128)
+    p.add_argument("--decode-batch", type=positive_int, default=8)
+    p.add_argument("--decode-runs", type=positive_int, default=3)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     a = p.parse_args(argv)
     if a.quick:

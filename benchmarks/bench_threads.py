@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from splitnet.cli._args import positive_int
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"},
        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -57,16 +59,23 @@ def _sample(ckpt: str, n: int, threads: str | None) -> float:
     return float(re.search(r"([\d.]+) tokens/s", err).group(1))
 
 
+def _counts(text: str) -> list[str]:
+    """``--threads``: comma-separated positive integers (checked before any run starts)."""
+    return [str(positive_int(t.strip())) for t in text.split(",")]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", default="1,2", help="explicit thread counts (default 1,2)")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--steps", type=int, default=30, help="training steps per run (default 30)")
-    p.add_argument("--new-tokens", type=int, default=200)
+    p.add_argument("--threads", default="1,2", type=_counts,
+                   help="explicit thread counts (default 1,2)")
+    p.add_argument("--reps", type=positive_int, default=3)
+    p.add_argument("--steps", type=positive_int, default=30,
+                   help="training steps per run (default 30)")
+    p.add_argument("--new-tokens", type=positive_int, default=200)
     p.add_argument("--json", help="also write the measurements here")
     args = p.parse_args(argv)
     tdef = _torch_default()
-    variants = {f"{t}": t for t in args.threads.split(",")}
+    variants = {f"{t}": t for t in args.threads}
     variants[f"torch default ({tdef})"] = str(tdef)
     variants["splitnet default"] = None
     rows = {k: {"train": [], "sample": [], "load": []} for k in variants}

@@ -35,6 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from splitnet.cli._args import positive_int
 from splitnet.nets.models import SplitTransformer
 from splitnet.nets.reference import RefGPT
 from splitnet.nets.seq2seq import SplitSeq2Seq
@@ -237,19 +238,19 @@ def profile_beam(a, ours, batch, beam) -> None:
 
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=259)
-    p.add_argument("--src-len", type=int, default=32)
-    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--d-model", type=positive_int, default=256)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--layers", type=positive_int, default=3)
+    p.add_argument("--vocab", type=positive_int, default=259)
+    p.add_argument("--src-len", type=positive_int, default=32)
+    p.add_argument("--new-tokens", type=positive_int, default=64)
     p.add_argument("--batches", default="1,4,16,64")
     p.add_argument("--beams", default="1,4,5")
-    p.add_argument("--decode-pairs", type=int, default=5)
-    p.add_argument("--train-batch", type=int, default=16)
-    p.add_argument("--lm-len", type=int, default=128)
-    p.add_argument("--train-pairs", type=int, default=11)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--decode-pairs", type=positive_int, default=5)
+    p.add_argument("--train-batch", type=positive_int, default=16)
+    p.add_argument("--lm-len", type=positive_int, default=128)
+    p.add_argument("--train-pairs", type=positive_int, default=11)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--decode", action="store_true", help="only the decoding rows")
     p.add_argument("--train", action="store_true", help="only the training rows")
     p.add_argument("--profile", action="store_true",

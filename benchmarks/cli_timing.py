@@ -12,10 +12,13 @@ import subprocess
 import sys
 import time
 
+from splitnet.cli._args import positive_int
+
 
 def parser(command: str, runs: int) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=f"Median wall time of `splitnet {command}`.")
-    ap.add_argument("--runs", type=int, default=runs, help=f"number of runs (default {runs})")
+    ap.add_argument("--runs", type=positive_int, default=runs,
+                    help=f"number of runs (default {runs})")
     ap.add_argument("extra", nargs=argparse.REMAINDER,
                     help=f"arguments passed to `splitnet {command}` after `--`")
     return ap

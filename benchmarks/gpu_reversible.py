@@ -35,6 +35,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.reversible import run_stack, start_pair, two_streams
 from splitnet.training.accel import compile_regions, field_regions
 
@@ -160,13 +161,13 @@ def main(argv=None) -> int:
     p.add_argument("--compile", default=None,
                    help="of none (eager), regional, regional-cudagraphs, comma-separated "
                         "(default none,regional; --quick: none)")
-    p.add_argument("--d-model", type=int, default=768)
-    p.add_argument("--n-heads", type=int, default=12)
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=50304)
-    p.add_argument("--reps", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--d-model", type=positive_int, default=768)
+    p.add_argument("--n-heads", type=positive_int, default=12)
+    p.add_argument("--seq-len", type=positive_int, default=1024)
+    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--vocab", type=positive_int, default=50304)
+    p.add_argument("--reps", type=positive_int, default=6)
+    p.add_argument("--warmup", type=nonnegative_int, default=2)
     p.add_argument("--grid", type=int, default=10, help="reversible_grid of the exact mode")
     p.add_argument("--json", default=None)
     p.add_argument("--quick", action="store_true", help="tiny sizes (a CPU smoke run)")
@@ -181,8 +182,13 @@ def main(argv=None) -> int:
         [c for c in a.compile.split(",") if c not in COMPILES]
     if bad:
         p.error(f"unknown variant or compile mode {bad[0]!r}")
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {a.device}: this torch sees no CUDA device")
     device = torch.device(a.device)
-    depths = [int(d) for d in a.depths.split(",")]
+    try:
+        depths = [positive_int(d) for d in a.depths.split(",")]
+    except argparse.ArgumentTypeError as e:
+        p.error(f"--depths {a.depths!r}: {e}")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"plain / checkpointed / reversible ({a.scheme}, d_model {a.d_model}, {a.n_heads} "
           f"heads, batch {a.batch} x {a.seq_len}, vocab {a.vocab}, bf16 autocast; {name}, "

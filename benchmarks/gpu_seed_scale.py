@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from splitnet.cli._args import csv, nonnegative_int, positive_int, seed
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DE = Path("/usr/share/locale/de/LC_MESSAGES")
 ARMS = {   # label -> (encoder scheme, decoder scheme, weights): the CPU study's arrangements
@@ -55,15 +57,16 @@ def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget-s", type=float, default=470.0,
                    help="seconds from start to the last run's end (default 470)")
-    p.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
+    p.add_argument("--seeds", default="0,1", type=lambda t: [seed(x) for x in csv(t)],
+                   help="comma-separated seeds (default 0,1)")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated arrangements")
-    p.add_argument("--warmup", type=int, default=400,
+    p.add_argument("--warmup", type=nonnegative_int, default=400,
                    help="warm-up steps (the paper's 4000 is longer than the run) (default 400)")
-    p.add_argument("--calib-steps", type=int, default=40)
-    p.add_argument("--steps", type=int,
+    p.add_argument("--calib-steps", type=positive_int, default=40)
+    p.add_argument("--steps", type=positive_int,
                    help="every run's steps, instead of the calibrated count (the budget still "
                         "stops a run that goes past it)")
-    p.add_argument("--evals", type=int, default=8, help="validations per run (default 8)")
+    p.add_argument("--evals", type=positive_int, default=8, help="validations per run (default 8)")
     p.add_argument("--final-s", type=float, default=75.0,
                    help="seconds kept for the final validation and beam search (default 75)")
     p.add_argument("--catalogues", type=Path, help="a copy of the en->de .mo files")
@@ -75,7 +78,12 @@ def _args(argv=None):
                    help="print the per-arrangement table of recorded runs (DIR/summary.json)")
     p.add_argument("--doc", type=Path, help="with --table: write each table between the "
                    "markers <!-- seed_scale:DIRNAME --> of this document")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    bad = [x for x in a.arms.split(",") if x not in ARMS]
+    if bad:
+        p.error(f"--arms: unknown arrangement {bad[0]!r}; the arrangements are "
+                f"{', '.join(ARMS)}")
+    return a
 
 
 def corpus_args(a) -> tuple[list[str], str]:
@@ -264,7 +272,7 @@ def main(argv=None) -> int:
     more, notes = fallbacks(a)
     extra += more
     info = _info(a, "; ".join([corpus, *notes]))
-    names = [f"{arm}-s{s}" for arm in a.arms.split(",") for s in map(int, a.seeds.split(","))]
+    names = [f"{arm}-s{s}" for arm in a.arms.split(",") for s in a.seeds]
     cmd = {k: command(a, k.rsplit("-s", 1)[0], int(k.rsplit("-s", 1)[1]), extra)
            for k in names}
     t0, peak = time.monotonic(), {}

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.configs.config import SplitConfig
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.nets.reference import RefGPT, load_into_gpt, load_into_torch_transformer
@@ -494,33 +495,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--part", choices=("a", "b", "all"), default="all")
     p.add_argument("--tasks", default="copy,reverse,lm", help="part b: of copy,reverse,lm")
     p.add_argument("--seeds", default="0,1", help="part b: model and batch seeds")
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
-    p.add_argument("--lm-layers", type=int, default=4)
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--d-model", type=positive_int, default=64)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--layers", type=positive_int, default=2, help="encoder and decoder layers each")
+    p.add_argument("--lm-layers", type=positive_int, default=4)
+    p.add_argument("--batch", type=positive_int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--words", type=int, default=400)
-    p.add_argument("--pairs", type=int, default=3800)
-    p.add_argument("--valid", type=int, default=200, help="validation pairs (of --pairs)")
+    p.add_argument("--warmup", type=nonnegative_int, default=50)
+    p.add_argument("--words", type=positive_int, default=400)
+    p.add_argument("--pairs", type=positive_int, default=3800)
+    p.add_argument("--valid", type=positive_int, default=200, help="validation pairs (of --pairs)")
     p.add_argument("--line-words", type=_span, default=(4, 7), help="words per line: LO,HI")
     p.add_argument("--word-len", type=_span, default=(2, 8), help="letters per word: LO,HI")
-    p.add_argument("--max-len", type=int, default=64)
+    p.add_argument("--max-len", type=positive_int, default=64)
     p.add_argument("--threshold", type=float, default=0.5, help="bits per target token")
     p.add_argument("--lm-threshold", type=float, default=2.8, help="bits per byte")
-    p.add_argument("--lm-context", type=int, default=64)
-    p.add_argument("--lm-eval-windows", type=int, default=256)
+    p.add_argument("--lm-context", type=positive_int, default=64)
+    p.add_argument("--lm-eval-windows", type=positive_int, default=256)
     p.add_argument("--text", default=None, help="LM corpus (default: the stdlib's source)")
-    p.add_argument("--max-steps", type=int, default=3000,
+    p.add_argument("--max-steps", type=positive_int, default=3000,
                    help="the horizon: cosine schedule length and the most steps a side gets")
-    p.add_argument("--eval-every", type=int, default=25)
-    p.add_argument("--mapped-steps", type=int, default=20)
+    p.add_argument("--eval-every", type=positive_int, default=25)
+    p.add_argument("--mapped-steps", type=positive_int, default=20)
     p.add_argument("--init", default=None, help="Seq2SeqConfig init (default: its default)")
     p.add_argument("--lm-init", default=None, help="SplitConfig init (default: its default)")
     p.add_argument("--ref-init", choices=REF_INITS, default="tutorial",
                    help="part b: the nn.Transformer reference's initialisation")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--out", default=None, help="write the tables as markdown to this file")
     p.add_argument("--json", default=None, help="write every row (curves included) as JSON")
     return p

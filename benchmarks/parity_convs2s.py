@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from splitnet.cli._args import nonnegative_int, positive_int
 from splitnet.configs.seq2seq import Seq2SeqConfig
 from splitnet.training.config import TrainConfig
 from splitnet.translate.translation import train_batch
@@ -94,27 +95,27 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=__doc__.split("\n", 2)[2])
     p.add_argument("--tasks", default="copy,reverse")
     p.add_argument("--seeds", default="0,1")
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2, help="the Transformer's per stack "
+    p.add_argument("--d-model", type=positive_int, default=64)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--layers", type=positive_int, default=2, help="the Transformer's per stack "
                    "(ConvS2S: twice)")
-    p.add_argument("--kernel", type=int, default=3, help="ConvS2S's conv_kernel (odd)")
+    p.add_argument("--kernel", type=positive_int, default=3, help="ConvS2S's conv_kernel (odd)")
     p.add_argument("--convs2s-scheme", default="lie-trotter",
                    help="ConvS2S's decoder scheme (strang: the conv's halves around the "
                         "attention)")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", type=positive_int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--words", type=int, default=400)
-    p.add_argument("--pairs", type=int, default=3800)
-    p.add_argument("--valid", type=int, default=200)
+    p.add_argument("--warmup", type=nonnegative_int, default=50)
+    p.add_argument("--words", type=positive_int, default=400)
+    p.add_argument("--pairs", type=positive_int, default=3800)
+    p.add_argument("--valid", type=positive_int, default=200)
     p.add_argument("--line-words", type=P._span, default=(4, 7))
     p.add_argument("--word-len", type=P._span, default=(2, 8))
-    p.add_argument("--max-len", type=int, default=64)
+    p.add_argument("--max-len", type=positive_int, default=64)
     p.add_argument("--threshold", type=float, default=0.5, help="bits per target token")
-    p.add_argument("--max-steps", type=int, default=3000)
-    p.add_argument("--eval-every", type=int, default=25)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--max-steps", type=positive_int, default=3000)
+    p.add_argument("--eval-every", type=positive_int, default=25)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--out", default=None, help="write the table as markdown to this file")
     return p
 

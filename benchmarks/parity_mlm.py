@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from splitnet.cli._args import nonnegative_int, positive_int, seed
 from splitnet.mlm import IGNORE, MLM_VOCAB, masking
 from splitnet.nets.models import SplitTransformer
 from splitnet.runs import data as D
@@ -124,19 +125,19 @@ def run(a) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--steps", type=positive_int, default=400)
+    p.add_argument("--warmup", type=nonnegative_int, default=50)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--n-layers", type=int, default=2)
-    p.add_argument("--context", type=int, default=64)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--windows", type=int, default=128)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--d-model", type=positive_int, default=64)
+    p.add_argument("--n-heads", type=positive_int, default=4)
+    p.add_argument("--n-layers", type=positive_int, default=2)
+    p.add_argument("--context", type=positive_int, default=64)
+    p.add_argument("--batch", type=positive_int, default=32)
+    p.add_argument("--windows", type=positive_int, default=128)
+    p.add_argument("--eval-every", type=positive_int, default=100)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--init", default="xavier", help="ours: gpt2 or xavier (the mlm default)")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
     return p
 
 

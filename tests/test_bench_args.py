@@ -1,0 +1,43 @@
+"""The benchmark scripts refuse bad input in one line with exit 2, before anything runs (no
+traceback, no half-finished measurement, no run folders made)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+CASES = [
+    ("bench_convs2s.py", ["--threads", "0"], "expected a positive integer"),
+    ("bench_convs2s.py", ["--beams", "1,x"], "expected a positive integer"),
+    ("bench_digest.py", ["--repeats", "0"], "expected a positive integer"),
+    ("bench_layers.py", ["--schemes", "bogus", "--pairs", "0"], "unknown scheme 'bogus'"),
+    ("bench_layers.py", ["--weights", "bogus", "--pairs", "0"], "unknown layout 'bogus'"),
+    ("bench_llama.py", ["--rounds", "0"], "expected a positive integer"),
+    ("bench_llama.py", ["--presets", "zz"], "unknown preset 'zz'"),
+    ("bench_projection.py", ["--schemes", "bogus"], "unknown scheme 'bogus'"),
+    ("bench_projection.py", ["--sds", "a"], "expected a number"),
+    ("bench_seq2seq.py", ["--pairs", "0"], "expected a positive integer"),
+    ("bench_threads.py", ["--threads", "1,x"], "expected a positive integer"),
+    ("bench_vs_hf.py", ["--threads", "0"], "expected a positive integer"),
+    ("gpu_reversible.py", ["--depths", "2,x", "--device", "cpu"], "expected a positive integer"),
+    ("gpu_seed_scale.py", ["--seeds", "x"], "expected a seed"),
+    ("gpu_seed_scale.py", ["--arms", "Bogus"], "unknown arrangement 'Bogus'"),
+    ("parity.py", ["--threads", "0"], "expected a positive integer"),
+    ("parity_mlm.py", ["--seed", "-1"], "expected a seed"),
+]
+
+
+@pytest.mark.parametrize("script, args, says", CASES,
+                         ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(script, args, says, tmp_path):
+    r = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path, check=False)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, r.stderr[-1500:]
+    assert says in lines[-1] and "Traceback" not in r.stderr
+    assert not any(tmp_path.iterdir())          # nothing made where it was run
