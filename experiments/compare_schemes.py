@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from splitnet.cli._args import csv_seeds, positive_int
 from splitnet.configs.config import SplitConfig
 from splitnet.training.config import TrainConfig
 
@@ -420,11 +421,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--scale", choices=sorted(SCALES), default="cpu")
-    p.add_argument("--seeds", default="0,1,2,3,4,5,6,7",
+    p.add_argument("--seeds", type=csv_seeds, default="0,1,2,3,4,5,6,7",
                    help="comma-separated seeds (the cpu default, 8 seeds x 7 models, took about "
                         "50 minutes on a loaded 2-core machine)")
     p.add_argument("--models", default=",".join(ORDER), help="comma-separated subset")
-    p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
+    p.add_argument("--steps", type=positive_int, default=None, help="override the scale's steps")
     p.add_argument("--lr", type=float, default=None,
                    help="override the scale's peak learning rate (use another --runs)")
     p.add_argument("--runs", default=None, help="run directory (default runs/compare-SCALE)")
@@ -440,7 +441,7 @@ def main(argv=None) -> int:
                    help="corpus (default: the Python standard library's .py files)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--compile", action="store_true")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="CPU threads per run (1 is fastest on a shared 2-core machine: with 2 "
                         "threads and other load, OpenMP waits made a step 8x slower); 0 = torch's "
                         "default")

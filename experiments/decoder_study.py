@@ -14,6 +14,7 @@ docs/figures/decoder_orders.png.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -112,7 +113,9 @@ def study() -> dict[str, str]:
     return {"table": "\n".join(rows)}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    # no options: --help says what runs, anything else is refused (it rewrites docs/)
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     write_blocks(DOC, "decoder_study", study())

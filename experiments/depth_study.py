@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from splitnet.cli._args import csv_seeds, positive_int
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "experiments" / "cache" / "depth"
 SCALE = {"d_model": 64, "n_heads": 4, "n_layers": 8, "d_ff": 256, "context": 64,
@@ -494,10 +496,10 @@ def load_cache() -> list:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "depth")
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--seeds", type=csv_seeds, default="0,1,2")
     p.add_argument("--arms", default=",".join(ARMS))
-    p.add_argument("--steps", type=int, default=SCALE["steps"])
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (two threads each)")
+    p.add_argument("--steps", type=positive_int, default=SCALE["steps"])
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs at once (two threads each)")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--report", type=Path, default=ROOT / "docs" / "depth.md")
     a = p.parse_args(argv)

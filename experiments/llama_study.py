@@ -27,6 +27,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from splitnet.cli._args import csv_seeds
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "experiments" / "cache" / "llama"
 DOC = ROOT / "docs" / "llama.md"
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", default="runs/llama")
     p.add_argument("--report-only", action="store_true")
-    p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    p.add_argument("--seeds", type=csv_seeds, default=",".join(map(str, SEEDS)))
     a = p.parse_args(argv)
     seeds = [int(s) for s in a.seeds.split(",")]
     records = []

@@ -22,6 +22,7 @@ import torch
 
 import splitnet as sn
 from splitnet.analyses.gap import discretization_gap
+from splitnet.cli._args import positive_int
 from splitnet.plots import plot_gaps
 
 SCHEMES = ["lie-trotter", "strang", "yoshida4"]
@@ -38,8 +39,8 @@ def model(scheme, weights, n_layers, h=1.0, method="euler", d=64, seed=0):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-layers", type=int, default=12)
-    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--n-layers", type=positive_int, default=12)
+    p.add_argument("--tokens", type=positive_int, default=32)
     p.add_argument("--out-dir", default="docs/figures")
     args = p.parse_args(argv)
     # Small tensors: a second intra-op thread only adds synchronisation, and on a loaded machine

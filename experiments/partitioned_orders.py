@@ -22,6 +22,7 @@ The table goes between the ``<!-- partitioned_orders:NAME -->`` markers of docs/
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import warnings
@@ -157,6 +158,8 @@ def summary(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    # no options: --help says what runs, anything else is refused (it rewrites docs/)
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     part, plain = partitioned_system(), particle_system()

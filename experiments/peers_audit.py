@@ -13,6 +13,7 @@ The prose of docs/peers.md is hand-written; only the text between the markers is
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import time
@@ -74,7 +75,9 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    # no options: --help says what runs, anything else is refused (it rewrites docs/)
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     text = DOC.read_text()
     a, b = text.index(START) + len(START), text.index(END)
     DOC.write_text(text[:a] + "\n" + table() + "\n" + text[b:])

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
+from splitnet.cli._args import csv_seeds, positive_int, seed
 from splitnet.configs.config import SplitConfig
 from splitnet.runs import lock as run_lock
 from splitnet.training.config import TrainConfig
@@ -394,25 +395,25 @@ def render(results, rows, figs, summary, a, lengths, seeds, argv) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--seeds", type=csv_seeds, default="0,1,2")
     p.add_argument("--lengths", default="300,1200", help="training steps of the two lengths")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--runs", default="runs/refine")
     p.add_argument("--report", default="docs/refine.md")
     p.add_argument("--figures", default="docs/figures/refine",
                    help="figure path prefix (PREFIX_<steps>.png, PREFIX_summary.png)")
-    p.add_argument("--windows", type=int, default=16,
+    p.add_argument("--windows", type=positive_int, default=16,
                    help="validation windows of 128 bytes per evaluation (the first of the "
                         "run's own 256)")
-    p.add_argument("--full-seed", type=int, default=0,
+    p.add_argument("--full-seed", type=seed, default=0,
                    help="the seed whose run at --full-steps gets the full grid (every other "
                         "run: the headline grid)")
-    p.add_argument("--full-steps", type=int, default=300,
+    p.add_argument("--full-steps", type=positive_int, default=300,
                    help="the training length whose --full-seed run gets the full grid")
     p.add_argument("--wait", action="store_true",
                    help="--phase eval: wait for runs still training, evaluate them as they end")
     p.add_argument("--phase", choices=["train", "eval", "all"], default="all")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per process")
+    p.add_argument("--threads", type=positive_int, default=1, help="CPU threads per process")
     p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args(argv)

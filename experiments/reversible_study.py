@@ -40,6 +40,7 @@ if str(ROOT / "experiments") not in sys.path:      # compare_schemes beside this
 
 import compare_schemes as cs  # noqa: E402
 
+from splitnet.cli._args import csv_seeds, nonnegative_int, positive_int  # noqa: E402
 from splitnet.configs.config import SplitConfig  # noqa: E402
 
 T_LAUNCH = time.perf_counter()
@@ -537,16 +538,17 @@ def output_paths(a, runs: Path) -> dict:
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--seeds", type=csv_seeds, default="0,1,2")
     p.add_argument("--models", default=",".join(ORDER), help="comma-separated subset")
-    p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
+    p.add_argument("--steps", type=positive_int, default=None, help="override the scale's steps")
     p.add_argument("--runs", default="runs/reversible-cpu", help="run directory")
     p.add_argument("--phase", choices=["all", "train", "analyse"], default="all",
                    help="train: the runs only; analyse: the rest and the report")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (0 = torch's default)")
+    p.add_argument("--threads", type=nonnegative_int, default=1,
+                   help="CPU threads (0 = torch's default)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="start no new training run after this many minutes")
-    p.add_argument("--windows", type=int, default=32,
+    p.add_argument("--windows", type=positive_int, default=32,
                    help="validation windows per refinement evaluation (the run's first)")
     a = p.parse_args(argv)
     a.seed_list = [int(s) for s in a.seeds.split(",") if s.strip()]

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from splitnet import checkpoint as ck
+from splitnet.cli._args import csv_seeds, positive_int
 from splitnet.configs.config import SplitConfig
 from splitnet.training.config import TrainConfig
 
@@ -434,17 +435,17 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "unsplit")
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--seeds", type=csv_seeds, default="0,1,2")
     p.add_argument("--models", default=",".join(ORDER))
-    p.add_argument("--windows", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--windows", type=positive_int, default=64)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--phase", choices=("all", "train", "eval"), default="all")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--report", type=Path, default=ROOT / "docs" / "unsplit.md")
     p.add_argument("--figure-prefix", default="unsplit",
                    help="the figures' names start with it (default unsplit)")
     p.add_argument("--title", default=TITLE[0], help="the report's title")
-    p.add_argument("--steps", type=int, default=SCALE["steps"],
+    p.add_argument("--steps", type=positive_int, default=SCALE["steps"],
                    help="training steps (a smoke test; the report says which)")
     a = p.parse_args(argv)
     SCALE.update(steps=a.steps, eval_every=min(SCALE["eval_every"], a.steps))

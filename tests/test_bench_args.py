@@ -1,5 +1,6 @@
-"""The benchmark scripts refuse bad input in one line with exit 2, before anything runs (no
-traceback, no half-finished measurement, no run folders made)."""
+"""The benchmark and experiment scripts refuse bad input in one line with exit 2, before
+anything runs (no traceback, no half-finished measurement, no run folders made, no docs
+rewritten: a script without options still answers --help and refuses the rest)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 
 CASES = [
     ("bench_convs2s.py", ["--threads", "0"], "expected a positive integer"),
@@ -30,12 +31,25 @@ CASES = [
     ("parity.py", ["--threads", "0"], "expected a positive integer"),
     ("parity_mlm.py", ["--seed", "-1"], "expected a seed"),
 ]
+CASES = [("benchmarks", *c) for c in CASES] + [("experiments", *c) for c in [
+    ("compare_schemes.py", ["--steps", "0"], "expected a positive integer"),
+    ("compare_schemes.py", ["--seeds", "0,x"], "expected a seed"),
+    ("depth_study.py", ["--jobs", "0"], "expected a positive integer"),
+    ("llama_study.py", ["--seeds", "x"], "expected a seed"),
+    ("refine_study.py", ["--full-seed", "-1"], "expected a seed"),
+    ("reversible_study.py", ["--steps", "0"], "expected a positive integer"),
+    ("unsplit_study.py", ["--seeds", "x"], "expected a seed"),
+    ("networks_gap.py", ["--n-layers", "0"], "expected a positive integer"),
+    ("decoder_study.py", ["--bogus"], "unrecognized arguments: --bogus"),
+    ("partitioned_orders.py", ["--bogus"], "unrecognized arguments: --bogus"),
+    ("peers_audit.py", ["--bogus"], "unrecognized arguments: --bogus"),
+]]
 
 
-@pytest.mark.parametrize("script, args, says", CASES,
-                         ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
-def test_bad_input_is_one_line_and_exit_2(script, args, says, tmp_path):
-    r = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
+@pytest.mark.parametrize("folder, script, args, says", CASES,
+                         ids=[f"{c[1]}:{' '.join(c[2])}" for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(folder, script, args, says, tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / folder / script), *args], capture_output=True,
                        text=True, timeout=120, cwd=tmp_path, check=False)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, r.stderr[-1500:]

@@ -154,6 +154,12 @@ def csv_positive_ints(text: str) -> list[int]:
     return [positive_int(x) for x in csv(text)]
 
 
+def csv_seeds(text: str) -> str:
+    """Comma-separated seeds, checked and given back as one string (``'0, 1'`` -> ``'0,1'``),
+    for scripts that split it themselves."""
+    return ",".join(str(seed(x)) for x in csv(text))
+
+
 def nonempty(text: str) -> str:
     if not text.strip():
         _fail("expected a non-empty value", text)
@@ -401,6 +407,7 @@ __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
            "add_config_options", "add_device_option", "add_model_source", "add_output_option",
            "add_png_option",
            "add_threads_option", "beam_width", "check_only_with", "check_writable", "csv",
-           "csv_floats", "csv_positive_ints", "finite_float", "fixed_options", "float_in",
+           "csv_floats", "csv_positive_ints", "csv_seeds", "finite_float", "fixed_options",
+           "float_in",
            "given_args", "given_options", "nonempty", "nonnegative_int", "positive_int",
            "scheme_list", "seed", "set_stdout_guard", "set_threads", "torch_device"]
