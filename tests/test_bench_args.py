@@ -43,6 +43,8 @@ CASES = [("benchmarks", *c) for c in CASES] + [("experiments", *c) for c in [
     ("decoder_study.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ("partitioned_orders.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ("peers_audit.py", ["--bogus"], "unrecognized arguments: --bogus"),
+    ("translation_study.py", ["--study", "--jobs", "0"], "expected a positive integer"),
+    ("translation_study.py", ["--study", "--seeds", "1,x"], "expected a seed"),
 ]]
 
 
@@ -55,3 +57,21 @@ def test_bad_input_is_one_line_and_exit_2(folder, script, args, says, tmp_path):
     assert r.returncode == 2, r.stderr[-1500:]
     assert says in lines[-1] and "Traceback" not in r.stderr
     assert not any(tmp_path.iterdir())          # nothing made where it was run
+
+
+def test_a_bare_translation_study_runs_the_seeds_the_docs_report(monkeypatch):
+    """``translation_study.py --study`` without ``--seeds`` runs each arrangement's reported
+    seeds (six; ConvS2S's two at three), never new ConvS2S seeds; given seeds run as given."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    import translation_study as t
+
+    jobs = []
+    monkeypatch.setattr(t, "best_search", lambda: ("key", None))
+    monkeypatch.setattr(t, "_study_job", lambda job: jobs.append(job[:2]) or "")
+    t.study(None, 1)
+    seeds = {lab: sorted(s for la, s in jobs if la == lab) for lab in t.ARRANGEMENTS}
+    assert seeds["ConvS2S"] == seeds["ConvS2S-Strang"] == [0, 1, 2]
+    assert seeds["Transformer"] == seeds["Macaron"] == list(t.SEEDS) == [0, 1, 2, 3, 4, 5]
+    jobs.clear()
+    t.study([7], 1, labels=["ConvS2S"])
+    assert jobs == [("ConvS2S", 7)]
