@@ -81,11 +81,17 @@ def figures(model, tag: str, out: Path, text: str, gif: bool) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", default=str(ROOT / "runs" / "default"),
-                   help="trained run directory (default runs/default; skipped if missing)")
+    p.add_argument("--checkpoint", default=None,
+                   help="trained run directory (default runs/default, skipped if missing; a "
+                        "directory given here must hold a checkpoint)")
     p.add_argument("--out", default=str(ROOT / "docs" / "figures"), help="figure directory")
     p.add_argument("--text", default=TEXT, help=f"input (default {TEXT!r})")
     args = p.parse_args(argv)
+    ck = Path(args.checkpoint or ROOT / "runs" / "default")
+    found = (ck / "checkpoint.pt").is_file() or ck.is_file()
+    if args.checkpoint is not None and not found:
+        p.error(f"--checkpoint {args.checkpoint}: no checkpoint there (a run directory with "
+                f"checkpoint.pt, or the file)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -105,8 +111,7 @@ def main(argv=None) -> int:
                               suptitle="random fields, Lie\u2013Trotter, step size h "
                                        "(each panel its own PCA): dotted = ODE path")
 
-    ck = Path(args.checkpoint)
-    if (ck / "checkpoint.pt").is_file() or ck.is_file():
+    if found:
         trained = load_model(ck)
         trajs = figures(trained, "trained", out, args.text, gif=True)
         tt = trajs["lie-trotter"] if trained.scheme.name == "lie-trotter" else \

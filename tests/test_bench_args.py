@@ -44,6 +44,7 @@ CASES = [("benchmarks", *c) for c in CASES] + [("experiments", *c) for c in [
     ("partitioned_orders.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ("peers_audit.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ("translation_study.py", ["--study", "--jobs", "0"], "expected a positive integer"),
+    ("trajectories_figs.py", ["--checkpoint", "/no/such/run"], "no checkpoint there"),
     ("translation_study.py", ["--study", "--seeds", "1,x"], "expected a seed"),
 ]]
 
