@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from splitnet.cli._args import nonnegative_int, positive_int
+from splitnet.cli._args import nonnegative_int, positive_int, torch_device
 
 PRESETS = {"small": (256, 4, 8, 2, 128, 4), "medium": (512, 8, 8, 4, 256, 4)}
 SIZE = ("d_model", "n_layers", "n_heads", "n_kv_heads", "seq_len", "batch")
@@ -97,15 +97,16 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small only, 3 rounds")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     a = p.parse_args(argv)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: this torch sees no CUDA device")
+    try:
+        device = torch_device(a.device)
+    except ValueError as e:
+        p.error(str(e))
     names = ["small"] if a.quick else a.presets.split(",")
     bad = [n for n in names if n not in PRESETS]
     if bad:
         p.error(f"unknown preset {bad[0]!r}; the presets are {', '.join(PRESETS)}")
     torch.set_num_threads(a.threads)
     rounds = 3 if a.quick else a.rounds
-    device = torch.device(a.device)
     rows = [row(n, PRESETS[n], device, rounds, a.warmup) for n in names]
     if a.json:
         with open(a.json, "w") as f:

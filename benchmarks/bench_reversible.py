@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from splitnet.cli._args import nonnegative_int, positive_int
+from splitnet.cli._args import nonnegative_int, positive_int, torch_device
 from splitnet.integrators.checkpointed import CheckpointedStack
 from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import backprop, saved_bytes
@@ -232,12 +232,10 @@ def _check(p, a) -> torch.device:
     bad = [x for x in a.presets.split(",") if x not in PRESETS]
     if bad:
         p.error(f"unknown preset {bad[0]!r}; the presets are {', '.join(PRESETS)}")
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: this torch sees no CUDA device")
     try:
-        device = torch.device(a.device)
-    except RuntimeError as e:
-        p.error(f"--device {a.device!r}: {e}")
+        device = torch_device(a.device)
+    except ValueError as e:
+        p.error(str(e))
     if a.json and not Path(a.json).resolve().parent.is_dir():
         p.error(f"--json {a.json}: no such folder {Path(a.json).resolve().parent}")
     for size in _sizes(a):

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from splitnet.cli._args import nonnegative_int, positive_int
+from splitnet.cli._args import nonnegative_int, positive_int, torch_device
 from splitnet.reversible import run_stack, start_pair, two_streams
 from splitnet.training.accel import compile_regions, field_regions
 
@@ -182,9 +182,10 @@ def main(argv=None) -> int:
         [c for c in a.compile.split(",") if c not in COMPILES]
     if bad:
         p.error(f"unknown variant or compile mode {bad[0]!r}")
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: this torch sees no CUDA device")
-    device = torch.device(a.device)
+    try:
+        device = torch_device(a.device)
+    except ValueError as e:
+        p.error(str(e))
     try:
         depths = [positive_int(d) for d in a.depths.split(",")]
     except argparse.ArgumentTypeError as e:

@@ -76,3 +76,18 @@ def test_a_bare_translation_study_runs_the_seeds_the_docs_report(monkeypatch):
     jobs.clear()
     t.study([7], 1, labels=["ConvS2S"])
     assert jobs == [("ConvS2S", 7)]
+
+
+@pytest.mark.parametrize("script", ["bench_reversible.py", "bench_llama.py", "gpu_reversible.py"])
+def test_cuda_without_a_device_is_one_line(script, tmp_path):
+    """``--device cuda:1`` where torch sees no GPU: splitnet.cli._args.torch_device's one line,
+    the same as the CLI's."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--device", "cuda:1"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.endswith("--device cuda:1: no CUDA device is available")

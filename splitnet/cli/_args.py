@@ -391,16 +391,19 @@ def set_threads(n: int | None) -> int:
 
 
 def torch_device(name: str):
-    """``--device auto|cpu|cuda`` as a torch device (auto: CUDA when available); asking for CUDA
-    where there is none is a one-line error. Imports torch: call it from ``run``, not from a
-    parser."""
+    """``--device auto|cpu|cuda[:k]`` as a torch device (auto: CUDA when available); asking for
+    CUDA where there is none, or a name torch does not know, is a one-line ValueError. Imports
+    torch: call it from ``run``, not from a parser."""
     import torch
 
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
+    if name.split(":")[0] == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: no CUDA device is available")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
+    try:
+        return torch.device(name)
+    except RuntimeError as e:
+        raise ValueError(f"--device {name!r}: {e}") from None
 
 
 __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
