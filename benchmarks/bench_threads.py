@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from splitnet.cli._args import positive_int
+from splitnet.cli._args import csv_positive_ints, positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"},
@@ -59,14 +59,9 @@ def _sample(ckpt: str, n: int, threads: str | None) -> float:
     return float(re.search(r"([\d.]+) tokens/s", err).group(1))
 
 
-def _counts(text: str) -> list[str]:
-    """``--threads``: comma-separated positive integers (checked before any run starts)."""
-    return [str(positive_int(t.strip())) for t in text.split(",")]
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", default="1,2", type=_counts,
+    p.add_argument("--threads", default="1,2", type=csv_positive_ints,
                    help="explicit thread counts (default 1,2)")
     p.add_argument("--reps", type=positive_int, default=3)
     p.add_argument("--steps", type=positive_int, default=30,
@@ -75,7 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="also write the measurements here")
     args = p.parse_args(argv)
     tdef = _torch_default()
-    variants = {f"{t}": t for t in args.threads}
+    variants = {str(t): str(t) for t in args.threads}
     variants[f"torch default ({tdef})"] = str(tdef)
     variants["splitnet default"] = None
     rows = {k: {"train": [], "sample": [], "load": []} for k in variants}

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from splitnet.cli._args import csv, nonnegative_int, positive_int, seed
+from splitnet.cli._args import csv_seeds, nonnegative_int, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DE = Path("/usr/share/locale/de/LC_MESSAGES")
@@ -57,7 +57,7 @@ def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget-s", type=float, default=470.0,
                    help="seconds from start to the last run's end (default 470)")
-    p.add_argument("--seeds", default="0,1", type=lambda t: [seed(x) for x in csv(t)],
+    p.add_argument("--seeds", default="0,1", type=csv_seeds,
                    help="comma-separated seeds (default 0,1)")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated arrangements")
     p.add_argument("--warmup", type=nonnegative_int, default=400,
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
     more, notes = fallbacks(a)
     extra += more
     info = _info(a, "; ".join([corpus, *notes]))
-    names = [f"{arm}-s{s}" for arm in a.arms.split(",") for s in a.seeds]
+    names = [f"{arm}-s{s}" for arm in a.arms.split(",") for s in map(int, a.seeds.split(","))]
     cmd = {k: command(a, k.rsplit("-s", 1)[0], int(k.rsplit("-s", 1)[1]), extra)
            for k in names}
     t0, peak = time.monotonic(), {}
