@@ -40,7 +40,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from splitnet.cli._args import nonnegative_int, positive_int, torch_device
+from splitnet.cli._args import (
+    nonnegative_int,
+    positive_int,
+    set_stdout_guard,
+    torch_device,
+)
 from splitnet.integrators.checkpointed import CheckpointedStack
 from splitnet.nets.models import SplitTransformer
 from splitnet.reversible import backprop, saved_bytes
@@ -272,6 +277,7 @@ def main(argv=None) -> int:
         a.d_model, a.n_heads, a.n_layers, a.seq_len, a.batch = 16, 2, 2, 16, 2
         a.pairs, a.warmup = 1, 0
     device = _check(p, a)
+    set_stdout_guard()           # a reader gone (| head): the run still ends and writes --json
     torch.set_num_threads(a.threads)
     print(f"plain, checkpointed and reversible training steps ({device}, {a.threads} "
           f"thread(s), {a.pairs} rotating rounds, torch {torch.__version__})", flush=True)

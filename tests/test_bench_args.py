@@ -96,3 +96,17 @@ def test_cuda_without_a_device_is_one_line(script, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.endswith("--device cuda:1: no CUDA device is available")
+
+
+def test_bench_reversible_survives_a_closed_pipe(tmp_path):
+    """``bench_reversible.py ... | head -1``: the reader goes after the first line; the run still
+    ends with status 0 and writes its --json (no BrokenPipeError)."""
+    out = tmp_path / "rows.json"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bench_reversible.py"),
+                             "--quick", "--schemes", "strang", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err[-1500:]
+    assert "BrokenPipeError" not in err and out.is_file()
