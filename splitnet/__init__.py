@@ -43,7 +43,7 @@ PUBLIC_MODULES = {
     "schemes": "integrators.schemes",
     # configs
     "options": "configs.options", "signature": "configs.signature", "kinds": "configs.kinds",
-    "config": "configs.config", "seq2seq_config": "configs.seq2seq",
+    "config": "configs.config", "seq2seq_config": "configs.seq2seq", "stacks": "configs.stacks",
     # nets
     "learned": "nets.learned", "models": "nets.models", "seq2seq": "nets.seq2seq",
     "generation": "nets.generation", "decoding": "nets.decoding", "cost": "nets.cost",

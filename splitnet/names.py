@@ -13,9 +13,10 @@ Standard library only: the command line builds these messages before importing t
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
-__all__ = ["LISTED_BY", "close_names", "unknown_name"]
+__all__ = ["IDENTIFIER", "LISTED_BY", "check_identifier", "close_names", "unknown_name"]
 
 # Where each kind of name is listed in full (a command, or the Python name of the registry).
 LISTED_BY = {
@@ -24,7 +25,21 @@ LISTED_BY = {
     "command": "splitnet --help",
     "target": "python3 -m splitnet.dev regen --list",
     "zoo method": "splitnet schemes",
+    "task": "splitnet train --help",
+    "stack kind": "sn.stacks.available()",
 }
+# What a registry name may be: a non-empty identifier of letters, digits, _ and -, not first a
+# digit (nor a dash: it would read as an option on the command line).
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def check_identifier(what: str, name) -> str:
+    """``name`` if it may name an entry of a registry (:data:`IDENTIFIER`), else a ValueError
+    saying what ``what`` (``"a task"``) may be called."""
+    if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
+        raise ValueError(f"{what}'s name must be a non-empty identifier (letters, digits, _ and "
+                         f"-, not first a digit or a dash), got {name!r}")
+    return name
 
 
 def close_names(name, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:

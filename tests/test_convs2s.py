@@ -147,9 +147,9 @@ def test_a_layer_of_one_field_is_the_plain_residual_step():
     with pytest.raises(ValueError, match="at least two fields"):
         schemes.resolve("d:1")                                    # a splitting still splits
     cfg = Seq2SeqConfig(**CONVS2S, encoder_scheme="strang")
-    assert cfg.stack("encoder").fields == ("diffusion",)
+    assert cfg.stack_config("encoder").fields == ("diffusion",)
     again = Seq2SeqConfig.from_dict(cfg.to_dict())
-    assert again == cfg and again.stack("encoder").scheme.diagram() == "s"
+    assert again == cfg and again.stack_config("encoder").scheme.diagram() == "s"
 
 
 def test_the_convs2s_initialisation():

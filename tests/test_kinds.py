@@ -283,7 +283,7 @@ def test_each_field_a_kind_serves_gets_a_generated_option():
     assert (SplitConfig().convection_field, Seq2SeqConfig().cross_field) == ("feedforward",
                                                                               "cross")
     s2s = Seq2SeqConfig()
-    assert s2s.stack("decoder").cross_field == "cross"
+    assert s2s.stack_config("decoder").cross_field == "cross"
     with pytest.raises(ValueError, match="field kind 'attention' serves diffusion, not cross"):
         Seq2SeqConfig(cross_field="attention")
     with pytest.raises(ValueError, match="unknown convection field kind 'feedfwd'; did you mean "

@@ -53,9 +53,9 @@ def test_a_name_builds_one_arrangement_in_every_config(name):
     dec = _decoder(name)
     cfg = _quiet(sn.models.Seq2SeqConfig, encoder_scheme=name,
                  decoder_scheme=name if dec is not None else "strang")
-    assert cfg.stack("encoder").scheme.stages == lm.stages
+    assert cfg.stack_config("encoder").scheme.stages == lm.stages
     if dec is not None:
-        assert cfg.stack("decoder").scheme.stages == dec.stages
+        assert cfg.stack_config("decoder").scheme.stages == dec.stages
         # the decoder's step is the language model's with cross nested inside self-attention:
         # without its cross stages (the self-attention halves around each joined) it is lm
         assert _without_cross(dec.stages) == [(s.field, s.coeff) for s in lm.stages]
@@ -83,7 +83,7 @@ def test_the_built_networks_and_the_order_command_agree(name):
     s2s = sn.models.SplitSeq2Seq(src_vocab=259, tgt_vocab=259, d_model=8, n_heads=2,
                                  n_encoder_layers=1, n_decoder_layers=1,
                                  encoder_scheme=name, decoder_scheme=name)
-    assert s2s.config.stack("encoder").scheme.stages == lm.scheme.stages
+    assert s2s.config.stack_config("encoder").scheme.stages == lm.scheme.stages
     assert tuple(s.field for s in s2s.decoder_layers[0].stages) == \
         tuple(s.field for s in sn.schemes.network_scheme(name, DECODER).stages)
     args = argparse.Namespace(**{**vars(_order_defaults()), "fields": 3, "schemes": [name]})
@@ -111,7 +111,7 @@ def test_a_checkpoint_config_from_before_the_rule_rebuilds_its_own_network():
     d = Cfg(encoder_scheme="strang", decoder_scheme="strang", **kw).to_dict()
     del d["init"]
     loaded = Cfg.from_dict(d)
-    assert loaded.init == "gpt2" and "0.2 nesting" in loaded.stack("encoder").scheme.name
+    assert loaded.init == "gpt2" and "0.2 nesting" in loaded.stack_config("encoder").scheme.name
     torch.manual_seed(0)
     a = sn.models.SplitSeq2Seq.from_config(old).double().eval()
     b = sn.models.SplitSeq2Seq.from_config(loaded).double().eval()
@@ -120,4 +120,4 @@ def test_a_checkpoint_config_from_before_the_rule_rebuilds_its_own_network():
     torch.testing.assert_close(a(src, tgt), b(src, tgt), rtol=0, atol=0)
     assert Cfg.from_dict(loaded.to_dict()) == loaded   # and it round-trips
     new = Cfg.from_dict({**d, "init": "gpt2"})         # today's dict: today's rule
-    assert new.stack("encoder").scheme.stages == sn.schemes.get("strang").stages
+    assert new.stack_config("encoder").scheme.stages == sn.schemes.get("strang").stages

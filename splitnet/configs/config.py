@@ -19,7 +19,6 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
 from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
@@ -35,7 +34,6 @@ from .options import (
     check_bools,
     check_network,
     check_projection,
-    check_reversible,
     int_list,
     kind_options,
     network_option,
@@ -45,8 +43,8 @@ from .options import check_choice as _choice
 from .options import check_int as _int
 from .options import check_real as _real
 from .options import config_from_dict as _from_dict
-from .options import scheme_spec as _scheme_spec
 from .signature import config_from_call, config_signature  # served here too
+from .stacks import resolve_stack, stack_changes, stack_option
 
 GATES = ("sigmoid", "tanh")
 GATE_FIELDS = ("both", DIFFUSION, CONVECTION)
@@ -140,6 +138,7 @@ class SplitConfig:
     project_coefficients: bool = option(False, "learned coefficients kept exactly a method of "
                                         "the scheme's order: float64, projected onto the order "
                                         "conditions after every optimiser step")
+    stack: str = stack_option()
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
     # options that only apply alongside another: given without it, a command refuses them
@@ -157,9 +156,10 @@ class SplitConfig:
         check_bools(self)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             set_(self, name, _int(name, getattr(self, name)))
-        spec, scheme = _scheme_spec(self.scheme)
-        set_(self, "scheme", spec)
         check_network(self)
+        fields = _kinds.present(self, (DIFFUSION, CONVECTION))
+        spec, scheme = _plan.resolve_scheme(self.scheme, fields)
+        set_(self, "scheme", spec)
         _choice("gate", self.gate, GATES, none=True)
         _choice("gate_fields", self.gate_fields, GATE_FIELDS)
         set_(self, "conv_kernel", _int("conv_kernel", self.conv_kernel))
@@ -173,8 +173,9 @@ class SplitConfig:
         check_projection(self, scheme)
         set_(self, "causal", bool(self.causal))
         self._check_gates()
-        self._check_reversible()
-        for f in _plan.layer_fields(self, scheme, 0):     # fields the model has kinds for
+        set_(self, "_plan", _plan.Plan(self, spec, scheme, fields, "a SplitTransformer"))
+        self._check_stack()
+        for f in self.plan.layer(0):                   # fields the model has kinds for
             f.kind.check(self)
 
     def _check_heads(self) -> None:
@@ -187,12 +188,10 @@ class SplitConfig:
         set_(self, "n_kv_heads", None if kv == self.n_heads else kv)
         _choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
 
-    def _check_reversible(self) -> None:
-        """:func:`~splitnet.configs.options.check_reversible`, and no learned coefficients."""
-        check_reversible(self, [("scheme", self.resolved_scheme())])
-        if self.reversible and self.learn_coefficients:
-            raise ValueError("reversible networks with learned coefficients are not supported "
-                             "yet: choose one of the two")
+    def _check_stack(self) -> None:
+        """The stack kind (:mod:`splitnet.configs.stacks`): ``reversible=True`` is
+        ``stack="reversible"``; a stack option its kind does not read refused; its checks."""
+        resolve_stack(self).check(self, [("scheme", self._plan.scheme)])
 
     def _check_gates(self) -> None:
         gl = self.gate_layers
@@ -211,12 +210,19 @@ class SplitConfig:
         object.__setattr__(self, "gate_layers", gl)
 
     # -- derived ---------------------------------------------------------------------------
+    @property
+    def plan(self) -> _plan.Plan:
+        """The resolved plan (:class:`~splitnet.configs.plan.Plan`), computed once when the
+        config was validated: the scheme and what each layer is made of."""
+        return self._plan
+
     def resolved_scheme(self):
         """The :class:`~splitnet.integrators.schemes.SplittingScheme` this config names, over a
         language model's fields by the rule every network follows
         (:func:`splitnet.integrators.schemes.network_scheme`); without a feed-forward
-        (``convection_field="none"``) a plain residual step of the diffusion field."""
-        return _schemes.network_scheme(self.scheme, _kinds.present(self, (DIFFUSION, CONVECTION)))
+        (``convection_field="none"``) a plain residual step of the diffusion field. Held by
+        the plan: resolved once."""
+        return self._plan.scheme
 
     @property
     def gated_layers(self) -> tuple[int, ...]:
@@ -240,7 +246,9 @@ class SplitConfig:
         return _from_dict(cls, d)
 
     def replace(self, **changes) -> SplitConfig:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``, checked again (the resolved scheme kept when the scheme and
+        the fields are unchanged)."""
+        return _plan.replaced(self, stack_changes(self, changes), {"scheme": self._plan})
 
 
 class MissingDependency(ImportError, ValueError):

@@ -1,10 +1,9 @@
 """The pieces every config dataclass is made of (pure Python, no torch): :func:`option` (a field
 with its help text, command-line and ``--resume`` behaviour), the checks that turn a bad value
 into a one-line error naming the option (:func:`check_int`, :func:`check_real`,
-:func:`check_choice`, bounded by :data:`LIMITS`), how a config stores a scheme
-(:func:`scheme_spec`), and the option tables more than one config reads (:data:`WEIGHTS`,
-:data:`ACTIVATIONS`). :mod:`splitnet.configs.config` and :mod:`splitnet.configs.seq2seq` build on
-it."""
+:func:`check_choice`, bounded by :data:`LIMITS`), and the option tables more than one config
+reads (:data:`WEIGHTS`, :data:`ACTIVATIONS`). :mod:`splitnet.configs.config` and
+:mod:`splitnet.configs.seq2seq` build on it."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ import math
 import numbers
 import os
 
-from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
-from ..stagelists.stages import reversible_unsupported
 from . import kinds as _kinds
 
 WEIGHTS = ("shared", "per-stage")
@@ -209,27 +206,6 @@ def positive_ints(name: str, v) -> tuple[int, ...]:
     return tuple(check_int(name, i) for i in items)
 
 
-def scheme_spec(scheme):
-    """What a config stores for a scheme -- a registry name or pattern as given (validated), or
-    the plain-data dict of any other scheme (so a checkpoint can rebuild it without pickling) --
-    and the scheme itself."""
-    if isinstance(scheme, _schemes.SplittingScheme):
-        try:
-            if _schemes.get(scheme.name) == scheme:
-                return scheme.name, scheme
-        except ValueError:
-            pass
-        return scheme.to_dict(), scheme
-    if isinstance(scheme, dict):
-        s = _schemes.resolve(scheme)
-        return s.to_dict(), s
-    if not isinstance(scheme, str):
-        raise TypeError(f"scheme must be a name, a pattern or a SplittingScheme, got "
-                        f"{type(scheme).__name__}")
-    s = _schemes.resolve(scheme)          # raises ValueError naming the problem
-    return (scheme.strip() if ":" not in scheme else s.to_dict()), s
-
-
 def config_from_dict(cls, d):
     """``cls(**d)``; unknown keys are an error naming them, and an option of :data:`LEGACY`
     missing from ``d`` (a dict written before it existed) takes its legacy value, not today's
@@ -293,38 +269,6 @@ def check_projection(cfg, scheme) -> None:
                          f"and the projection onto the order conditions reaches order "
                          f"{MAX_PROJECTED_ORDER} at most (order 8: yoshida8's 71 conditions on "
                          f"45 coefficients stall at 8e-07 from perturbations of 0.01)")
-
-
-def check_reversible(cfg, stacks) -> None:
-    """``reversible`` / ``reversible_grid`` of a network config, checked and normalised in
-    place: the grid an int in [1, 20], only with ``reversible``; with it, every stage of every
-    stack a shear (:func:`splitnet.stagelists.stages.reversible_unsupported`) and Euler sub-steps.
-    ``stacks``: ``(option name, scheme)`` pairs, the option naming the scheme in errors."""
-    set_ = object.__setattr__
-    set_(cfg, "reversible", bool(cfg.reversible))
-    if cfg.reversible_grid is not None:
-        set_(cfg, "reversible_grid", check_int("reversible_grid", cfg.reversible_grid))
-        if not cfg.reversible:
-            raise ValueError("reversible_grid needs reversible=True (--reversible)")
-    if not cfg.reversible:
-        return
-    kinds = {f: _kinds.KINDS.get(getattr(cfg, f"{f}_field")) for f in kind_option_fields(cfg)}
-    absent = [f"{f}_field" for f, k in kinds.items() if getattr(k, "absent", False)]
-    if absent:
-        raise ValueError(f"a reversible network writes its two halves with attention and the "
-                         f"feed-forward, so it needs both; {', '.join(absent)} is none")
-    odd = [f"{f}_field={k.name}" for f, k in kinds.items() if not getattr(k, "reversible", True)]
-    if odd:
-        raise ValueError(f"a reversible network does not take {', '.join(odd)} (its pair "
-                         f"carries only the state and the memory)")
-    for option_name, scheme in stacks:
-        reason = reversible_unsupported(scheme.stages)
-        if reason:
-            raise ValueError(f"{option_name} {scheme.name!r} ({scheme.diagram()}) cannot be "
-                             f"reversible: {reason}")
-    if cfg.method != "euler":
-        raise ValueError(f"reversible networks take method='euler' (the Euler step of a shear "
-                         f"is its exact flow), got {cfg.method!r}")
 
 
 def flag(name: str) -> str:
@@ -447,7 +391,6 @@ __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMI
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
            "check_choice", "check_flag", "check_growth", "check_int", "check_network",
-           "check_parallel", "check_projection", "check_real", "check_reversible",
+           "check_parallel", "check_projection", "check_real",
            "check_tensorboard", "config_from_dict", "flag", "init_rule", "int_list",
-           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
-           "scheme_spec"]
+           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints"]

@@ -6,7 +6,7 @@ One frozen dataclass, every option named once with its help text (the command li
 :class:`~splitnet.configs.config.SplitConfig`). Pure Python: no torch.
 
 A network has two stacks, each a sequence of steps of a splitting scheme over its fields
-(:meth:`Seq2SeqConfig.stack` describes one, :class:`StackConfig`):
+(:meth:`Seq2SeqConfig.stack_config` describes one, :class:`StackConfig`):
 
 * the **encoder**: ``diffusion`` (non-causal self-attention, source padding masked) and
   ``convection`` (the feed-forward network), ``n_encoder_layers`` steps of ``encoder_scheme``;
@@ -31,7 +31,6 @@ from . import plan as _plan
 from .options import (
     check_bools,
     check_network,
-    check_reversible,
     kind_option_fields,
     kind_options,
     network_option,
@@ -39,7 +38,8 @@ from .options import (
 )
 from .options import check_int as _int
 from .options import config_from_dict as _from_dict
-from .options import scheme_spec as _scheme_spec
+from .stacks import get as get_stack
+from .stacks import resolve_stack, stack_changes, stack_option
 
 ENCODER_FIELDS = (DIFFUSION, CONVECTION)
 DECODER_FIELDS = (DIFFUSION, CROSS, CONVECTION)
@@ -58,6 +58,7 @@ class StackConfig:
     fields: tuple[str, ...]
     n_layers: int
     scheme: Any                   # the resolved SplittingScheme
+    spec: Any                     # what the Seq2SeqConfig stores for it
     causal: bool
     d_model: int
     n_heads: int
@@ -68,6 +69,7 @@ class StackConfig:
     weights: str
     step_size: float
     method: str
+    stack: str = "plain"
     reversible: bool = False
     reversible_grid: int | None = None
     norm: str = "layer"
@@ -80,11 +82,21 @@ class StackConfig:
     rotary_pct: float = 0.0
     rotary_base: float = 10000.0
 
+    @property
+    def plan(self) -> _plan.Plan:
+        """The stack's plan (:class:`~splitnet.configs.plan.Plan`), made once."""
+        p = self.__dict__.get("_plan")
+        if p is None:
+            network = f"the {self.name} of a SplitSeq2Seq" + \
+                (" (cross-attention belongs to the decoder_scheme)" if self.name == "encoder"
+                 else "")
+            p = _plan.Plan(self, self.spec, self.scheme, self.fields, network)
+            object.__setattr__(self, "_plan", p)
+        return p
+
     def layer_fields(self, k: int) -> tuple:
         """What layer ``k`` is made of (:func:`splitnet.configs.plan.layer_fields`)."""
-        network = f"the {self.name} of a SplitSeq2Seq" + \
-            (" (cross-attention belongs to the decoder_scheme)" if self.name == "encoder" else "")
-        return _plan.layer_fields(self, self.scheme, k, self.fields, network=network)
+        return self.plan.layer(k)
 
 
 def _legacy_arrangement(spec, fields: tuple[str, ...]):
@@ -93,15 +105,6 @@ def _legacy_arrangement(spec, fields: tuple[str, ...]):
     if _schemes.registry_name(spec) is not None:
         return {**_schemes.get(spec, fields=fields).to_dict(), "name": f"{spec} (0.2 nesting)"}
     return spec
-
-
-def stack_scheme(spec, fields: tuple[str, ...]):
-    """The scheme ``spec`` names over a stack's ``fields``, by the rule every network follows
-    (:func:`splitnet.integrators.schemes.network_scheme`: ``strang`` is ``c/2 d c/2`` in an encoder
-    as in a
-    language model, ``c/2 d/2 x d/2 c/2`` in a decoder); a pattern, stage string or scheme
-    object is taken as it is."""
-    return _schemes.network_scheme(spec, fields)
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class Seq2SeqConfig:
     eos_id: int = option(258, "end-of-sequence id: targets end with it", cli=False)
     # both stacks reversible: the encoder's self-attention and the decoder's self- and
     # cross-attention write x1, the feed-forward x2 (splitnet.reversible)
+    stack: str = stack_option()
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
     # options that only apply alongside another (:func:`~splitnet.configs.options.
@@ -164,10 +168,9 @@ class Seq2SeqConfig:
         for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_encoder_layers",
                      "n_decoder_layers", "max_len", "conv_kernel"):
             set_(self, name, _int(name, getattr(self, name)))
-        for side in ("encoder", "decoder"):
-            spec, _ = _scheme_spec(getattr(self, f"{side}_scheme"))
-            set_(self, f"{side}_scheme", spec)
         check_network(self)
+        resolve_stack(self)              # reversible=True is stack="reversible", for both
+        set_(self, "_stacks", {side: self._make_stack(side) for side in ("encoder", "decoder")})
         for name in ("shared_embeddings", "tie_head"):
             set_(self, name, bool(getattr(self, name)))
         if self.shared_embeddings and self.src_vocab != self.tgt_vocab:
@@ -175,23 +178,22 @@ class Seq2SeqConfig:
                              f"{self.src_vocab} and tgt_vocab={self.tgt_vocab}")
         self._check_specials()
         for side in ("encoder", "decoder"):        # every field has a kind, every scheme fits
-            stack = self.stack(side)
+            stack = self.stack_config(side)
             for f in stack.layer_fields(0):
                 try:
                     f.kind.check(stack)
                 except ValueError as e:
                     raise ValueError(f"the {side}'s {f.field} field: {e}") from None
-        dec = self.stack("decoder").scheme
+        dec = self.stack_config("decoder").scheme
         if CROSS not in dec.fields:
             raise ValueError(f"decoder_scheme {dec.name!r} ({dec.diagram()}) never advances the "
                              f"cross field: the decoder would not read the encoder (add an "
                              f"x stage, e.g. d:1,x:1,c:1)")
-        self._check_reversible()
+        self._check_stack()
 
-    def _check_reversible(self) -> None:
-        """:func:`~splitnet.configs.options.check_reversible` over both stacks (a translation
-        model has no learned coefficients to refuse)."""
-        check_reversible(self, [(f"{side}_scheme", self.stack(side).scheme)
+    def _check_stack(self) -> None:
+        """The stack kind of both stacks (:mod:`splitnet.configs.stacks`) and its checks."""
+        get_stack(self.stack).check(self, [(f"{side}_scheme", self.stack_config(side).scheme)
                                 for side in ("encoder", "decoder")])
 
     def _check_specials(self) -> None:
@@ -208,20 +210,28 @@ class Seq2SeqConfig:
             object.__setattr__(self, name, v)
 
     # -- derived ---------------------------------------------------------------------------
-    def stack(self, side: str) -> StackConfig:
-        """The encoder's or the decoder's :class:`StackConfig`."""
+    def stack_config(self, side: str) -> StackConfig:
+        """The encoder's or the decoder's :class:`StackConfig` (made once, when the config was
+        validated: its scheme resolved then)."""
         if side not in ("encoder", "decoder"):
             raise ValueError(f"side must be 'encoder' or 'decoder', got {side!r}")
+        return self._stacks[side]
+
+    def _make_stack(self, side: str) -> StackConfig:
         enc = side == "encoder"
         fields = _kinds.present(self, ENCODER_FIELDS if enc else DECODER_FIELDS)
+        option = f"{side}_scheme"
+        spec, scheme = _plan.resolve_scheme(getattr(self, option), fields, option)
+        object.__setattr__(self, option, spec)
         return StackConfig(name=side, fields=fields,
                      n_layers=self.n_encoder_layers if enc else self.n_decoder_layers,
-                     scheme=stack_scheme(getattr(self, f"{side}_scheme"), fields),
-                     causal=not enc, d_model=self.d_model, n_heads=self.n_heads,
+                     scheme=scheme, spec=spec, causal=not enc, d_model=self.d_model,
+                     n_heads=self.n_heads,
                      d_ff=self.d_ff, dropout=self.dropout, norm_eps=self.norm_eps,
                      activation=self.activation, weights=self.weights,
                      step_size=self.step_size, method=self.method,
-                     reversible=self.reversible, reversible_grid=self.reversible_grid,
+                     stack=self.stack, reversible=self.reversible,
+                     reversible_grid=self.reversible_grid,
                      norm=self.norm, init=self.init, conv_kernel=self.conv_kernel,
                      **self.field_kinds())
 
@@ -249,8 +259,10 @@ class Seq2SeqConfig:
         return _from_dict(cls, d)
 
     def replace(self, **changes) -> Seq2SeqConfig:
-        """A copy with ``changes`` (checked again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` (checked again; a stack's resolved scheme kept when its
+        scheme and fields are unchanged)."""
+        return _plan.replaced(self, stack_changes(self, changes), {f"{side}_scheme": st.plan
+                                              for side, st in self._stacks.items()})
 
 
-__all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "StackConfig", "stack_scheme"]
+__all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "StackConfig"]

@@ -44,7 +44,6 @@ import torch
 
 from ..configs.kinds import KINDS, GatedKind
 from ..configs.options import init_rule
-from ..configs.plan import layer_fields
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .folder import check_directory, llama_classes, load_pretrained, require_hf
@@ -134,7 +133,7 @@ def _gpt2_pairs(model: SplitTransformer, gpt) -> list[tuple]:
     <splitnet.configs.kinds.FieldKind.gpt2>`)."""
     pairs = [(model.tok_emb, gpt.wte), (model.pos_emb, gpt.wpe), (model.norm, gpt.ln_f)]
     for k, (layer, block) in enumerate(zip(model.layers, gpt.h)):
-        for lf in layer_fields(model.config, model.scheme, k):
+        for lf in model.config.plan.layer(k):
             module = layer.field_modules(lf.field)[0]
             pairs += [(getattr(module, ours), operator.attrgetter(theirs)(block))
                       for ours, theirs in lf.kind.gpt2]
@@ -258,7 +257,7 @@ def _kind_mismatch(model: SplitTransformer) -> list[str]:
     mapped = [n for n, cls in KINDS.items() if cls.gpt2 is not None]
     out = {}
     for k in range(model.config.n_layers):
-        for lf in layer_fields(model.config, model.scheme, k):
+        for lf in model.config.plan.layer(k):
             if isinstance(lf.kind, GatedKind):
                 out[lf.field, "gate"] = f"SDU gates on the {lf.field} field"
             elif lf.kind.gpt2 is None:

@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass
 
 from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.kinds import norm_params
-from ..configs.plan import layer_fields
 from ..integrators.schemes import available
 from ..integrators.subflows import METHODS, get_method
 
@@ -78,13 +77,9 @@ def _evals(config: SplitConfig) -> int:
     return m.evals
 
 
-def _layers(config: SplitConfig, sch=None) -> list:
-    """``layer_fields`` of every layer (planned once per gated / plain layer)."""
-    sch = config.resolved_scheme() if sch is None else sch
-    plans: dict[bool, tuple] = {}
-    gated = set(config.gated_layers)
-    return [plans.setdefault(k in gated, layer_fields(config, sch, k))
-            for k in range(config.n_layers)]
+def _layers(config: SplitConfig) -> list:
+    """What every layer is made of: the config's plan (planned once per gated / plain layer)."""
+    return config.plan.layers()
 
 
 def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
@@ -184,7 +179,7 @@ def describe(config: SplitConfig | None = None, seq_len: int = 256, **options) -
     if config.max_len < seq_len:
         config = config.replace(max_len=seq_len)
     sch = config.resolved_scheme()
-    layers = _layers(config, sch)
+    layers = _layers(config)
     fwd = _forward(config, layers, seq_len, None)
     n_all, n_layers_only = _params(config, layers)
     return Cost(
@@ -246,7 +241,7 @@ def seq2seq_costs(config, seq_len: int) -> list[dict]:
     evals = get_method(config.method).evals or 1      # exact: adaptive, one per stage (a bound)
     out = []
     for side in ("encoder", "decoder"):
-        st = config.stack(side)
+        st = config.stack_config(side)
         plan = st.layer_fields(0)                # a stack's layers are alike (no gates)
         fwd = st.n_layers * sum(f.calls * evals * f.kind.flops(st, f.width, seq_len, seq_len)
                                 for f in plan)

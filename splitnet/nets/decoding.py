@@ -82,7 +82,7 @@ def decode_memory(config, sources: int, src_len: int, max_new_tokens: int, beam:
     step's logits and log-probabilities, and in float64 these and the candidate scores). On
     the CPU, 32 sources of 16 tokens at beam 1,024 (d_model 16, 259 tokens, one layer) grew
     the peak RSS by 435-456 MiB against 487 MiB estimated (beam 256: 147 against 122)."""
-    stack = config.stack("decoder")
+    stack = config.stack_config("decoder")
     plan = stack.layer_fields(0)            # a stack's layers are alike (no gates)
     evals = get_method(config.method).evals or 1
     attn = stack.n_layers * evals * sum(f.calls for f in plan if f.field == DIFFUSION)

@@ -24,7 +24,6 @@ from torch import nn
 
 from ..configs.config import WEIGHTS, SplitConfig
 from ..configs.options import check_flag, init_rule
-from ..configs.plan import layer_fields
 from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..fields.norms import make_norm
@@ -68,11 +67,9 @@ class SplitTransformer(ConfigBuilt, nn.Module):
 
     def __init__(self, *args, **options):
         super().__init__()
-        scheme = options.get("scheme")
         self._config = config_from_call(SplitConfig, args, options, self.N_POSITIONAL)
         c = self._config
-        # A scheme object passed in is used as is (the config stores an equal, rebuildable one).
-        self.scheme = scheme if hasattr(scheme, "stages") else c.resolved_scheme()
+        self.scheme = c.plan.scheme          # resolved once, when the config was validated
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.pos_emb = nn.Embedding(c.max_len, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
@@ -98,11 +95,11 @@ class SplitTransformer(ConfigBuilt, nn.Module):
 
     # -- construction --------------------------------------------------------------------
     def _fields(self, k: int) -> dict:
-        """Layer ``k``'s fields, each built by its kind
-        (:func:`splitnet.configs.plan.layer_fields`):
+        """Layer ``k``'s fields, each built by its kind (the config's plan,
+        :class:`splitnet.configs.plan.Plan`):
         one module per field (shared) or one per stage (per-stage)."""
         c, fields = self.config, {}
-        for f in layer_fields(c, self.scheme, k):
+        for f in c.plan.layer(k):
             fields[f.field] = f.kind.build(c, f.width) if f.shared else \
                 [f.kind.build(c, f.width) for _ in range(f.calls)]
         return fields
@@ -111,7 +108,7 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         """``config.init``'s rule (:mod:`splitnet.nets.init`): the residual outputs are those
         the kinds declare, scaled by the stage count of the whole network."""
         c = self.config
-        plans = [layer_fields(c, self.scheme, k) for k in range(c.n_layers)]
+        plans = c.plan.layers()
         initialise(self, init_rule(c), n_residual=c.n_layers * len(self.scheme.stages),
                    residual=residual_outputs(self.layers, plans),
                    embeddings=(self.tok_emb, self.head), positions=(self.pos_emb,),

@@ -108,7 +108,8 @@ class SplitSeq2Seq(ConfigBuilt, nn.Module):
     def __init__(self, *args, **options):
         super().__init__()
         self._config = c = config_from_call(Seq2SeqConfig, args, options, self.N_POSITIONAL)
-        self.encoder_stack, self.decoder_stack = c.stack("encoder"), c.stack("decoder")
+        self.encoder_stack = c.stack_config("encoder")
+        self.decoder_stack = c.stack_config("decoder")
         self.encoder_scheme = self.encoder_stack.scheme
         self.decoder_scheme = self.decoder_stack.scheme
         d = c.d_model

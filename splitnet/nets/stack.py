@@ -1,11 +1,14 @@
-"""From a config to a stack: the one place that reads which kind of stack a network has.
+"""From a config to a stack: the kind a config names (``stack``, :mod:`splitnet.configs.stacks`)
+built around its layers.
 
 ``build_stack(c, scheme, n_layers, fields_of)`` gives ``n_layers`` steps of ``scheme`` (layer k's
-fields from ``fields_of(k)``) in the stack kind the config asks for::
+fields from ``fields_of(k)``) in the kind ``c.stack`` names, each layer of the kind's layer
+class::
 
-    reversible=True          -> ReversibleStack of ReversibleLayer     (splitnet.reversible)
-    learn_coefficients=True  -> Stack of LearnedSplitLayer             (splitnet.nets.learned)
-    otherwise                -> Stack of SplitLayer                    (splitnet.integrators)
+    plain         -> Stack of SplitLayer (LearnedSplitLayer with learned coefficients)
+    checkpointed  -> CheckpointedStack of the same
+    reversible    -> ReversibleStack of ReversibleLayer     (splitnet.reversible)
+    a user's kind -> its class (sn.stacks.register)
 
 ``c`` is a :class:`~splitnet.configs.config.SplitConfig` or one stack of a
 :class:`~splitnet.configs.seq2seq.Seq2SeqConfig` (:class:`~splitnet.configs.seq2seq.StackConfig`).
@@ -16,27 +19,22 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..configs import stacks as _stacks
 from ..integrators.layers import SplitLayer
 from ..integrators.stack import Stack
-from ..reversible.layer import ReversibleLayer
-from ..reversible.stack import ReversibleStack
-from .learned import LearnedSplitLayer
 
 
 def stack_class(c) -> type:
-    """The stack kind of config ``c``."""
-    return ReversibleStack if getattr(c, "reversible", False) else Stack
+    """The stack class of config ``c``."""
+    return _stacks.get(c.stack).stack_class()
 
 
 def build_layer(c, scheme, fields: dict) -> SplitLayer:
-    """One step of ``scheme`` over ``fields`` (field name -> module or per-stage modules)."""
-    if getattr(c, "reversible", False):
-        return ReversibleLayer(scheme, step_size=c.step_size, method=c.method, fields=fields,
-                               grid=c.reversible_grid)
-    if getattr(c, "learn_coefficients", False):
-        return LearnedSplitLayer(scheme, step_size=c.step_size, method=c.method, fields=fields,
-                                 float64=c.project_coefficients)
-    return SplitLayer(scheme, step_size=c.step_size, method=c.method, fields=fields)
+    """One step of ``scheme`` over ``fields`` (field name -> module or per-stage modules), of
+    the layer class ``c``'s stack kind builds."""
+    kind = _stacks.get(c.stack)
+    return kind.layer_class(c)(scheme, step_size=c.step_size, method=c.method, fields=fields,
+                               **kind.layer_options(c))
 
 
 def build_stack(c, scheme, n_layers: int, fields_of: Callable[[int], dict]) -> Stack:

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write, atomic_write_text, file_kind, remove_stale_temporaries
+from ..configs import networks as _networks
 from .integrity import DIGESTS, check_records, digest_record, verify_digests, why_unreadable
 from .shards import PREFIX as SHARDS_PREFIX
 from .shards import TORN, expand
@@ -238,28 +239,25 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {s[0]}" if s else type(e).__name__
 
 
-# what a checkpoint's "model_kind" says it holds (absent: "lm"): model_classes gives the classes
-MODEL_KINDS = ("lm", "seq2seq")
+# what a checkpoint's "model_kind" says it holds (absent: "lm"): the registered network kinds
+# (splitnet.configs.networks, the one registry of them)
+MODEL_KINDS = _networks.KINDS
 
 
 def model_kind(model) -> str:
-    """``"seq2seq"`` for an encoder–decoder network, ``"lm"`` for a language model: what a
-    checkpoint stores as ``model_kind`` so that :func:`model_from_state` rebuilds the class."""
-    return "seq2seq" if hasattr(model, "decoder_layers") else "lm"
+    """The network kind of ``model`` (``"lm"``, ``"seq2seq"``, ...): what a checkpoint stores as
+    ``model_kind`` so that :func:`model_from_state` rebuilds the class."""
+    return _networks.kind_of(model)
 
 
 def model_classes(state: dict, f) -> tuple:
     """(config class, model class) of a loaded checkpoint (``model_kind``, default lm)."""
-    from ..configs.config import SplitConfig
-    from ..configs.seq2seq import Seq2SeqConfig
-    from ..nets.models import SplitTransformer
-    from ..nets.seq2seq import SplitSeq2Seq
-
     kind = state.get("model_kind", "lm")
     if kind not in MODEL_KINDS:
         raise _bad(Path(f), f"unknown model_kind {kind!r} (this splitnet reads "
                             f"{', '.join(MODEL_KINDS)})")
-    return {"lm": (SplitConfig, SplitTransformer), "seq2seq": (Seq2SeqConfig, SplitSeq2Seq)}[kind]
+    kind = MODEL_KINDS[kind]
+    return kind.config_class(), kind.network_class()
 
 
 def check_weights(state: dict, path):
