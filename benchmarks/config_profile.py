@@ -9,8 +9,9 @@ Runs ``splitnet train ARGS`` in this process (default ``--scheme strang --steps 
 * ``SplittingScheme`` objects built (their ``__init__`` entered);
 * network-config validations (``__post_init__`` of ``SplitConfig`` / ``Seq2SeqConfig``);
 * ``layer_fields`` calls (one layer planned);
-* file stays and folder moves: the package's Python functions entered (module bodies run by an
-  import left out), in order, merged into runs of one file (a *stay*); a *move* is a stay whose
+* file stays and folder moves: the package's functions entered from another file (imports left
+  out: a module's body and what it calls while it is imported; a comprehension is its
+  function's), in order, merged into runs of one file (a *stay*); a *move* is a stay whose
   folder differs from the one before.
 
 ``--json FILE`` writes the counts. One run: the counts are deterministic.
@@ -19,6 +20,7 @@ Runs ``splitnet train ARGS`` in this process (default ``--scheme strang --steps 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -47,19 +49,26 @@ def profile(argv: list[str]) -> dict:
     files: list[str] = []
     schemes_file = schemes_mod.__file__
 
+    importing = [0]       # package modules being imported (their bodies and what they call)
+
     def hook(frame, event, arg):
-        if event != "call":
-            return
         code = frame.f_code
         fn = code.co_filename
         if not fn.startswith(PKG):
             return
         name = code.co_name
+        if name == "<module>":          # an import: the cost of importing, not of configuring
+            importing[0] += 1 if event == "call" else -1 if event == "return" else 0
+            return
+        if event != "call" or importing[0]:
+            return
         if name == "_train_step" and fn.endswith(os.path.join("training", "train.py")):
             raise _Stop
-        if name == "<module>":          # an import running a module: not the config's work
-            return
-        if not files or files[-1] != fn:
+        caller = frame.f_back
+        # a call inside one file (a helper, a comprehension) is a stay, not a move: only calls
+        # from another file enter the path
+        if not name.startswith("<") and (caller is None or caller.f_code.co_filename != fn) \
+                and (not files or files[-1] != fn):
             files.append(fn)
         if fn == schemes_file and name in ("resolve", "get", "network_scheme", "from_pattern"):
             caller = frame.f_back
@@ -94,7 +103,7 @@ def profile(argv: list[str]) -> dict:
         finally:
             sys.setprofile(None)
     folders = [_folder(f) for f in files]
-    moves = sum(1 for a, b in zip(folders, folders[1:]) if a != b)
+    moves = sum(1 for a, b in itertools.pairwise(folders) if a != b)
     return {**counts, "files": len(set(files)), "folders": len(set(folders)),
             "file_stays": len(files), "folder_moves": moves}
 

@@ -169,10 +169,9 @@ def test_an_option_several_commands_take_says_the_same_everywhere():
     """--checkpoint, --hf, --trust-checkpoint and --device are declared once (cli/_args.py):
     every command that loads a model offers --trust-checkpoint with train's words, --device
     with train's words, and a --checkpoint that reads a 'splitnet train' run."""
-    from splitnet.configs.config import cli_fields
-    from splitnet.training.config import TrainConfig
+    from splitnet.training.config import option_fields
 
-    train_help = {f.name: f.metadata["help"] for f in cli_fields(TrainConfig)}
+    train_help = {f.name: f.metadata["help"] for _, f in option_fields("lm")}
     checkpoint, trust = _option_help("--checkpoint"), _option_help("--trust-checkpoint")
     assert {"describe", "export", "refine", "sample", "trajectories", "translate"} <= set(
         checkpoint)

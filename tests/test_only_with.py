@@ -85,11 +85,19 @@ def test_the_tables_name_real_options():
     import dataclasses
 
     from splitnet.configs.config import SplitConfig
-    from splitnet.training.config import TrainConfig
+    from splitnet.configs.run import SECTIONS
+    from splitnet.configs.seq2seq import Seq2SeqConfig
+    from splitnet.tasks.task import TASKS
+    from splitnet.training.config import WHERE
 
-    for cls in (SplitConfig, TrainConfig):
+    tables = [cls for cls in (SplitConfig, Seq2SeqConfig, *SECTIONS.values())
+              if getattr(cls, "ONLY_WITH", None)]
+    assert len(tables) >= 3                       # the two networks', acceleration's, ...
+    for cls in tables:
         names = {f.name for f in dataclasses.fields(cls)}
         assert set(cls.ONLY_WITH) <= names, set(cls.ONLY_WITH) - names
+    for t in TASKS.values():                      # a task's: run options it does not read
+        assert set(t.ONLY_WITH) <= set(WHERE), set(t.ONLY_WITH) - set(WHERE)
 
 
 def test_describe_refuses_activations_that_cannot_fit_before_printing(capsys):

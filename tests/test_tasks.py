@@ -176,22 +176,42 @@ def test_the_example_script_refuses_bad_input_in_one_line(sort_task, tmp_path, c
 
 
 def test_the_run_options_are_in_sections_and_each_in_one():
-    """Issue 42: TrainConfig's options in sections (data, optimisation, parallelism, run...):
-    every field but the model in exactly one, shown as one group each by ``--help``."""
+    """Issue 42, issue 59: TrainConfig's options in sections (run, data, optimisation,
+    parallelism...), each task's own options a dataclass of the task: every option in exactly
+    one of them, shown as one group each by ``--help``; the flag names of 0.3 all kept."""
     import dataclasses
 
     from splitnet.cli import build_parser
-    from splitnet.training.config import SECTIONS
+    from splitnet.configs.run import SECTIONS
+    from splitnet.tasks.task import TASKS
 
-    names = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "model"]
-    listed = [n for fields in SECTIONS.values() for n in fields]
-    assert sorted(listed) == sorted(names) and len(listed) == len(set(listed))
+    listed = [f.name for cls in SECTIONS.values() for f in dataclasses.fields(cls)]
+    assert len(listed) == len(set(listed))
+    for t in TASKS.values():                    # a task's own options are in no section
+        assert not {f.name for f in dataclasses.fields(t.options)} & set(listed), t.name
+    every = set(listed) | {f.name for t in TASKS.values() for f in dataclasses.fields(t.options)}
+    assert every | {"task"} == set(OPTIONS_OF_03)
     cfg = TrainConfig(lr=1e-3, tp=1)
-    assert cfg.section("optimisation")["lr"] == 1e-3 and "tp" in cfg.section(
-        "parallelism and speed")
+    assert cfg.section("optimisation and schedule")["lr"] == 1e-3 and cfg.optim.lr == 1e-3
+    assert "tp" in cfg.section("parallelism") and cfg.lr == 1e-3
     with pytest.raises(ValueError, match="section must be one of"):
         cfg.section("nope")
     groups = {g.title: [a.dest for a in g._group_actions]
               for g in build_parser("train")._action_groups}
-    for name, fields in SECTIONS.items():
-        assert sorted(groups[name]) == sorted(fields), name
+    for cls in SECTIONS.values():
+        assert sorted(groups[cls.TITLE]) == sorted(f.name for f in dataclasses.fields(cls))
+    assert sorted(groups["--task lm"]) == ["corpus", "text", "val_fraction"]
+    assert sorted(groups["--task mlm"]) == ["bpe"]          # the rest: lm's flags, one each
+    assert "beam" in groups["--task translate"] and "bpe" not in groups["--task translate"]
+
+
+# every run option of splitnet 0.3 (TrainConfig's flat fields): the flags users' scripts use
+OPTIONS_OF_03 = (
+    "task", "text", "corpus", "val_fraction", "context", "pairs", "src_lang", "tgt_lang", "bpe",
+    "steps", "batch_size", "grad_accum", "lr", "min_lr_ratio", "schedule", "warmup",
+    "weight_decay", "beta1", "beta2", "clip", "seed", "label_smoothing", "refine_prob",
+    "refine_substeps", "order_penalty", "grow_at", "eval_windows", "eval_every", "beam",
+    "length_penalty", "bleu_sentences", "device", "parallel", "tp", "threads", "sync_every",
+    "compile", "compile_mode", "compile_scope", "loss", "loss_chunk", "sdpa", "adamw",
+    "param_dtype", "amp", "peak_tflops", "ckpt_every", "progress", "plot", "tensorboard", "out",
+    "resume", "overwrite", "stop_at", "allow_data_change", "trust_checkpoint")

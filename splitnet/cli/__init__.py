@@ -84,8 +84,10 @@ def main(argv=None) -> int:
     command = argv[0]
     set_stdout_guard()
     try:
-        args = build_parser(command).parse_args(argv[1:])
         mod = importlib.import_module(f"{commands.__name__}.cmd_{command}")
+        if hasattr(mod, "prepare"):          # what the parser needs first (a user's task)
+            mod.prepare(argv[1:])
+        args = build_parser(command).parse_args(argv[1:])
         return int(mod.run(args) or 0)
     except KeyboardInterrupt:
         print(f"\nsplitnet {command}: interrupted", file=sys.stderr)

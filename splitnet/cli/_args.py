@@ -18,7 +18,7 @@ from ..configs.config import (
     MAX_SEED,
     cli_fields,
 )
-from ..training.config import TrainConfig
+from ..configs.run import SECTIONS
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
 
@@ -313,9 +313,10 @@ def set_stdout_guard() -> None:
 
 
 def _train_help(name: str) -> str:
-    """The help text of :class:`TrainConfig`'s option ``name``: a command that takes the same
-    option says what ``splitnet train`` says."""
-    return next(f for f in cli_fields(TrainConfig) if f.name == name).metadata["help"]
+    """The help text of the run option ``name`` (:mod:`splitnet.configs.run`): a command that
+    takes the same option says what ``splitnet train`` says."""
+    return next(f for cls in SECTIONS.values() for f in cli_fields(cls)
+                if f.name == name).metadata["help"]
 
 
 def add_model_source(p, *, required: bool = True, task: str = "", what: str = "",

@@ -72,6 +72,12 @@ class StackKind:
     the :data:`STACK_OPTIONS` it reads (``reads``) and :meth:`check` of a config."""
 
     reversible = False            # its layers step a partitioned pair (splitnet.reversible)
+    sharded = True                # it runs inside FSDP's sharded forward (--parallel fsdp)
+
+    @property
+    def flag(self) -> str:
+        """How the command line asks for this kind."""
+        return "--reversible" if self.reversible else f"--stack {self.name}"
 
     def __init__(self, name: str, stack, layer="splitnet.integrators.layers:SplitLayer",
                  reads: Sequence[str] = _LEARNED, help: str = ""):
@@ -107,6 +113,7 @@ class ReversibleKind(StackKind):
     fields, and the sub-flow method is Euler."""
 
     reversible = True
+    sharded = False               # its backward reconstructs whole layers outside FSDP's
 
     def layer_class(self, config) -> type:
         return _load(self.layer)

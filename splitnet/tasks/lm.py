@@ -10,8 +10,68 @@ bytes, a bidirectional one, :mod:`splitnet.mlm`).
 
 from __future__ import annotations
 
-from ..configs.config import MLM_VOCAB
+import os
+from dataclasses import dataclass
+
+from ..configs.config import CORPORA, MLM_VOCAB
+from ..configs.options import check_choice, check_real, option
 from .task import Task, register
+
+
+def bpe_option():
+    """``bpe``, as every task that reads it declares it (mlm, translate: one flag)."""
+    return option(0, "translate, mlm: a byte-level BPE of N tokens trained on the training "
+                  "pairs or text (tokenizers; 0 = byte tokens)", metavar="N")
+
+
+def check_bpe(options) -> None:
+    from ..configs.options import check_int
+
+    object.__setattr__(options, "bpe", check_int("bpe", options.bpe, lo=0))
+    if options.bpe and not 260 <= options.bpe <= 2**20:
+        raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
+                         f"got {options.bpe}")
+
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """A language model's corpus (``--text`` or ``--corpus``) and its held-out share."""
+
+    text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
+                              ".tar.gz/.zip archive (default: the Python standard library's "
+                              ".py files)", metavar="PATH")
+    corpus: str | None = option(None, "a named corpus instead of --text: stdlib (default), "
+                                "austen (Jane Austen's novels, Persuasion held out; "
+                                "r-cran-janeaustenr), wordnet (WordNet's glosses; wordnet-base)",
+                                choices=CORPORA)
+    val_fraction: float = option(0.05, "validation share of the language model's corpus (a "
+                                 "translation run splits its pairs by a fixed rule)")
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "val_fraction", check_real("val_fraction", self.val_fraction, 0.0, 1.0, True,
+                                              True))
+        if self.text is not None:
+            if not str(self.text).strip():
+                raise ValueError("text is empty: give a file, a directory, a glob or an archive")
+            set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
+        if self.text is not None and self.corpus is not None:
+            raise ValueError("--text and --corpus both name the corpus: give one")
+        check_choice("corpus", self.corpus, CORPORA, none=True)
+        if self.corpus == "austen" and self.val_fraction != 0.05:     # never ignored silently
+            raise ValueError("--val-fraction does not apply to --corpus austen: its validation "
+                             "text is the held-out novel (Persuasion); drop it")
+
+
+@dataclass(frozen=True)
+class MaskedOptions(CorpusOptions):
+    """A masked language model's: the corpus, and its tokens (bytes or a BPE)."""
+
+    bpe: int = bpe_option()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bpe(self)
 
 
 def _all_reduce(env, *tensors) -> None:
@@ -28,7 +88,7 @@ class LanguageModel(Task):
 
     name = "lm"
     help = "a byte-level language model of --text"
-    reads = ("text", "corpus", "val_fraction")
+    options = CorpusOptions
 
     def check(self, cfg) -> None:
         if cfg.model.vocab_size != 256:
@@ -93,17 +153,18 @@ class MaskedLanguageModel(LanguageModel):
 
     name = "mlm"
     help = "a masked language model of --text (a bidirectional encoder, 15% masked)"
-    reads = ("text", "corpus", "val_fraction", "bpe")
+    options = MaskedOptions
     init = "xavier"                    # an encoder's rule (the Macaron study's models)
     noun = "a masked language model"
     reader = "'splitnet evaluate' scores a masked LM"
 
-    def configure(self, cfg):
+    def model_options(self, cfg, options):
         """Bytes and the mask token (``--bpe N``: its N + 1 ids, set once the BPE is trained),
         every token seeing every other."""
-        model = super().configure(cfg)
-        vocab = model.vocab_size if cfg.bpe else MLM_VOCAB
-        return model.replace(vocab_size=vocab, causal=False)
+        out = super().model_options(cfg, options)
+        if not cfg.bpe:
+            out["vocab_size"] = MLM_VOCAB
+        return {**out, "causal": False}
 
     def check(self, cfg) -> None:
         if cfg.loss == "chunked":
@@ -159,4 +220,5 @@ class MaskedLanguageModel(LanguageModel):
 LM = register(LanguageModel())
 MLM = register(MaskedLanguageModel())
 
-__all__ = ["LM", "MLM", "LanguageModel", "MaskedLanguageModel"]
+__all__ = ["LM", "MLM", "CorpusOptions", "LanguageModel", "MaskedLanguageModel", "MaskedOptions",
+           "bpe_option", "check_bpe"]

@@ -3,13 +3,14 @@
 The trainer (:mod:`splitnet.training`), its configuration, sharding, checkpoints and the command
 line ask a run's task (``TASKS[cfg.task]``) instead of comparing its name. A task declares
 
-* its network: the config class (``model_config``), the initialisation rule (``init``), the
-  model config it trains (:meth:`Task.configure`: the one place a task adjusts its network) and
-  how it is built (:meth:`Task.build`);
-* the run options it reads (``reads``; any other task's option given to it is refused, one line
-  naming it, never recorded and ignored), those every other task reads and it does not
-  (``ignores``: refused when given, :meth:`~splitnet.training.config.TrainConfig.check_given`)
-  and its own checks (:meth:`Task.check`);
+* its network: the kind (``network``, :mod:`splitnet.configs.networks`: its config class,
+  ``model_config``, and network class), the initialisation rule (``init``) and the options its
+  network config is built with (:meth:`Task.model_options`: the one place a task adjusts its
+  network);
+* its own run options (``options``: a dataclass of them, whose fields check themselves; a run of
+  another task given one is refused, one line naming the task that reads it: the options of a
+  run are its sections' and its task's, nothing else) and its own checks (:meth:`Task.check`,
+  and ``ONLY_WITH`` for a run option it does not read);
 * its data (:meth:`Task.corpus`: an object with ``fingerprint()`` and ``describe()``), the
   batch of optimiser step ``s`` (:meth:`Task.batch`: a function of ``(seed, s)`` alone, which is
   what makes ``--resume`` exact), its loss (:meth:`Task.loss`: model and loss in one module,
@@ -18,18 +19,35 @@ line ask a run's task (``TASKS[cfg.task]``) instead of comparing its name. A tas
 
 A user's task subclasses :class:`Task` (or a built-in one), is registered with :func:`register`
 and trains with every guarantee of the trainer: the lock on the run directory, atomic
-checkpoints, exact resume, DDP and FSDP. ``docs/architecture.md`` shows one in a single file.
-Pure Python at import (no torch): the command line's ``--help`` reads the registry.
+checkpoints, exact resume, DDP and FSDP. From the command line, ``splitnet train --task
+MODULE:NAME`` imports it from the user's module (a module on ``PYTHONPATH`` or a ``.py`` path),
+and an installed package offers tasks through the entry-point group ``splitnet.tasks``
+(:func:`get_task` loads both). ``docs/architecture.md`` shows one in a single file. Pure Python
+at import (no torch): the command line's ``--help`` reads the registry.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import importlib
+import importlib.util
+import os
 import re
+import sys
+from typing import ClassVar
 
-from ..configs.config import SplitConfig, cli_fields
+from ..configs import networks as _networks
+from ..configs.config import cli_fields
+from ..names import check_identifier
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+ENTRY_POINTS = "splitnet.tasks"       # the group an installed package offers its tasks in
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """The options of a task that reads none of its own."""
 
 
 class Task(abc.ABC):
@@ -40,8 +58,11 @@ class Task(abc.ABC):
     name: str = ""
     help: str = ""
     init: str = "gpt2"                   # the initialisation rule when the model's init is None
-    reads: tuple[str, ...] = ()          # run options (TrainConfig fields) only some tasks read
-    ignores: tuple[str, ...] = ()        # run options the others read and this one does not
+    network: str = "lm"                  # its network kind (splitnet.configs.networks)
+    options: type = NoOptions            # the dataclass of its own run options
+    # run options (of TrainConfig's sections) it does not read: name -> (what they need, a
+    # predicate of the run's config), refused when given (configs.options.check_applicable)
+    ONLY_WITH: ClassVar[dict] = {}
     family: str = "language-model"       # what its own options are called in messages
     noun: str = "a language model"       # what a run of it is, in messages
     unit: str = "bpb"                    # what the held-out loss is reported in (nats / ln 2)
@@ -49,9 +70,9 @@ class Task(abc.ABC):
 
     @property
     def model_config(self) -> type:
-        """The network's configuration class (a subclass may set a class attribute); looked up
-        when asked, so a patched ``SplitConfig`` is the one used."""
-        return SplitConfig
+        """The network's configuration class (of its kind ``network``); looked up when asked,
+        so a patched ``SplitConfig`` is the one used."""
+        return _networks.get(self.network).config_class()
 
     def __init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -60,13 +81,17 @@ class Task(abc.ABC):
 
     # -- configuration (pure Python: TrainConfig calls these on construction) -----------------
 
-    def configure(self, cfg):
-        """The model config a run of ``cfg`` trains: ``cfg.model`` with this task's init rule
-        when it names none. The only place a task adjusts its network (one rule for the command
-        line and for Python)."""
-        if getattr(cfg.model, "init", "") is None:
-            return cfg.model.replace(init=self.init)
-        return cfg.model
+    def model_options(self, cfg, options: dict) -> dict:
+        """The options the network config of a run of ``cfg`` is built with, from those given
+        (``options``: a partial dict, or a whole config's ``to_dict()``): this task's init rule
+        when they name none, and ``max_len`` the run's ``context``. The only place a task
+        adjusts its network (one rule for the command line and for Python)."""
+        out = dict(options)
+        fields = {f.name: f for f in dataclasses.fields(self.model_config)}
+        if "init" in fields and out.get("init", fields["init"].default) is None:
+            out["init"] = self.init
+        out["max_len"] = cfg.context
+        return out
 
     def check(self, cfg) -> None:
         """This task's own checks of ``cfg`` (a ValueError naming the option)."""
@@ -119,9 +144,7 @@ class Task(abc.ABC):
 
     def build(self, model_cfg):
         """The network of ``model_cfg``, initialised (the seed is set by the trainer)."""
-        from ..nets.models import SplitTransformer
-
-        return SplitTransformer.from_config(model_cfg)
+        return _networks.get(self.network).build(model_cfg)
 
     def loss(self, model, cfg):
         """Model and loss in one module: ``forward(*batch)`` is the micro-batch's mean loss."""
@@ -163,26 +186,103 @@ class Task(abc.ABC):
 
 
 TASKS: dict[str, Task] = {}
+_LOADED: dict[str, Task] = {}        # a "MODULE:NAME" spec -> the task it loaded
 
 
 def register(task: Task, replace: bool = False) -> Task:
     """Add ``task`` to :data:`TASKS` under its name; ``TrainConfig(task=task.name)`` then trains
-    it. A name taken by another task is a ValueError unless ``replace``. Returns ``task``."""
+    it. A name that is not an identifier (letters, digits, ``_`` and ``-``, not first a digit)
+    is a ValueError, as is one taken by another task unless ``replace``. Returns ``task``."""
     if not isinstance(task, Task):
         raise TypeError(f"register takes a Task instance, got {type(task).__name__}")
+    check_identifier("a task", task.name)
     if task.name in TASKS and TASKS[task.name] is not task and not replace:
         raise ValueError(f"a task named {task.name!r} is registered already "
                          f"({TASKS[task.name]!r}); pass replace=True to replace it")
+    if not (isinstance(task.options, type) and dataclasses.is_dataclass(task.options)):
+        raise TypeError(f"task {task.name!r}: options must be a dataclass of its run options, "
+                        f"got {task.options!r}")
     TASKS[task.name] = task
     return task
 
 
 def get_task(name: str) -> Task:
-    """The registered task ``name``; an unknown one is a ValueError listing the others."""
+    """The task ``name``: a registered one, ``"MODULE:NAME"`` (imported from a user's module or
+    ``.py`` file: :func:`load_task`), or one an installed package offers (the entry-point group
+    ``splitnet.tasks``). An unknown one is a ValueError naming the registered ones."""
+    if isinstance(name, str):
+        if name in TASKS:
+            return TASKS[name]
+        if ":" in name:
+            return load_task(name)
+        offered = entry_point_tasks()
+        if name in offered:
+            return load_task(offered[name], expect=name)
+    raise ValueError(f"task must be one of {', '.join(TASKS)} or MODULE:NAME (a task of your "
+                     f"own); got {name!r}") from None
+
+
+def entry_point_tasks() -> dict[str, str]:
+    """name -> ``"module:attr"`` of the tasks installed packages offer (group
+    ``splitnet.tasks``), not loaded."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS)}
+
+
+def load_task(spec: str, expect: str | None = None) -> Task:
+    """The task ``spec`` (``"package.module:NAME"`` or ``"path/to/file.py:NAME"``) names:
+    the module imported, ``NAME`` a :class:`Task` instance or subclass (instantiated), and
+    registered under its name (a module that registered it itself keeps that instance). Each
+    fault is one ValueError naming the spec."""
+    if spec in _LOADED:
+        return _LOADED[spec]
+    module, _, attr = spec.rpartition(":")
+    if not module or not attr.isidentifier():
+        raise ValueError(f"--task {spec!r}: a task of your own is MODULE:NAME (a module on "
+                         f"PYTHONPATH or a .py file, and the name of a Task in it)")
+    mod = _import(module, spec)
+    obj = getattr(mod, attr, None)
+    if isinstance(obj, type) and issubclass(obj, Task):
+        known = TASKS.get(getattr(obj, "name", None))
+        obj = known if type(known) is obj else obj()
+    if not isinstance(obj, Task):
+        raise ValueError(f"--task {spec!r}: {module} has no Task named {attr!r} (found "
+                         f"{type(obj).__name__ if obj is not None else 'nothing'})")
+    if expect is not None and obj.name != expect:
+        raise ValueError(f"the entry point {expect!r} ({spec}) gives a task named {obj.name!r}")
+    if TASKS.get(obj.name) is not obj:
+        register(obj, replace=True)
+    _LOADED[spec] = obj
+    return obj
+
+
+def _import(module: str, spec: str):
+    """A module by dotted name, or a ``.py`` file by path (as a module of its own name)."""
     try:
-        return TASKS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"task must be one of {', '.join(TASKS)}; got {name!r}") from None
+        if module.endswith(".py") or os.sep in module or "/" in module:
+            path = os.path.abspath(os.path.expanduser(module))
+            if not os.path.isfile(path):
+                raise ValueError(f"--task {spec!r}: no file {path}")
+            name = os.path.splitext(os.path.basename(path))[0]
+            if name in sys.modules and getattr(sys.modules[name], "__file__", None) == path:
+                return sys.modules[name]
+            found = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(found)
+            sys.modules[name] = mod
+            found.loader.exec_module(mod)
+            return mod
+        return importlib.import_module(module)
+    except ValueError:
+        raise
+    except Exception as e:           # the user's code: its fault in one line, not a traceback
+        raise ValueError(f"--task {spec!r}: importing {module} failed: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def task_options(task: Task) -> set[str]:
+    """The names of ``task``'s own run options."""
+    return {f.name for f in dataclasses.fields(task.options)}
 
 
 def _describe(fp) -> str:
@@ -207,20 +307,22 @@ def _model_options(task: Task) -> set[str]:
 
 
 def _readers(option: str) -> list[Task]:
-    return [t for t in TASKS.values() if option in t.reads or option in _model_options(t)]
+    return [t for t in TASKS.values()
+            if option in task_options(t) or option in _model_options(t)]
 
 
 def foreign_options(task: str, names) -> list[str]:
-    """The options among ``names`` that a run of ``task`` does not read: another task's run
-    options (its ``reads``) and the options of another task's network only (``model.x`` or
-    ``x``: a field of one model config and not of this task's). In the order given."""
+    """The options among ``names`` that a run of ``task`` does not read: another task's own
+    options and the options of another task's network only (``model.x`` or ``x``: a field of
+    one model config and not of this task's). In the order given."""
     t = get_task(task)
-    some_task = {o for u in TASKS.values() for o in u.reads}
+    some_task = {o for u in TASKS.values() for o in task_options(u)}
     other_model = {o for u in TASKS.values() for o in _model_options(u)} - _model_options(t)
     out = []
     for n in names:
         bare = n[6:] if n.startswith("model.") else n
-        if (bare == n and bare in some_task and bare not in t.reads) or bare in other_model:
+        if (bare == n and bare in some_task and bare not in task_options(t)) or \
+                bare in other_model:
             out.append(bare)
     return out
 
@@ -261,5 +363,6 @@ def task_of(names) -> str:
                      f"{other}'s): a run is one or the other")
 
 
-__all__ = ["TASKS", "Task", "check_task_options", "foreign_options", "get_task", "register",
-           "task_of"]
+__all__ = ["ENTRY_POINTS", "TASKS", "NoOptions", "Task", "check_task_options",
+           "entry_point_tasks", "foreign_options", "get_task", "load_task", "register",
+           "task_of", "task_options"]

@@ -11,10 +11,56 @@ sentence pairs (:mod:`splitnet.translate.translation`).
 
 from __future__ import annotations
 
-from ..configs.seq2seq import Seq2SeqConfig
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..configs.config import MAX_BEAM, PAIR_NAMES
+from ..configs.options import FREE, check_int, check_real, option
+from .lm import bpe_option, check_bpe
 from .task import Task, register
 
 TEST_BATCH = 32     # sources decoded together for the test scores (translate_lines' default)
+
+
+@dataclass(frozen=True)
+class TranslationOptions:
+    """A translation run's own options: its pairs and tokens, the training loss's smoothing, and
+    the beam search of the test scores at the end."""
+
+    pairs: str | None = option(None, "translate: sentence pairs, a TSV file 'source<TAB>target', "
+                               "a folder of gettext catalogues (.po/.mo), 'bible' (the SWORD "
+                               "modules) or 'copy' / 'reverse' (synthetic alignment tasks over "
+                               "400 words); default: this machine's gettext catalogues",
+                               metavar="PATH")
+    src_lang: str | None = option(None, "translate: source language (default en)", metavar="L")
+    tgt_lang: str | None = option(None, "translate: target language (default de for the "
+                                  "catalogues)", metavar="L")
+    bpe: int = bpe_option()
+    label_smoothing: float = option(0.1, "translate: label smoothing of the training loss")
+    beam: int = option(4, "translate: beam width of the BLEU and chrF at the end", resume=FREE)
+    length_penalty: float = option(0.6, "translate: beam search ranks log p / length^A",
+                                   resume=FREE, metavar="A")
+    bleu_sentences: int = option(500, "translate: test pairs translated for BLEU and chrF at "
+                                 "the end (0 = none)", resume=FREE)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        check_bpe(self)
+        set_(self, "beam", check_int("beam", self.beam))
+        if self.beam > MAX_BEAM:
+            raise ValueError(f"beam must be <= {MAX_BEAM:,} (each source decodes beam rows at "
+                             f"once), got {self.beam:,}")
+        set_(self, "bleu_sentences", check_int("bleu_sentences", self.bleu_sentences, lo=0))
+        set_(self, "label_smoothing", check_real("label_smoothing", self.label_smoothing, 0.0,
+                                                 1.0, hi_open=True))
+        set_(self, "length_penalty", check_real("length_penalty", self.length_penalty, -10.0,
+                                                10.0))
+        if self.pairs is not None and str(self.pairs) not in PAIR_NAMES:
+            if not str(self.pairs).strip():
+                raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
+                                 f"one of {', '.join(PAIR_NAMES)}")
+            set_(self, "pairs", os.path.abspath(os.path.expanduser(str(self.pairs))))
 
 
 class Translation(Task):
@@ -24,20 +70,16 @@ class Translation(Task):
     name = "translate"
     help = "an encoder–decoder on sentence pairs (--pairs)"
     init = "xavier"                    # torch.nn.Transformer's rule
-    reads = ("pairs", "src_lang", "tgt_lang", "bpe", "label_smoothing", "beam",
-             "length_penalty", "bleu_sentences")
-    ignores = ("eval_windows",)        # scored on its validation pairs, not on windows
+    network = "seq2seq"
+    options = TranslationOptions
+    ONLY_WITH: ClassVar[dict] = {      # scored on its validation pairs, not on windows
+        "eval_windows": ("to a run scored on held-out windows (a language model's; a "
+                         "translation run scores its validation pairs)", lambda c: False),
+    }
     family = "encoder–decoder"
     noun = "a translation model"
     unit = "bits per token"
     reader = "'splitnet translate' translates with it"
-
-    @property
-    def model_config(self) -> type:
-        return Seq2SeqConfig
-
-    def configure(self, cfg):
-        return cfg.model             # its init rule is the network's own (configs.options)
 
     def check(self, cfg) -> None:
         clash = [n for n, v in (("refine_prob", cfg.refine_prob > 0),
@@ -101,11 +143,6 @@ class Translation(Task):
                        f"the beam search of the test scores (--beam {cfg.beam}, {rows} sources "
                        f"at once)", "lower --beam, or --bleu-sentences 0 for none", device)
 
-    def build(self, model_cfg):
-        from ..nets.seq2seq import SplitSeq2Seq
-
-        return SplitSeq2Seq.from_config(model_cfg)
-
     def loss(self, model, cfg):
         from ..translate.translation import Seq2SeqLoss
 
@@ -134,4 +171,4 @@ class Translation(Task):
 
 MT = register(Translation())
 
-__all__ = ["MT", "TEST_BATCH", "Translation"]
+__all__ = ["MT", "TEST_BATCH", "Translation", "TranslationOptions"]

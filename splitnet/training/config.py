@@ -1,13 +1,14 @@
 """A training run's configuration: :class:`TrainConfig` (``from splitnet.train import
-TrainConfig``), its model, data, optimisation and run options.
+TrainConfig``): its network, its task, one object per section of the run's options
+(:mod:`splitnet.configs.run`: run, data, optimisation, the integrator in training, evaluation,
+parallelism, acceleration, logging) and the task's own options (:attr:`Task.options
+<splitnet.tasks.task.Task.options>`).
 
-A frozen dataclass that checks itself in ``__post_init__`` (a bad value is a ``ValueError`` /
-``TypeError`` naming the option). Each field carries its help text and how it behaves on
-``--resume`` in its metadata (:mod:`splitnet.configs.options`); the command line
-(:mod:`splitnet.cli.commands.cmd_train`) and the checkpoint derive from the fields. What
-depends on the task -- its network's config class and initialisation, the options it reads,
-its own checks -- the task says (:mod:`splitnet.tasks`): this module compares no task names.
-Pure Python: no torch, so ``splitnet train --help`` starts fast.
+Each section and the task's options check their own fields; this class checks only what spans
+them (a speed lever against the model, growth against the steps). An option is reached by its
+name whatever its section (``cfg.lr``, ``TrainConfig(lr=1e-3)``, ``cfg.replace(beam=8)``), and a
+checkpoint stores the options flat, so every flag, every stored run and every caller of 0.3
+reads as before. Pure Python: no torch, so ``splitnet train --help`` starts fast.
 """
 
 from __future__ import annotations
@@ -15,338 +16,184 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
-from ..configs.config import (
-    ADAMW_IMPLS,
-    COMPILE_MODES,
-    COMPILE_SCOPES,
-    CORPORA,
-    CUDAGRAPH_MODES,
-    DEVICES,
-    LOSSES,
-    MAX_BEAM,
-    PAIR_NAMES,
-    PARALLEL,
-    PARAM_DTYPES,
-    SCHEDULES,
-    SDPA_BACKENDS,
-    SplitConfig,
-)
-from ..configs.options import (
-    FREE,
-    SESSION,
-    check_applicable,
-    check_bools,
-    check_growth,
-    check_parallel,
-    check_tensorboard,
-    int_list,
-    option,
-)
-from ..configs.options import check_choice as _choice
-from ..configs.options import check_int as _int
-from ..configs.options import check_real as _real
-from ..configs.options import config_from_dict as _from_dict
-from ..configs.options import positive_ints as _positive_ints
-from ..configs.seq2seq import Seq2SeqConfig
-from ..tasks.task import TASKS, check_task_options, get_task
+from ..configs.config import CUDAGRAPH_MODES, SplitConfig
+from ..configs.options import FIXED, FREE, check_applicable
+from ..configs.run import SECTIONS
+from ..configs.stacks import get as get_stack
+from ..tasks.task import check_task_options, get_task
 
-# The sections of a run's options (torchtitan's job config groups its options so): each field
-# of TrainConfig but the model in exactly one (tests/test_tasks.py checks it). The command line
-# shows one group per section; TrainConfig.section(name) reads one. The constructor and the
-# checkpoint stay flat (TrainConfig(lr=...), and every stored run), so no caller changes.
-SECTIONS = {
-    "task and data": ("task", "text", "corpus", "val_fraction", "context", "pairs", "src_lang",
-                      "tgt_lang", "bpe"),
-    "optimisation": ("steps", "batch_size", "grad_accum", "lr", "min_lr_ratio", "schedule",
-                     "warmup", "weight_decay", "beta1", "beta2", "clip", "seed",
-                     "label_smoothing"),
-    "the integrator in training": ("refine_prob", "refine_substeps", "order_penalty",
-                                   "grow_at"),
-    "evaluation": ("eval_windows", "eval_every", "beam", "length_penalty", "bleu_sentences"),
-    "parallelism and speed": ("device", "parallel", "tp", "threads", "sync_every", "compile",
-                              "compile_mode", "compile_scope", "loss", "loss_chunk", "sdpa",
-                              "adamw", "param_dtype", "amp", "peak_tflops"),
-    "run": ("ckpt_every", "progress", "plot", "tensorboard", "out", "resume", "overwrite",
-            "stop_at", "allow_data_change", "trust_checkpoint"),
-}
+# option name -> the attribute of its section (the one table of where an option lives)
+WHERE = {f.name: attr for attr, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
 
 
-def _default_model() -> SplitConfig:
-    return SplitConfig()
+def option_fields(task) -> list[tuple[str, dataclasses.Field]]:
+    """``(section attribute or "task_options", field)`` of every run option of a run of
+    ``task`` (a name or a Task), in the command line's order."""
+    t = get_task(task) if isinstance(task, str) else task
+    out = [(attr, f) for attr, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+    return out + [("task_options", f) for f in dataclasses.fields(t.options)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TrainConfig:
-    """A training run (``splitnet train``; ``train(cfg)``): a byte-level language model
-    (``task="lm"``) or an encoder–decoder translating sentence pairs (``task="translate"``).
+    """A training run (``splitnet train``; ``train(cfg)``): ``model`` the network's config (a
+    :class:`SplitConfig` for a language model, a :class:`~splitnet.configs.seq2seq.Seq2SeqConfig`
+    for translation; its ``max_len`` is set to ``context``), ``task`` its task's name (or
+    ``"MODULE:NAME"``), a section object per attribute of :data:`~splitnet.configs.run.SECTIONS`
+    and ``task_options``. Options may be given flat (``TrainConfig(lr=1e-3, beam=8)``) or as
+    whole sections (``optim=OptimOptions(...)``); ``model_options`` is the network's options as
+    a partial dict, from which its config is built once. Options marked ``free`` may change on
+    ``--resume``; the rest define the run."""
 
-    ``model`` is the network: a :class:`SplitConfig` (``vocab_size`` 256) for a language model,
-    a :class:`~splitnet.configs.seq2seq.Seq2SeqConfig` for translation (its vocabulary and
-    special ids are set from the tokenizer); its ``max_len`` is set to ``context``. Options
-    marked ``free`` may change on ``--resume``; the rest define the run.
-    """
+    model: Any
+    task: str
+    run: Any
+    data: Any
+    optim: Any
+    integrator: Any
+    evaluation: Any
+    parallelism: Any
+    accel: Any
+    logging: Any
+    task_options: Any
 
-    model: SplitConfig | Seq2SeqConfig = dataclasses.field(default_factory=_default_model,
-                                                           metadata={"cli": False})
-    task: str = option("lm", "lm: a byte-level language model of --text; mlm: a masked "
-                       "language model of --text (a bidirectional encoder, 15%% of the bytes "
-                       "masked); translate: an encoder–decoder on sentence pairs (--pairs)",
-                       choices=tuple(TASKS))
-    # data
-    text: str | None = option(None, "corpus: a text file, a directory, a glob pattern or a "
-                              ".tar.gz/.zip archive (default: the Python standard library's "
-                              ".py files)", metavar="PATH")
-    corpus: str | None = option(None, "a named corpus instead of --text: stdlib (default), austen "
-                                "(Jane Austen's novels, Persuasion held out; r-cran-janeaustenr)"
-                                ", wordnet (WordNet's glosses; wordnet-base)", choices=CORPORA)
-    val_fraction: float = option(0.05, "validation share of the language model's corpus (a "
-                                 "translation run splits its pairs by a fixed rule)")
-    context: int = option(128, "sequence length in bytes (translate: the longest source or "
-                          "target in tokens; longer ones are cut)")
-    # translation (--task translate: splitnet.translate.translation)
-    pairs: str | None = option(None, "translate: sentence pairs, a TSV file 'source<TAB>target', "
-                               "a folder of gettext catalogues (.po/.mo), 'bible' (the SWORD "
-                               "modules) or 'copy' / 'reverse' (synthetic alignment tasks over "
-                               "400 words); default: this machine's gettext catalogues",
-                               metavar="PATH")
-    src_lang: str | None = option(None, "translate: source language (default en)", metavar="L")
-    tgt_lang: str | None = option(None, "translate: target language (default de for the "
-                                  "catalogues)", metavar="L")
-    bpe: int = option(0, "translate, mlm: a byte-level BPE of N tokens trained on the training "
-                      "pairs or text (tokenizers; 0 = byte tokens)", metavar="N")
-    label_smoothing: float = option(0.1, "translate: label smoothing of the training loss")
-    beam: int = option(4, "translate: beam width of the BLEU and chrF at the end", resume=FREE)
-    length_penalty: float = option(0.6, "translate: beam search ranks log p / length^A",
-                                   resume=FREE, metavar="A")
-    bleu_sentences: int = option(500, "translate: test pairs translated for BLEU and chrF at "
-                                 "the end (0 = none)", resume=FREE)
-    # optimisation
-    steps: int = option(600, "total optimiser steps (on --resume: may be raised)", resume=FREE)
-    batch_size: int = option(16, "global sequences per optimiser step")
-    grad_accum: int = option(1, "micro-batches per step")
-    lr: float = option(2e-3, "peak learning rate")
-    min_lr_ratio: float = option(0.1, "cosine floor as a fraction of --lr, in [0, 1]")
-    schedule: str = option("cosine", "after the warmup: cosine to --min-lr-ratio, or "
-                           "inverse-sqrt (Vaswani et al.: lr sqrt(warmup / step))",
-                           choices=SCHEDULES)
-    warmup: int = option(50, "linear warmup steps")
-    weight_decay: float = option(0.1, "AdamW weight decay on matrices")
-    beta1: float = option(0.9, "AdamW beta1")
-    beta2: float = option(0.99, "AdamW beta2")
-    clip: float = option(1.0, "gradient-norm clip, 0 = off")
-    seed: int = option(0, "seed of weights and batches")
-    eval_windows: int = option(256, "fixed validation windows per evaluation")
-    # ODE-consistent training (splitnet.analyses.refine): off unless refine_prob > 0
-    refine_prob: float = option(0.0, "ODE-consistent training: probability that a step's "
-                                "forward pass runs the model's own scheme refined into K "
-                                "substeps (K drawn from --refine-substeps; by (seed, step))")
-    refine_substeps: tuple[int, ...] = option((1, 2, 4), "substep counts K that --refine-prob "
-                                              "draws from", metavar="K,K,...", parse=int_list)
-    # learned coefficients (splitnet.nets.learned): off unless order_penalty > 0
-    order_penalty: float = option(0.0, "λ: add λ x the squared order conditions of every "
-                                  "layer's learned coefficients up to the scheme's declared "
-                                  "order (needs --learn-coefficients)", metavar="λ")
-    # depth as a step size (splitnet.training.growth): none unless grow_at is given
-    grow_at: tuple[int, ...] = option((), "double the depth after each of these steps (each "
-                                      "layer copied at half the step size, its AdamW moments "
-                                      "with it)", metavar="STEP,...", parse=int_list)
-    # run (free on --resume)
-    eval_every: int = option(100, "validation every N steps", resume=FREE)
-    ckpt_every: int = option(100, "checkpoint every N steps", resume=FREE)
-    device: str = option("auto", "auto = cuda when available", resume=FREE, choices=DEVICES)
-    parallel: str = option("ddp", "how torchrun's processes share the run: ddp (each holds the "
-                           "whole model) or fsdp (parameters, gradients and AdamW state sharded "
-                           "over the ranks: PyTorch's FSDP2)", resume=FREE, choices=PARALLEL)
-    tp: int = option(1, "tensor parallelism (with --parallel fsdp): each field split over N "
-                     "ranks, FSDP over world/N (this launch's: not restored)", resume=SESSION,
-                     metavar="N")
-    sync_every: int | None = option(None, "read losses back to the host every N steps (fewer "
-                                    "syncs; default 10 on CUDA, 1 on the CPU)", resume=FREE)
-    compile: bool = option(False, "torch.compile the model and its loss", resume=FREE)
-    compile_mode: str = option("default", "torch.compile mode (reduce-overhead / max-autotune "
-                               "capture CUDA graphs)", resume=FREE, choices=COMPILE_MODES)
-    compile_scope: str = option("auto", "model+loss: one graph of network and loss; regional: "
-                                "each distinct field module once plus the head and loss, so "
-                                "compile time does not grow with stages; auto: regional when a "
-                                "layer has more than 3 stages and the network more than one "
-                                "layer", resume=FREE, choices=COMPILE_SCOPES)
-    loss: str = option("plain", "plain: cross-entropy of the full float32 logits; chunked: "
-                       "head and cross-entropy fused per chunk of rows (no full logits)",
-                       resume=FREE, choices=LOSSES)
-    loss_chunk: int = option(4096, "rows (tokens) per chunk of --loss chunked", resume=FREE)
-    sdpa: str = option("auto", "scaled-dot-product attention backend (auto: torch's choice)",
-                       resume=FREE, choices=SDPA_BACKENDS)
-    adamw: str = option("auto", "AdamW implementation (auto: fused on CUDA, torch's default "
-                        "elsewhere)", resume=FREE, choices=ADAMW_IMPLS)
-    param_dtype: str = option("float32", "bfloat16: forward and backward on a bf16 copy of the "
-                              "weights (no autocast), AdamW on the float32 master weights",
-                              resume=FREE, choices=PARAM_DTYPES)
-    amp: bool = option(True, "on CUDA: bf16 autocast (--no-amp: float32)", resume=FREE)
-    threads: int | None = option(None, "CPU threads (default: the cores other processes leave "
-                                 "free, at least 1)", resume=FREE)
-    peak_tflops: float | None = option(None, "accelerator peak for MFU (default: dense bf16 "
-                                       "of known GPUs)", resume=FREE)
-    progress: bool = option(True, "progress bar (--no-progress: none)", resume=FREE)
-    plot: bool = option(True, "write loss.png (--no-plot: do not)", resume=FREE)
-    tensorboard: str | bool | None = option(
-        None, "write TensorBoard events (loss, bpb, lr, throughput, MFU) to DIR; bare "
-        "--tensorboard: OUT/tensorboard; off: none (needs pip install 'splitnet[tensorboard]')",
-        resume=FREE, metavar="DIR", const=True)
-    # this invocation only (never stored)
-    out: str = option("runs/train", "output directory", resume=SESSION, metavar="DIR")
-    resume: bool = option(False, "continue from OUT/checkpoint.pt (every option not given is "
-                          "restored from it)", resume=SESSION)
-    overwrite: bool = option(False, "start afresh even if OUT holds a run (the old run is moved "
-                             "to a new OUT/previous-N/ first; nothing is deleted)",
-                             resume=SESSION)
-    stop_at: int | None = option(None, "save and exit after STEP steps, keeping the --steps "
-                                 "schedule (time-sliced jobs; continue with --resume)",
-                                 resume=SESSION, metavar="STEP")
-    allow_data_change: bool = option(False, "on --resume: go on although the corpus changed "
-                                     "since the checkpoint", resume=SESSION)
-    trust_checkpoint: bool = option(False, "load a checkpoint that holds Python objects (an "
-                                    "old format); only for files from a trusted source",
-                                    resume=SESSION)
-
-    # options that only apply alongside another, refused when given without it (by
-    # :meth:`check_given`, which the command line calls with the options typed; a value
-    # restored on --resume, or a default, is never refused)
-    ONLY_WITH: ClassVar[dict] = {
-        "loss_chunk": ("with --loss chunked", lambda c: c.loss == "chunked"),
-        "refine_substeps": ("with --refine-prob > 0 (ODE-consistent training)",
-                            lambda c: c.refine_prob > 0),
-        "compile_mode": ("with --compile", lambda c: c.compile),
-        "compile_scope": ("with --compile", lambda c: c.compile),
-        "eval_windows": ("to a run scored on held-out windows (a language model's; a "
-                         "translation run scores its validation pairs)",
-                         lambda c: "eval_windows" not in get_task(c.task).ignores),
-    }
-
-    def __post_init__(self) -> None:
+    def __init__(self, model=None, task: str = "lm", *, model_options: dict | None = None,
+                 task_options=None, **options):
         set_ = object.__setattr__
-        check_bools(self)
-        task = get_task(self.task)
-        _choice("schedule", self.schedule, SCHEDULES)
-        want = task.model_config
-        if isinstance(self.model, dict):
-            set_(self, "model", want.from_dict(self.model))
-        if type(self.model) is not want and self.model == _default_model():   # the default
-            set_(self, "model", want())
-        if not isinstance(self.model, want):
-            raise TypeError(f"task {self.task} trains a {want.__name__} model, got "
-                            f"{type(self.model).__name__}")
-        set_(self, "val_fraction", _real("val_fraction", self.val_fraction, 0.0, 1.0, True, True))
-        for name in ("context", "steps", "batch_size", "grad_accum", "eval_windows",
-                     "eval_every", "ckpt_every"):
-            set_(self, name, _int(name, getattr(self, name)))
-        set_(self, "warmup", _int("warmup", self.warmup, lo=0))
-        set_(self, "seed", _int("seed", self.seed, lo=0))
-        set_(self, "lr", _real("lr", self.lr, lo=0.0, lo_open=True))
-        set_(self, "min_lr_ratio", _real("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0))
-        set_(self, "weight_decay", _real("weight_decay", self.weight_decay, lo=0.0))
-        for b in ("beta1", "beta2"):
-            set_(self, b, _real(b, getattr(self, b), 0.0, 1.0, hi_open=True))
-        set_(self, "clip", _real("clip", self.clip, lo=0.0))
-        set_(self, "refine_prob", _real("refine_prob", self.refine_prob, 0.0, 1.0))
-        set_(self, "refine_substeps", _positive_ints("refine_substeps", self.refine_substeps))
-        set_(self, "order_penalty", _real("order_penalty", self.order_penalty, lo=0.0))
-        self._check_learned()
-        set_(self, "grow_at", check_growth(self))
-        _choice("device", self.device, DEVICES)
-        check_parallel(self, PARALLEL)
-        for name, options in (("compile_mode", COMPILE_MODES), ("compile_scope", COMPILE_SCOPES),
-                              ("loss", LOSSES), ("sdpa", SDPA_BACKENDS), ("adamw", ADAMW_IMPLS),
-                              ("param_dtype", PARAM_DTYPES)):
-            _choice(name, getattr(self, name), options)
-        set_(self, "loss_chunk", _int("loss_chunk", self.loss_chunk))
-        if self.compile_mode in CUDAGRAPH_MODES and self.grad_accum > 1:
-            raise ValueError(f"compile_mode {self.compile_mode} captures CUDA graphs, whose "
-                             f"outputs (the gradients) a second micro-batch's replay may "
-                             f"overwrite before they are accumulated: it needs grad_accum 1, "
-                             f"got {self.grad_accum}")
-        set_(self, "threads", _int("threads", self.threads, none=True))
-        set_(self, "sync_every", _int("sync_every", self.sync_every, none=True))
-        set_(self, "stop_at", _int("stop_at", self.stop_at, none=True))
-        if self.resume and self.overwrite:
-            raise ValueError("--resume and --overwrite contradict each other: choose one")
-        set_(self, "out", str(self.out))
-        set_(self, "peak_tflops", _real("peak_tflops", self.peak_tflops, lo=0.0, lo_open=True,
-                                        none=True))
-        if self.text is not None:
-            if not str(self.text).strip():
-                raise ValueError("text is empty: give a file, a directory, a glob or an archive")
-            set_(self, "text", os.path.abspath(os.path.expanduser(str(self.text))))
-        if self.text is not None and self.corpus is not None:
-            raise ValueError("--text and --corpus both name the corpus: give one")
-        if self.corpus is not None:
-            _choice("corpus", self.corpus, CORPORA)
-        if self.corpus == "austen" and self.val_fraction != 0.05:     # never ignored silently
-            raise ValueError("--val-fraction does not apply to --corpus austen: its validation "
-                             "text is the held-out novel (Persuasion); drop it")
-        if self.pairs is not None and str(self.pairs) not in PAIR_NAMES:
-            if not str(self.pairs).strip():
-                raise ValueError("pairs is empty: give a TSV file, a folder of catalogues or "
-                                 f"one of {', '.join(PAIR_NAMES)}")
-            set_(self, "pairs", os.path.abspath(os.path.expanduser(str(self.pairs))))
-        check_tensorboard(self)
-        self._check_task(task)
-        set_(self, "model", task.configure(self))     # the network this task trains
-        if self.model.max_len != self.context:
-            set_(self, "model", self.model.replace(max_len=self.context))
-        if self.batch_size % self.grad_accum:
-            raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum "
-                             f"{self.grad_accum}")
+        t = get_task(task)
+        set_(self, "task", task)
+        flat = {k: v for k, v in options.items() if k not in SECTIONS}
+        own = {f.name for f in dataclasses.fields(t.options)}
+        check_task_options(task, [k for k, v in flat.items() if k not in WHERE
+                                  and k not in own and not _at_other_default(k, v)])
+        unknown = sorted(k for k in flat if k not in WHERE and k not in own
+                         and not _known_elsewhere(k))
+        if unknown:
+            raise TypeError(f"unknown TrainConfig option(s) {unknown}")
+        for attr, cls in SECTIONS.items():
+            given = {k: v for k, v in flat.items() if WHERE.get(k) == attr}
+            set_(self, attr, _section(cls, options.get(attr), given))
+        given = {k: v for k, v in flat.items() if k in own}
+        set_(self, "task_options", _section(t.options, task_options, given))
+        # a run option the task does not read, given at a value of its own
+        check_applicable(self, {k for k, v in flat.items() if k in WHERE and v != getattr(
+            SECTIONS[WHERE[k]](), k)}, t.ONLY_WITH)
+        set_(self, "model", self._network(t, model, model_options))
+        self._check_across()
+        t.check(self)
 
-    def _check_task(self, task) -> None:
-        set_ = object.__setattr__
-        set_(self, "bpe", _int("bpe", self.bpe, lo=0))
-        set_(self, "beam", _int("beam", self.beam))
-        set_(self, "bleu_sentences", _int("bleu_sentences", self.bleu_sentences, lo=0))
-        set_(self, "label_smoothing", _real("label_smoothing", self.label_smoothing, 0.0, 1.0,
-                                            hi_open=True))
-        set_(self, "length_penalty", _real("length_penalty", self.length_penalty, -10.0, 10.0))
-        if self.beam > MAX_BEAM:
-            raise ValueError(f"beam must be <= {MAX_BEAM:,} (each source decodes beam rows at "
-                             f"once), got {self.beam:,}")
-        check_task_options(self.task, [f.name for f in dataclasses.fields(self)
-                                       if f.name != "model" and getattr(self, f.name) !=
-                                       _field_default(f)])
-        if self.bpe and not 260 <= self.bpe <= 2**20:
-            raise ValueError(f"bpe must be 0 (bytes) or a vocabulary of 260 .. 2**20 tokens, "
-                             f"got {self.bpe}")
-        task.check(self)
+    def _network(self, t, model, model_options):
+        """The network's config, built once from ``model_options`` and the task's rule
+        (:meth:`~splitnet.tasks.task.Task.model_options`), or ``model`` adjusted by it."""
+        want = t.model_config
+        if model_options is not None:
+            if model is not None:
+                raise TypeError("give model or model_options, not both")
+            return want(**t.model_options(self, model_options))
+        if model is None or (type(model) is not want and model == SplitConfig()):
+            return want(**t.model_options(self, {}))
+        if isinstance(model, dict):
+            model = want.from_dict(model)
+        if not isinstance(model, want):
+            raise TypeError(f"task {t.name} trains a {want.__name__} model, got "
+                            f"{type(model).__name__}")
+        d = model.to_dict()
+        changes = {k: v for k, v in t.model_options(self, d).items() if d.get(k) != v}
+        return model.replace(**changes) if changes else model
 
-    def _check_learned(self) -> None:
-        if isinstance(self.model, Seq2SeqConfig):
-            if self.order_penalty > 0:
-                raise ValueError("order_penalty needs learned coefficients, which encoder–"
-                                 "decoder models do not have")
-            return
-        if self.order_penalty > 0 and not self.model.learn_coefficients:
-            raise ValueError("order_penalty needs learned coefficients: add "
-                             "--learn-coefficients")
-        if self.refine_prob > 0 and self.model.learn_coefficients:
+    def _check_across(self) -> None:
+        """What spans sections: learned coefficients, growth, sharding, CUDA graphs."""
+        m, s = self.model, self.integrator
+        learned = getattr(m, "learn_coefficients", None)
+        if s.order_penalty > 0 and not learned:
+            raise ValueError("order_penalty needs learned coefficients, which encoder–decoder "
+                             "models do not have" if learned is None else "order_penalty "
+                             "needs learned coefficients: add --learn-coefficients")
+        if s.refine_prob > 0 and learned:
             raise ValueError("refine_prob with learned coefficients: the refined layers would "
                              "hold the coefficients fixed; choose one of the two")
+        self._check_growth()
+        self._check_fsdp()
+        if self.accel.compile_mode in CUDAGRAPH_MODES and self.optim.grad_accum > 1:
+            raise ValueError(f"compile_mode {self.accel.compile_mode} captures CUDA graphs, "
+                             f"whose outputs (the gradients) a second micro-batch's replay may "
+                             f"overwrite before they are accumulated: it needs grad_accum 1, "
+                             f"got {self.optim.grad_accum}")
+
+    def _check_growth(self) -> None:
+        g = self.integrator.grow_at
+        if not g:
+            return
+        if g[0] < 1 or g[-1] >= self.steps:
+            raise ValueError(f"--grow-at steps must lie in 1..{self.steps - 1} (below --steps "
+                             f"{self.steps}, so the grown network trains), got "
+                             f"{','.join(map(str, g))}")
+        clash = [n for n, v in (("--parallel fsdp", self.parallel == "fsdp"),
+                                ("--tp", self.tp > 1),
+                                ("--param-dtype bfloat16", self.param_dtype == "bfloat16")) if v]
+        if clash:
+            raise ValueError(f"--grow-at does not take {', '.join(clash)} yet (the grown model's "
+                             f"shards or bf16 copy would be rebuilt mid-run); use --parallel "
+                             f"ddp and --param-dtype float32")
+
+    def _check_fsdp(self) -> None:
+        """What FSDP (splitnet.training.sharding) does not take yet."""
+        if self.parallel != "fsdp":
+            return
+        kind = get_stack(self.model.stack)
+        clash = [n for n, v in (
+            ("--refine-prob", self.refine_prob > 0), ("--order-penalty", self.order_penalty > 0),
+            (kind.flag, not kind.sharded),
+            ("--project-coefficients", getattr(self.model, "project_coefficients", False)),
+            ("--param-dtype bfloat16", self.param_dtype == "bfloat16"),
+            ("--compile", self.compile)) if v]
+        if clash:
+            # the advice must be one that works: ddp takes all of these but a bf16 compute
+            # copy, which runs on one process only (splitnet.training.setup)
+            bf16 = "--param-dtype bfloat16" in clash
+            advice = ("run it in one process, without torchrun" if clash == [
+                "--param-dtype bfloat16"] else "use --parallel ddp" + (
+                " (and --param-dtype bfloat16 runs in one process only)" if bf16 else ""))
+            raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
+                             f"or swap whole layers outside the sharded forward); {advice}")
+
+    def __getattr__(self, name: str):
+        d = self.__dict__
+        attr = WHERE.get(name)
+        if attr is not None and attr in d:
+            return getattr(d[attr], name)
+        opts = d.get("task_options")
+        if opts is not None and name in getattr(opts, "__dataclass_fields__", ()):
+            return getattr(opts, name)
+        raise AttributeError(f"TrainConfig has no option {name!r}" + (
+            f" (a run of --task {d['task']} does not read it)" if "task" in d else ""))
 
     def check_given(self, given) -> None:
         """The options ``given`` (their names; ``model.x`` for the network's) that this run
-        would not read, each only applying alongside another (:attr:`ONLY_WITH`, the model
-        config's ``ONLY_WITH``): a ValueError naming them, before any work. ``self`` is the
-        run's whole config (on ``--resume``, the checkpoint's with the given ones applied), so
-        ``--resume --loss-chunk N`` of a chunked run is taken."""
+        would not read, each only applying alongside another (each section's, the task's and
+        the network config's ``ONLY_WITH``): a ValueError naming them, before any work.
+        ``self`` is the run's whole config (on ``--resume``, the checkpoint's with the given
+        ones applied), so ``--resume --loss-chunk N`` of a chunked run is taken."""
         given = set(given)
-        check_applicable(self, given, self.ONLY_WITH)
+        for attr, cls in SECTIONS.items():
+            check_applicable(getattr(self, attr), given, getattr(cls, "ONLY_WITH", {}))
+        check_applicable(self, given, get_task(self.task).ONLY_WITH)
         check_applicable(self.model, {n[6:] for n in given if n.startswith("model.")},
                          getattr(self.model, "ONLY_WITH", {}))
 
     def section(self, name: str) -> dict:
-        """The options of section ``name`` of :data:`SECTIONS` and their values."""
-        if name not in SECTIONS:
-            raise ValueError(f"section must be one of {', '.join(SECTIONS)}; got {name!r}")
-        return {n: getattr(self, n) for n in SECTIONS[name]}
+        """The options of section ``name`` (its attribute or its title) and their values."""
+        for attr, cls in SECTIONS.items():
+            if name in (attr, cls.TITLE):
+                return dataclasses.asdict(getattr(self, attr))
+        raise ValueError(f"section must be one of {', '.join(SECTIONS)}; got {name!r}")
+
+    def options(self) -> dict:
+        """Every run option of this run by name (sections and the task's), flat."""
+        return {f.name: getattr(getattr(self, attr), f.name)
+                for attr, f in option_fields(self.task)}
 
     def tensorboard_dir(self) -> str | None:
         """Where TensorBoard events go: None (off), OUT/tensorboard (True) or the directory."""
@@ -354,22 +201,67 @@ class TrainConfig:
             self.tensorboard
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["model"] = self.model.to_dict()
-        return d
+        """Plain data, flat (``{"model": ..., "task": ..., "lr": ..., ...}``): what a
+        checkpoint stores, read by every version."""
+        return {"model": self.model.to_dict(), "task": self.task, **self.options()}
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
-        return _from_dict(cls, d)
+        """The config :meth:`to_dict` wrote (or an earlier version: another task's options at
+        their defaults, which 0.3 stored, are dropped); an unknown key is a ValueError."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a TrainConfig is read from a dict, got {type(d).__name__}")
+        unknown = sorted(k for k in d if k not in WHERE and k not in ("model", "task")
+                         and not _known_elsewhere(k))
+        if unknown:
+            raise ValueError(f"unknown TrainConfig option(s) {unknown}")
+        return cls(**d)
 
     def replace(self, **changes) -> TrainConfig:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` (options by name, sections, ``model``, ``task``), checked
+        again. A new task keeps only the options it reads."""
+        task = changes.pop("task", self.task)
+        keep = {"task_options": self.task_options} if task == self.task else {}
+        kw = {attr: getattr(self, attr) for attr in SECTIONS}
+        return TrainConfig(changes.pop("model", self.model), task, **keep, **kw, **changes)
 
 
+def _section(cls, whole, given: dict):
+    """A section object: ``whole`` (an object, a dict, or None: the defaults) with ``given``."""
+    if whole is None:
+        return cls(**given)
+    if isinstance(whole, dict):
+        return cls(**{**whole, **given})
+    if not isinstance(whole, cls):
+        raise TypeError(f"expected a {cls.__name__}, got {type(whole).__name__}")
+    return dataclasses.replace(whole, **given) if given else whole
 
-def _field_default(f: dataclasses.Field):
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+def _other_fields():
+    from ..tasks.task import TASKS
+
+    return {f.name: f for t in TASKS.values() for f in dataclasses.fields(t.options)}
 
 
+def _known_elsewhere(name: str) -> bool:
+    return name in _other_fields()
 
-__all__ = ["SECTIONS", "TrainConfig"]
+
+def _at_other_default(name: str, value) -> bool:
+    """An option of another task at its default: not given (an earlier version stored every
+    task's options)."""
+    f = _other_fields().get(name)
+    return f is not None and value == f.default
+
+
+def stored_options(cfg: TrainConfig) -> dict:
+    """The run options a checkpoint keeps: :meth:`TrainConfig.to_dict` without the session
+    options."""
+    d = cfg.to_dict()
+    for _, f in option_fields(cfg.task):
+        if f.metadata.get("resume", FIXED) not in (FIXED, FREE):
+            d.pop(f.name, None)
+    return d
+
+
+__all__ = ["WHERE", "TrainConfig", "option_fields", "stored_options"]

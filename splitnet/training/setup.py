@@ -32,9 +32,10 @@ from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import shards
 from ..runs.lock import RunLock
+from ..tasks.contract import check_batch, check_fingerprint
 from ..tasks.task import check_task_options, get_task
 from . import sharding
-from .config import TrainConfig
+from .config import TrainConfig, option_fields
 from .depths import check_resumed
 
 __all__ = ["autocast", "build_model", "build_optimizer", "compile_scope",
@@ -48,17 +49,13 @@ __all__ = ["autocast", "build_model", "build_optimizer", "compile_scope",
 def _explicit_fields(cfg: TrainConfig) -> set[str]:
     """Options that differ from their defaults (``model.x`` for model options): what a Python
     caller 'gave' when no explicit set is passed."""
-    out = {f.name for f in dataclasses.fields(TrainConfig)
-           if f.name != "model" and getattr(cfg, f.name) != _default(TrainConfig, f)}
+    out = {f.name for attr, f in option_fields(cfg.task)
+           if getattr(cfg, f.name) != f.default}
     base = type(cfg.model)()
     derived = ("max_len", "src_vocab", "tgt_vocab", "pad_id", "bos_id", "eos_id")  # set by runs
     out |= {f"model.{f.name}" for f in dataclasses.fields(base)
             if f.name not in derived and getattr(cfg.model, f.name) != getattr(base, f.name)}
     return out
-
-
-def _default(cls, f):
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = None
@@ -73,10 +70,8 @@ def resume_config(given: TrainConfig, stored: dict, explicit: set[str] | None = 
     # the task is the checkpoint's: an option of the other task is refused, as on a new run
     check_task_options(old.task, sorted(explicit - {"task"}), resumed=True)
     changes, bad = {}, []
-    for f in dataclasses.fields(TrainConfig):
+    for _, f in option_fields(old.task):
         name, kind = f.name, f.metadata.get("resume", FIXED)
-        if name == "model":
-            continue
         if kind not in (FIXED, FREE):                      # session options: from `given`
             changes[name] = getattr(given, name)
         elif name in explicit and getattr(given, name) != getattr(old, name):
@@ -339,7 +334,9 @@ def step_batch(cfg: TrainConfig, corpus, step: int, env: RunEnv) -> tuple[list, 
     batches) and the tokens the whole step trains on (:meth:`splitnet.tasks.task.Task.batch`:
     ``batch_size x context`` bytes for a language model, the target tokens of the global batch
     for translation)."""
-    return get_task(cfg.task).batch(cfg, corpus, step, env.replica, env.replicas)
+    task = get_task(cfg.task)
+    out = task.batch(cfg, corpus, step, env.replica, env.replicas)
+    return check_batch(task, out, step, cfg.batch_size // env.replicas, cfg.grad_accum)
 
 
 def describe_model(m) -> str:
@@ -379,6 +376,9 @@ def _prepare(cfg: TrainConfig, explicit, env: RunEnv):
         if cfg.steps < state["step"]:
             raise ValueError(f"--steps {cfg.steps} is below the checkpoint's step "
                              f"{state['step']}")
+        if cfg.stop_at is not None and cfg.stop_at < state["step"]:
+            raise ValueError(f"--stop-at {cfg.stop_at} is below the checkpoint's step "
+                             f"{state['step']}: the run is past it already")
         # the network at its depth of the moment (--grow-at: the run's, grown)
         check_resumed(cfg, type(cfg.model).from_dict(state["model_config"]), state["step"])
     elif (out / ck.CKPT).exists() and not cfg.overwrite:
@@ -416,6 +416,7 @@ def _corpus(cfg: TrainConfig, state: dict | None, log):
     """The task's data, refused on ``--resume`` if it is not the checkpoint's."""
     task = get_task(cfg.task)
     corpus = task.corpus(cfg, state, log)
+    check_fingerprint(task, corpus)      # plain data: stored, and compared on --resume
     task.check_data(cfg, state, corpus, log)
     return corpus
 

@@ -32,7 +32,6 @@ uninterrupted. A non-finite loss stops the run without overwriting the last good
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -43,7 +42,6 @@ from pathlib import Path
 import torch
 
 from ..analyses.refine import refined, refinement_at, scheme_label
-from ..configs.options import FIXED, FREE
 from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
 from ..order.projection import ProjectionError
 from ..runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
@@ -51,9 +49,10 @@ from ..runs import checkpoint as ck
 from ..runs import data as D
 from ..runs import lock as run_lock
 from ..runs import shards as shard_store
+from ..tasks.contract import check_held_out, fits_loss
 from ..tasks.task import Task, get_task
 from . import depths, growth, report, sharding
-from .config import TrainConfig
+from .config import TrainConfig, stored_options
 from .report import PEAK_BF16, TrainingError
 from .setup import (
     autocast,
@@ -106,6 +105,7 @@ class _Run:
     tb: object = None             # tracking.TensorBoardLog with --tensorboard
     lock: object = None           # lock.RunLock of the run directory (rank 0)
     step_tokens: list = field(default_factory=list)   # target tokens of each step this session
+    fitted: bool = False          # the task's batch has met its loss (tasks.contract.fits_loss)
     scores: dict | None = None    # the task's scores after the last step (BLEU, chrF)
 
 
@@ -141,7 +141,8 @@ def _evaluate(run: _Run) -> tuple[float, dict]:
     run.model.eval()
     try:
         with torch.no_grad(), run.amp, run.signals.interruptible(), accel.eager():
-            return run.task.held_out(run.model, run.corpus, run.cfg, run.env, run.val)
+            return check_held_out(run.task, run.task.held_out(run.model, run.corpus, run.cfg,
+                                                              run.env, run.val))
     finally:
         run.model.train()
 
@@ -175,7 +176,10 @@ def _train_step(run: _Run) -> _Pending:
                     for t in batch]
             sync = sharding.micro_batch_sync(run.fwd, run.model, cfg.parallel,
                                              env.distributed, last=m == accum - 1)
-            with sync:      # all-reduce only on the last micro-batch
+            # the session's first micro-batch: a batch the task's loss does not take is said
+            first = fits_loss(run.task, run.fwd, run.step) if not run.fitted else nullcontext()
+            run.fitted = True
+            with sync, first:      # all-reduce only on the last micro-batch
                 with run.amp:
                     loss = run.step_fn(run.fwd, *part)
                 total = loss / accum
@@ -257,7 +261,7 @@ def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
     ck.save({"version": ck.VERSION, "step": run.step, **extra,
              "model_config": run.model.config.to_dict(), "model": model_state,
              "optimizer": opt_state, "scheduler": run.sched.state_dict(),
-             "rng": ck.rng_state(run.env.device), "train_config": _stored(run.cfg),
+             "rng": ck.rng_state(run.env.device), "train_config": stored_options(run.cfg),
              "corpus": run.corpus.fingerprint(), "n_params": run.n_params,
              "world_size": run.env.world}, run.out / ck.CKPT)
     shard_store.remove_others(run.out, keep=shards)      # older shards folders, superseded
@@ -267,15 +271,6 @@ def _write_checkpoint(run: _Run, shards: str | None = None) -> None:
         plot_metrics(ck.read_metrics(run.out / ck.METRICS), run.out / ck.PLOT,
                      title=f"{scheme_label(run.model)} ({run.cfg.model.weights}), "
                            f"{run.n_params:,} params")
-
-
-def _stored(cfg: TrainConfig) -> dict:
-    """The run options a checkpoint keeps (session options are not stored)."""
-    d = cfg.to_dict()
-    for f in dataclasses.fields(TrainConfig):
-        if f.metadata.get("resume") not in (FIXED, FREE) and f.name != "model":
-            d.pop(f.name, None)
-    return d
 
 
 def _stop_requested(run: _Run) -> int | None:
