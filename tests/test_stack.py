@@ -139,3 +139,112 @@ def test_layer_k_of_a_stack_runs_at_time_k_h():
     seen.clear()
     ReversibleStack([_Clock(seen) for _ in range(2)], step_size=2.0).states(x)
     assert seen == [0.0, 2.0]
+
+
+# ------------------------------------------------------------------------------------------
+# stack kinds chosen by a config (issue 59)
+
+USER_STACK = '''
+import splitnet as sn
+from splitnet.integrators.stack import Stack
+
+
+class Counted(Stack):
+    """The plain stack, counting its forward passes (a user's kind, in one file)."""
+
+    runs = 0
+
+    def run(self, x, plain=False, **context):
+        type(self).runs += 1
+        return super().run(x, plain=plain, **context)
+
+
+KIND = sn.stacks.register("counted", Counted, replace=True)
+'''
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    import importlib
+
+    from splitnet.configs import stacks
+
+    (tmp_path / "counted_stack.py").write_text(USER_STACK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("counted_stack")
+    yield mod
+    stacks.KINDS.pop("counted", None)
+    import sys
+
+    sys.modules.pop("counted_stack", None)
+
+
+def test_a_config_names_its_stack_kind_and_reversible_is_its_older_spelling():
+    from splitnet.configs.config import SplitConfig
+
+    for stack, cls in (("plain", Stack), ("checkpointed", CheckpointedStack),
+                       ("reversible", ReversibleStack)):
+        cfg = SplitConfig(**SMALL, stack=stack, scheme="strang")
+        assert type(SplitTransformer.from_config(cfg).layers) is cls
+        assert cfg.reversible == (stack == "reversible")
+    assert SplitConfig(**SMALL, reversible=True).stack == "reversible"
+    assert SplitConfig(**SMALL, stack="reversible").replace(reversible=False).stack == "plain"
+    old = SplitConfig(**SMALL, reversible=True).to_dict()
+    del old["stack"]                               # a 0.3 checkpoint's config
+    assert SplitConfig.from_dict(old).stack == "reversible"
+    ck = SplitTransformer.from_config(SplitConfig(**SMALL, stack="checkpointed"))
+    with torch.no_grad():
+        x = torch.randint(0, 97, (2, 5))
+        plain = SplitTransformer.from_config(SplitConfig(**SMALL))
+        plain.load_state_dict(ck.state_dict())       # the same keys, the same function
+        torch.testing.assert_close(ck(x), plain(x))
+
+
+@pytest.mark.parametrize("changes,want", [
+    ({"stack": "nope"}, "unknown stack kind 'nope'"),
+    ({"stack": 3}, "stack must be a kind's name"),
+    ({"stack": "checkpointed", "reversible": True}, "reversible=True means stack='reversible'"),
+    ({"stack": "checkpointed", "reversible_grid": 4}, r"reversible_grid needs reversible=True"),
+    ({"stack": "reversible", "learn_coefficients": True}, "reversible networks with learned "
+                                                          "coefficients are not supported"),
+])
+def test_a_stack_option_its_kind_does_not_read_is_refused(changes, want):
+    from splitnet.configs.config import SplitConfig
+
+    with pytest.raises(ValueError, match=want):
+        SplitConfig(**SMALL, **changes)
+
+
+@pytest.mark.parametrize("name", ["", "my kind", None, "--x", "1a"])
+def test_a_stack_kind_needs_a_name_and_a_stack_class(name):
+    import splitnet as sn
+
+    with pytest.raises(ValueError, match="stack kind's name must be a non-empty identifier"):
+        sn.stacks.register(name, Stack)
+    with pytest.raises(TypeError, match="subclass of splitnet.integrators.stack.Stack"):
+        sn.stacks.register("not-a-stack", dict)
+    with pytest.raises(ValueError, match="registered already"):
+        sn.stacks.register("plain", CheckpointedStack)
+
+
+def test_a_users_stack_kind_builds_trains_saves_and_loads(counted, tmp_path):
+    """One file of the user's (counted_stack.py) registers a kind; SplitConfig(stack=...)
+    chooses it, the trainer trains it and its checkpoint loads it again."""
+    from splitnet.train import TrainConfig, train
+
+    from splitnet.configs.config import SplitConfig
+    from splitnet.runs.checkpoint import load_model
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    cfg = SplitConfig(d_model=16, n_heads=2, n_layers=2, scheme="strang", stack="counted")
+    assert type(SplitTransformer.from_config(cfg).layers) is counted.Counted
+    before = counted.Counted.runs
+    out = tmp_path / "run"
+    train(TrainConfig(model=cfg, text=str(text), context=16, steps=3, batch_size=4, warmup=1,
+                      eval_every=3, eval_windows=4, progress=False, plot=False, device="cpu",
+                      threads=1, out=str(out)))
+    assert counted.Counted.runs > before + 3          # every step and evaluation ran it
+    model = load_model(out)
+    assert type(model.layers) is counted.Counted and model.config.stack == "counted"
+    assert not model.config.reversible

@@ -18,6 +18,7 @@ from ..configs.config import (
     MAX_SEED,
     cli_fields,
 )
+from ..configs.options import type_name
 from ..configs.run import SECTIONS
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)
@@ -180,7 +181,7 @@ def _type_of(f: dataclasses.Field):
                 raise argparse.ArgumentTypeError(str(e)) from None
         typed.__name__ = f.name
         return typed
-    t = str(f.type)
+    t = type_name(f)
     if t.startswith("int"):
         return int
     if t.startswith("float"):
@@ -209,7 +210,7 @@ def add_config_options(group, cls, defaults: dict | None = None, skip=()) -> Non
         if f.metadata.get("resume") == FREE:
             help_ += " [may change on --resume]"
         flag = "--" + f.name.replace("_", "-")
-        if str(f.type) == "bool":
+        if type_name(f) == "bool":
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
                                default=None, help=help_)
             continue

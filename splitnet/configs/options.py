@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import itertools
 import math
 import numbers
-import os
 
 from ..integrators.subflows import METHODS
 from . import kinds as _kinds
@@ -140,15 +138,24 @@ def check_flag(name: str, v) -> bool:
     raise ValueError(f"{name} must be True or False, got {v!r}")
 
 
+def type_name(f: dataclasses.Field) -> str:
+    """A field's annotation as written (``"int | None"``), whether the module that declared it
+    postponed its annotations (strings) or not (``int``, ``int | None``)."""
+    t = f.type
+    return t if isinstance(t, str) else getattr(t, "__name__", None) if isinstance(t, type) \
+        else str(t).replace("NoneType", "None")
+
+
 def check_bools(cfg) -> None:
     """Every ``bool`` field of the dataclass ``cfg`` holds a bool (numpy's too), set back as a
     Python bool; ValueError naming the field otherwise: ``bool("no")`` is True, so a string
     would switch an option on silently. A field typed ``bool | None`` may also be None."""
     for f in dataclasses.fields(cfg):
-        if f.type not in ("bool", "bool | None"):
+        t = type_name(f)
+        if t not in ("bool", "bool | None"):
             continue
         v = getattr(cfg, f.name)
-        if v is None and f.type == "bool | None":
+        if v is None and t == "bool | None":
             continue
         object.__setattr__(cfg, f.name, check_flag(f.name, v))
 
@@ -296,32 +303,6 @@ def check_applicable(obj, given, table) -> None:
                          f"{'it' if one else 'them'}")
 
 
-def check_parallel(cfg, choices) -> None:
-    """``--parallel`` and ``--tp`` of a TrainConfig: what FSDP (splitnet.training.sharding) and
-    tensor parallelism (splitnet.training.tensor_parallel) do not take yet is refused."""
-    check_choice("parallel", cfg.parallel, choices)
-    if isinstance(cfg.tp, bool) or not isinstance(cfg.tp, int) or cfg.tp < 1:
-        raise ValueError(f"--tp must be a whole number >= 1, got {cfg.tp!r}")
-    if cfg.tp > 1 and cfg.parallel != "fsdp":
-        raise ValueError(f"--tp {cfg.tp} needs --parallel fsdp (FSDP over world/tp ranks)")
-    if cfg.parallel != "fsdp":
-        return
-    clash = [n for n, v in (
-        ("--refine-prob", cfg.refine_prob > 0), ("--order-penalty", cfg.order_penalty > 0),
-        ("--reversible", getattr(cfg.model, "reversible", False)),
-        ("--project-coefficients", getattr(cfg.model, "project_coefficients", False)),
-        ("--param-dtype bfloat16", cfg.param_dtype == "bfloat16"),
-        ("--compile", cfg.compile)) if v]
-    if clash:
-        # the advice must be one that works: ddp takes all of these but a bf16 compute copy,
-        # which runs on one process only (splitnet.training.setup)
-        advice = ("run it in one process, without torchrun" if clash == ["--param-dtype bfloat16"]
-                  else "use --parallel ddp" + (" (and --param-dtype bfloat16 runs in one process "
-                                               "only)" if "--param-dtype bfloat16" in clash
-                                               else ""))
-        raise ValueError(f"--parallel fsdp does not take {', '.join(clash)} yet (they read "
-                         f"or swap whole layers outside the sharded forward); {advice}")
-
 
 def check_network(cfg) -> None:
     """The options every network config shares -- ``d_model`` / ``n_heads``, ``weights``,
@@ -346,51 +327,10 @@ def check_network(cfg) -> None:
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
-def check_growth(cfg) -> tuple[int, ...]:
-    """``grow_at`` of a TrainConfig: the steps after which the depth doubles
-    (:mod:`splitnet.training.growth`), strictly increasing in ``[1, steps)``; what growing does
-    not take yet is refused."""
-    g = () if cfg.grow_at is None else cfg.grow_at
-    g = (g,) if isinstance(g, int) else g
-    if isinstance(g, str) or not all(isinstance(s, int) and not isinstance(s, bool) for s in g):
-        raise ValueError(f"grow_at must be step numbers (ints), got {cfg.grow_at!r}")
-    g = tuple(g)
-    if not g:
-        return g
-    if any(b <= a for a, b in itertools.pairwise(g)):
-        raise ValueError(f"--grow-at {','.join(map(str, g))} must be strictly increasing "
-                         f"(sorted, no step twice)")
-    if g[0] < 1 or g[-1] >= cfg.steps:
-        raise ValueError(f"--grow-at steps must lie in 1..{cfg.steps - 1} (below --steps "
-                         f"{cfg.steps}, so the grown network trains), got "
-                         f"{','.join(map(str, g))}")
-    clash = [n for n, v in (("--parallel fsdp", cfg.parallel == "fsdp"), ("--tp", cfg.tp > 1),
-                            ("--param-dtype bfloat16", cfg.param_dtype == "bfloat16")) if v]
-    if clash:
-        raise ValueError(f"--grow-at does not take {', '.join(clash)} yet (the grown model's "
-                         f"shards or bf16 copy would be rebuilt mid-run); use --parallel ddp "
-                         f"and --param-dtype float32")
-    return g
-
-
-def check_tensorboard(cfg) -> None:
-    """``tensorboard`` of a TrainConfig: None (off), True (OUT/tensorboard) or a directory,
-    normalised in place (``off``: None)."""
-    tb = cfg.tensorboard
-    if tb is None or isinstance(tb, bool):
-        object.__setattr__(cfg, "tensorboard", tb or None)
-    elif not isinstance(tb, str) or not tb.strip():
-        raise ValueError(f"tensorboard must be a directory, True (OUT/tensorboard) or None, "
-                         f"got {tb!r}")
-    else:
-        object.__setattr__(cfg, "tensorboard", None if tb.strip().lower() == "off" else
-                           os.path.abspath(os.path.expanduser(tb)))
-
-
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
-           "check_choice", "check_flag", "check_growth", "check_int", "check_network",
-           "check_parallel", "check_projection", "check_real",
-           "check_tensorboard", "config_from_dict", "flag", "init_rule", "int_list",
-           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints"]
+           "check_choice", "check_flag", "check_int", "check_network", "check_projection",
+           "check_real", "config_from_dict", "flag", "init_rule", "int_list",
+           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
+           "type_name"]

@@ -235,7 +235,7 @@ def load_task(spec: str, expect: str | None = None) -> Task:
     the module imported, ``NAME`` a :class:`Task` instance or subclass (instantiated), and
     registered under its name (a module that registered it itself keeps that instance). Each
     fault is one ValueError naming the spec."""
-    if spec in _LOADED:
+    if spec in _LOADED and TASKS.get(_LOADED[spec].name) is _LOADED[spec]:
         return _LOADED[spec]
     module, _, attr = spec.rpartition(":")
     if not module or not attr.isidentifier():
