@@ -122,7 +122,8 @@ def grid_spec(a, seed: int, steps: int) -> dict:
 
 def evaluate_one(out: Path, name: str, spec: dict, device: str) -> dict:
     """The refinement study of one finished run, cached in ``out/refine.json``."""
-    from splitnet.analyses.refine import OWN, checkpoint_source, refinement_study
+    from splitnet.analyses.refine import OWN, refinement_study
+    from splitnet.analyses.sources import checkpoint_source
 
     cache = out / "refine.json"
     if cache.exists():

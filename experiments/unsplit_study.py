@@ -150,7 +150,8 @@ def coefficient_summary(model) -> list[dict]:
 
 
 def evaluate_one(out: Path, name: str, windows: int) -> dict:
-    from splitnet.analyses.refine import OWN, checkpoint_source, refinement_study
+    from splitnet.analyses.refine import OWN, refinement_study
+    from splitnet.analyses.sources import checkpoint_source
 
     cache = out / "unsplit.json"
     spec = {"windows": windows, "substeps": list(SUBSTEPS), "version": 1}

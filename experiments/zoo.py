@@ -35,6 +35,7 @@ import splitnet as sn
 from splitnet import zoo
 from splitnet.analyses.problems import NystromProblem, particle_problem
 from splitnet.dev import zoocache
+from splitnet.dev.docblocks import write_counts
 from splitnet.names import unknown_name
 from splitnet.order.check import random_matrices
 from splitnet.order.fit import adaptive_errors, window_fit
@@ -47,6 +48,7 @@ if str(ROOT / "experiments") not in sys.path:    # zoo_peers, zoo_coefficients b
 from zoo_peers import peer_sets  # noqa: E402
 
 DOC = ROOT / "docs" / "zoo.md"
+COUNTED = (ROOT / "README.md", ROOT / "docs" / "theory.md")     # prose that quotes the counts
 FIG = ROOT / "docs" / "figures" / "zoo_efficiency.png"
 BANDS = (1e-3, 1e-5, 1e-7, 1e-9)
 PARTICLE_FLOOR, PARTICLE_CEILING = 3e-12, 1e-5     # dopri5 reference floor ~3e-13
@@ -560,6 +562,8 @@ def main(argv=None) -> int:
     text = render(names, restricted, entries, peers)
     if not DOC.exists() or DOC.read_text() != text:
         DOC.write_text(text)
+    # the counts the prose quotes (README, docs/theory.md): generated, never edited by hand
+    write_counts(COUNTED, "zoo", {"methods": len(zoo.PUBLISHED)})
     print(f"wrote {DOC.relative_to(ROOT)} and {FIG.relative_to(ROOT)} "
           f"({len(todo)} method(s) measured, {len(every) - len(todo)} from the cache)",
           file=sys.stderr)

@@ -73,6 +73,36 @@ PUBLIC_NAMES = {
     "ConvergenceResult": "analysis", "lie_bracket": "analysis", "work_precision": "analysis",
     "particle_system": "problems", "partitioned_system": "problems",
 }
+# Names a public module serves although another module defines them (the contract's
+# sn.models.SplitSeq2Seq, sn.analysis.rediscretize, sn.schemes.ZooScheme): each such module's
+# __getattr__ looks them up here on first use, so none of them is imported by a module only to be
+# served again, and no module of the package reaches a name by a second path (one path per name).
+ALSO_SERVED = {
+    "nets.models": {"SplitSeq2Seq": "nets.seq2seq", "Seq2SeqConfig": "configs.seq2seq",
+                    "WEIGHTS": "configs.options"},
+    "analyses.convergence": {"GapResult": "analyses.gap", "discretization_gap": "analyses.gap",
+                             "rediscretize": "analyses.refine"},
+    "training.train": dict.fromkeys(("build_optimizer", "estimate_memory", "lr_at", "plan",
+                                     "resume_config"), "training.setup"),
+    "analyses.trajectories": dict.fromkeys(("PCA", "Clustering", "clustering", "effective_rank",
+                                            "pairwise_cosines", "pca"), "geometry"),
+    "configs.config": {**dict.fromkeys(("ACTIVATIONS", "FIXED", "FREE", "LIMITS", "MAX_SEED",
+                                        "SESSION", "WEIGHTS"), "configs.options"),
+                       "METHODS": "integrators.subflows", "config_from_call": "configs.signature",
+                       "config_signature": "configs.signature"},
+    "integrators.schemes": {"FIELDS": "stagelists.stages", "StrangComposition": "integrators.core",
+                            "ZooScheme": "integrators.core"},
+}
+
+
+def served(module: str, name: str):
+    """``name`` as the public module ``module`` serves it (:data:`ALSO_SERVED`)."""
+    table = ALSO_SERVED.get(module.removeprefix(f"{__name__}."), {})
+    if name not in table:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{table[name]}"), name)
+
+
 # The packages themselves (sn.fields, sn.plots, sn.interop, ...), served too.
 PACKAGES = ("analyses", "cli", "configs", "dev", "fields", "integrators", "interop", "mlm",
             "nets", "order", "plots", "reversible", "runs", "stagelists", "tasks", "training",

@@ -221,7 +221,7 @@ def test_a_stack_kind_needs_a_name_and_a_stack_class(name):
 
     with pytest.raises(ValueError, match="stack kind's name must be a non-empty identifier"):
         sn.stacks.register(name, Stack)
-    with pytest.raises(TypeError, match="subclass of splitnet.integrators.stack.Stack"):
+    with pytest.raises(TypeError, match=r"subclass of splitnet\.integrators\.stack\.Stack"):
         sn.stacks.register("not-a-stack", dict)
     with pytest.raises(ValueError, match="registered already"):
         sn.stacks.register("plain", CheckpointedStack)

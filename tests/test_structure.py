@@ -336,3 +336,61 @@ def test_architecture_import_map_is_current():
 if __name__ == "__main__":      # what `python3 -m splitnet.dev regen imports` runs
     DOC.write_text(with_current_map(DOC.read_text()))
     print(f"wrote the import map of {DOC}", file=sys.stderr)
+
+
+MAX_MODULE_LEVELS = 17          # issue 59: the longest chain of module imports (was 21)
+
+
+def module_levels(graph: dict[str, set[str]]) -> dict[str, int]:
+    """A module's level: 1 + the highest level of the package modules it imports."""
+    return levels(graph)
+
+
+def test_the_module_graph_is_shallow():
+    lv = module_levels(import_graph())
+    deepest = max(lv, key=lv.get)
+    assert lv[deepest] <= MAX_MODULE_LEVELS, (deepest, lv[deepest])
+
+
+def served_again(path: Path) -> list[str]:
+    """The names a module imports only to list them in ``__all__`` again (not used in its own
+    code): a second path to a name that another module defines."""
+    tree = ast.parse(path.read_text())
+    imported, listed = set(), []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            imported |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            listed = ast.literal_eval(node.value)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return [n for n in listed if n in imported and n not in used]
+
+
+def test_no_module_serves_a_name_it_only_imports():
+    """Issue 59, one path per name: callers import a name from the module that defines it;
+    package faces (``__init__.py``) may list names, and the public modules of the contract
+    serve the others by ``splitnet.ALSO_SERVED``, never by importing them."""
+    bad = {str(p.relative_to(PKG.parent)): served_again(p) for p in PKG.rglob("*.py")
+           if p.name != "__init__.py"}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
+
+
+def test_the_served_names_check_can_fail(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("from x import a, b\n\nc = b\n__all__ = ['a', 'b', 'c']\n")
+    assert served_again(p) == ["a"]
+
+
+def test_every_name_the_public_modules_also_serve_is_defined_where_they_say():
+    import importlib
+
+    import splitnet as sn
+
+    for module, table in sn.ALSO_SERVED.items():
+        mod = importlib.import_module(f"splitnet.{module}")
+        for name, home in table.items():
+            assert getattr(mod, name) is getattr(importlib.import_module(f"splitnet.{home}"),
+                                                 name), (module, name)
+            assert name not in vars(mod), (module, name)      # served, not imported

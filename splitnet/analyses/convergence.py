@@ -39,8 +39,6 @@ from ..integrators.validate import (
 )
 from ..order.fit import fit_slope
 from ..stagelists.stages import CONVECTION, DIFFUSION, EXACT_ORDER, STRING_LETTER, pair_defects
-from .gap import GapResult, discretization_gap  # the network against its ODE, served here
-from .refine import rediscretize  # the same fields, another integrator, served here
 
 # ---------------------------------------------------------------------------------------------
 # Reference
@@ -351,16 +349,14 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
     return points
 
 
-__all__ = [
-    "ConvergenceResult",
-    "GapResult",
-    "WorkPrecisionPoint",
-    "convergence_study",
-    "discretization_gap",
-    "leading_term",
-    "lie_bracket",
-    "method_order",
-    "rediscretize",
-    "reference_solution",
-    "work_precision",
-]
+__all__ = ["ConvergenceResult", "WorkPrecisionPoint", "convergence_study", "leading_term",
+           "lie_bracket", "method_order", "reference_solution", "work_precision"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``),
+    looked up on first use: no module imports them through here."""
+    from .. import served
+
+    return served(__name__, name)
+

@@ -30,9 +30,10 @@ name integrates the layer's fields ``D_k``, ``C_k`` (for a shared-weight model t
 when the name is its own scheme).
 
 :func:`refinement_study` evaluates a grid of (scheme, substeps, method) on any model source (a
-model and a function model -> mean loss); :func:`checkpoint_source` is the source for
-``splitnet train`` checkpoints. :func:`refinement_at` and :func:`refined` are the hook of
-ODE-consistent training (``TrainConfig.refine_prob``).
+model and a function model -> mean loss);
+:func:`~splitnet.analyses.sources.checkpoint_source` is the source for ``splitnet train``
+checkpoints. :func:`refinement_at` and :func:`refined` are the hook of ODE-consistent training
+(``TrainConfig.refine_prob``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from ..integrators.splitting import OneField
 from ..integrators.subflows import METHODS, STUDY_METHODS, SubflowMethod, get_method
 from ..names import unknown_name
 from ..stagelists.stages import Stage
-from .sources import checkpoint_source, hf_source, study_memory, validation_loss  # served here
 
 OWN = "own"                    # in a study's scheme list: the layers' own stages (scheme=None)
 DEFAULT_SCHEMES = ("lie-trotter", "strang", "yoshida4")
@@ -434,6 +434,6 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
 
 __all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN",
            "RefinePoint", "Refinement", "RefinementResult", "check_substeps",
-           "checkpoint_source", "hf_source", "ode_model", "rediscretize", "refined",
+           "ode_model", "rediscretize", "refined",
            "refined_layer", "refinement_at", "refinement_study", "repeated", "scheme_label",
-           "stacks", "study_grid", "study_memory", "validation_loss"]
+           "stacks", "study_grid"]

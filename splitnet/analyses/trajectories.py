@@ -27,17 +27,18 @@ comparison: one step's error per layer).
 
 Projection and diagnostics
 --------------------------
-:func:`pca` fits principal axes jointly on all network states of the sequence (every token at
-every recorded point), centred on their mean, in float64, with a fixed sign convention: in each
-component the loading of largest magnitude is positive. The ODE path is projected on the same
-axes (it does not enter the fit, so the picture of the network does not change when it is drawn).
+:func:`~splitnet.geometry.pca` fits principal axes jointly on all network states of the sequence
+(every token at every recorded point), centred on their mean, in float64, with a fixed sign
+convention: in each component the loading of largest magnitude is positive. The ODE path is
+projected on the same axes (it does not enter the fit, so the picture of the network does not
+change when it is drawn).
 
-:func:`clustering` gives, at every recorded point, the mean pairwise cosine similarity of the
-tokens (off-diagonal pairs), the pairwise cosines themselves (for per-layer histograms) and the
-effective rank ``exp(H(p))`` of the token cloud, ``p`` the normalised singular values of the
-matrix of unit-normalised token vectors (Roy & Vetterli 2007): it is ``n_tokens``-ish when the
-directions are spread and 1 when every token points the same way, the clustering that
-Geshkovski et al. (2023) prove for self-attention dynamics.
+:func:`~splitnet.geometry.clustering` gives, at every recorded point, the mean pairwise cosine
+similarity of the tokens (off-diagonal pairs), the pairwise cosines themselves (for per-layer
+histograms) and the effective rank ``exp(H(p))`` of the token cloud, ``p`` the normalised
+singular values of the matrix of unit-normalised token vectors (Roy & Vetterli 2007): it is
+``n_tokens``-ish when the directions are spread and 1 when every token points the same way, the
+clustering that Geshkovski et al. (2023) prove for self-attention dynamics.
 """
 
 from __future__ import annotations
@@ -47,14 +48,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..geometry import (  # served here
-    PCA,
-    Clustering,
-    clustering,
-    effective_rank,
-    pairwise_cosines,
-    pca,
-)
 from ..integrators.subflows import default_tolerances
 from ..nets.models import SplitTransformer
 
@@ -422,6 +415,13 @@ def fresh_model(scheme="lie-trotter", d_model: int = 64, n_heads: int = 4, n_lay
                             step_size=step_size).eval()
 
 
-__all__ = ["DEFAULT_TEXT", "EMBEDDING", "PCA", "Clustering", "Trajectories", "clustering",
-           "collect", "effective_rank", "encode", "fresh_model", "pairwise_cosines", "pca",
+__all__ = ["DEFAULT_TEXT", "EMBEDDING", "Trajectories", "collect", "encode", "fresh_model",
            "token_label", "token_labels", "with_scheme"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``:
+    the token cloud's measures, :mod:`splitnet.geometry`), looked up on first use."""
+    from .. import served
+
+    return served(__name__, name)

@@ -10,15 +10,8 @@ import os
 import re
 import sys
 
-from ..configs.config import (
-    DEVICES,
-    FIXED,
-    FREE,
-    MAX_BEAM,
-    MAX_SEED,
-    cli_fields,
-)
-from ..configs.options import type_name
+from ..configs.config import DEVICES, MAX_BEAM, cli_fields
+from ..configs.options import FIXED, FREE, MAX_SEED, type_name
 from ..configs.run import SECTIONS
 
 MAX_COUNT = 2**31 - 1   # the largest count an option takes (tokens, layers, windows, ...)

@@ -19,18 +19,10 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..integrators.subflows import METHODS
 from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from . import plan as _plan
 from .options import (
-    ACTIVATIONS,
-    FIXED,
-    FREE,
-    LIMITS,
-    MAX_SEED,
-    SESSION,
-    WEIGHTS,
     check_bools,
     check_network,
     check_projection,
@@ -43,7 +35,6 @@ from .options import check_choice as _choice
 from .options import check_int as _int
 from .options import check_real as _real
 from .options import config_from_dict as _from_dict
-from .signature import config_from_call, config_signature  # served here too
 from .stacks import resolve_stack, stack_changes, stack_option
 
 GATES = ("sigmoid", "tanh")
@@ -271,9 +262,16 @@ def cli_fields(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
-__all__ = ["ACTIVATIONS", "ADAMW_IMPLS", "ATTENTION_BIASES", "COMPILE_MODES", "COMPILE_SCOPES",
-           "CORPORA", "CUDAGRAPH_MODES", "DEVICES", "FIXED", "FREE", "GATES", "GATE_FIELDS",
-           "LIMITS", "LOSSES", "MAX_BEAM", "MAX_SEED", "METHODS", "MLM_MASK_ID", "MLM_VOCAB",
-           "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS", "SCHEDULES", "SDPA_BACKENDS",
-           "SESSION", "WEIGHTS", "MissingDependency", "SplitConfig", "cli_fields",
-           "config_from_call", "config_signature", "int_list", "option", "require"]
+__all__ = ["ADAMW_IMPLS", "ATTENTION_BIASES", "COMPILE_MODES", "COMPILE_SCOPES", "CORPORA",
+           "CUDAGRAPH_MODES", "DEVICES", "GATES", "GATE_FIELDS", "LOSSES", "MAX_BEAM",
+           "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS",
+           "SCHEDULES", "SDPA_BACKENDS", "MissingDependency", "SplitConfig", "cli_fields",
+           "require"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``:
+    0.3's ``splitnet.configs.config.LIMITS`` and the like), looked up on first use."""
+    from .. import served
+
+    return served(__name__, name)

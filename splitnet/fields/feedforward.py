@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..configs.config import ACTIVATIONS
+from ..configs.options import ACTIVATIONS
 from .dropout import drop
 from .norms import make_norm
 

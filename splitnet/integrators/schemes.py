@@ -21,18 +21,16 @@ from collections.abc import Callable, Sequence
 from ..names import LISTED_BY, unknown_name
 from ..stagelists import stages as _st
 from ..stagelists import zoo
-from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, FIELDS, Stage, second_order_defect
+from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION, Stage, second_order_defect
 from .core import (
     BlanesMoan4,
     LieTrotter,
     Parallel,
     Strang,
-    StrangComposition,
     Suzuki4,
     Yoshida4,
     Yoshida6,
     Yoshida8,
-    ZooScheme,
     zoo_class,
 )
 from .splitting import EXACT_ORDER, CustomScheme, OneField, SplittingScheme
@@ -371,11 +369,18 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "LISTINGS",
-           "PATTERN_LETTERS", "UNSPLIT",
-           "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel", "SplittingScheme", "Stage",
-           "Strang",
-           "StrangComposition", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8", "ZooScheme",
+__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "LISTINGS",
+           "PATTERN_LETTERS", "UNSPLIT", "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel",
+           "SplittingScheme", "Stage", "Strang", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8",
            "available", "check_aliases", "check_order", "from_pattern", "get", "measured_order",
            "network_scheme", "register", "registry_name", "resolve", "second_order_defect",
            "zoo_class"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``),
+    looked up on first use: no module imports them through here."""
+    from .. import served
+
+    return served(__name__, name)
+

@@ -16,12 +16,12 @@ from .convert import (
     HF_TO_ACT,
     LIE_TROTTER,
     byte_tokenizer,
-    check_directory,
     from_hf,
     gpt2_mismatch,
     require_hf,
     to_hf,
 )
+from .folder import check_directory
 from .imported import (
     TOKENIZER_FILES,
     Imported,

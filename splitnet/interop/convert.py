@@ -46,7 +46,7 @@ from ..configs.kinds import KINDS, GatedKind
 from ..configs.options import init_rule
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
-from .folder import check_directory, llama_classes, load_pretrained, require_hf
+from .folder import llama_classes, load_pretrained, require_hf
 from .llama import from_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
@@ -357,7 +357,6 @@ __all__ = [
     "HF_TO_ACT",
     "LIE_TROTTER",
     "byte_tokenizer",
-    "check_directory",
     "from_hf",
     "gpt2_mismatch",
     "require_hf",

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from ..nets.models import SplitTransformer
-from .convert import check_directory, from_hf, require_hf
+from .convert import from_hf
+from .folder import check_directory, require_hf
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..configs.config import MLM_MASK_ID, MLM_VOCAB
+from ..configs.config import MLM_MASK_ID
 from ..runs import data as D
 from .tokens import mask_id_of
 
@@ -99,5 +99,5 @@ def validation(model, corpus, starts: torch.Tensor, context: int, seed: int, bat
     return loss, right, n
 
 
-__all__ = ["IGNORE", "MASK_ID", "MLM_VOCAB", "P_MASK", "SPLIT", "mask_tokens", "masked_windows",
+__all__ = ["IGNORE", "MASK_ID", "P_MASK", "SPLIT", "mask_tokens", "masked_windows",
            "train_batch", "validation"]

@@ -32,8 +32,9 @@ from __future__ import annotations
 import numbers
 from dataclasses import asdict, dataclass
 
-from ..configs.config import WEIGHTS, SplitConfig
+from ..configs.config import SplitConfig
 from ..configs.kinds import norm_params
+from ..configs.options import WEIGHTS
 from ..integrators.schemes import available
 from ..integrators.subflows import METHODS, get_method
 

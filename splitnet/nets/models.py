@@ -22,16 +22,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..configs.config import WEIGHTS, SplitConfig
+from ..configs.config import SplitConfig
 from ..configs.options import check_flag, init_rule
-from ..configs.seq2seq import Seq2SeqConfig
 from ..configs.signature import ConfigBuilt, config_from_call, config_signature
 from ..fields.norms import make_norm
 from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
 from .learned import coefficients, project_coefficients
-from .seq2seq import SplitSeq2Seq  # served here too: sn.models.SplitSeq2Seq
 from .stack import build_stack
 from .tokens import check_ids
 
@@ -209,4 +207,13 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         return torch.tensor(times, dtype=torch.float64)
 
 
-__all__ = ["WEIGHTS", "Seq2SeqConfig", "SplitConfig", "SplitSeq2Seq", "SplitTransformer"]
+__all__ = ["SplitTransformer"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``),
+    looked up on first use: no module imports them through here."""
+    from .. import served
+
+    return served(__name__, name)
+

@@ -119,7 +119,7 @@ def plot_trajectories(traj, ax=None, dim: int = 2, projection=None, show_path: b
     circles after every layer, a hollow square at the start, a star at the end, the character
     (with its position as a subscript) at the end point, and the ODE path dotted.
 
-    ``projection`` defaults to :func:`~splitnet.analyses.trajectories.pca` of ``traj``; pass one to
+    ``projection`` defaults to :func:`~splitnet.geometry.pca` of ``traj``; pass one to
     share
     axes between panels. Returns the axes."""
     import matplotlib.pyplot as plt

@@ -57,15 +57,10 @@ from .report import PEAK_BF16, TrainingError
 from .setup import (
     autocast,
     build_model,
-    build_optimizer,
     compile_scope,
     describe_model,
-    estimate_memory,
     flops_per_token,
-    lr_at,
-    plan,
     plan_run,
-    resume_config,
     step_batch,
     wrap_model,
 )
@@ -478,5 +473,12 @@ def _final_scores(run: _Run) -> int | None:
         report.log_line(run, {"step": run.step, **{f"test_{k}": v for k, v in run.scores.items()}})
 
 
-__all__ = ["PEAK_BF16", "TrainConfig", "TrainingError", "build_optimizer", "estimate_memory",
-           "flops_per_token", "lr_at", "plan", "resume_config", "train"]
+__all__ = ["PEAK_BF16", "TrainConfig", "TrainingError", "flops_per_token", "train"]
+
+
+def __getattr__(name: str):
+    """The names this public module also serves, defined elsewhere (``splitnet.ALSO_SERVED``),
+    looked up on first use: no module imports them through here."""
+    from .. import served
+
+    return served(__name__, name)

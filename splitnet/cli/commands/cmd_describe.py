@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from ...configs.config import WEIGHTS, SplitConfig, cli_fields
+from ...configs.config import SplitConfig, cli_fields
+from ...configs.options import WEIGHTS
 from .._args import (
     SCHEME_LIST_HELP,
     add_config_options,

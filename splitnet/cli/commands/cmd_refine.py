@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ...configs.config import METHODS
-from ...integrators.subflows import STUDY_METHODS
+from ...integrators.subflows import METHODS, STUDY_METHODS
 from ...names import unknown_name
 from .._args import (
     SCHEME_LIST_HELP,

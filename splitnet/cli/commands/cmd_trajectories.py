@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...configs.config import LIMITS, WEIGHTS
+from ...configs.options import LIMITS, WEIGHTS
 from .._args import (
     SCHEME_LIST_HELP,
     add_model_source,
@@ -250,6 +250,7 @@ def run(args) -> int:
 
     from ... import plots
     from ...analyses import trajectories as tr
+    from ...geometry import clustering
 
     set_threads(args.threads)
     model, origin, compare, tokenizer = _model(args)
@@ -274,7 +275,7 @@ def run(args) -> int:
                          f"{model.max_len}: shorten the text")
     traj = collect(model, idx)
     trajs = _compare(args, model, compare, idx, collect) if compare else {}
-    _print_table(traj, tr.clustering(traj), origin, model, args.text)
+    _print_table(traj, clustering(traj), origin, model, args.text)
     written = {"png": plots.save_trajectory_plot(
         traj.since(args.from_layer) if args.from_layer else traj, args.out,
         dim=3 if args.three_d else 2, text=args.text)}
