@@ -25,12 +25,17 @@ stored, so a checkpoint of either version rebuilds its network). A user's kind::
 
 builds, trains, saves and loads like a built-in one (its checkpoint needs it registered again
 before loading, as a user's task does).
+
+The kinds of network are the other registry of what a config builds (:data:`NETWORKS`: ``lm``
+-> SplitConfig, SplitTransformer; ``seq2seq`` -> Seq2SeqConfig, SplitSeq2Seq), the one that
+checkpoints (``model_kind``), the loaders and the tasks read.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..names import check_identifier, unknown_name
 from ..stagelists.stages import reversible_unsupported
@@ -259,18 +264,71 @@ register("reversible", ReversibleKind(
     "splitnet.reversible.layer:ReversibleLayer", reads=("reversible_grid",),
     help="a partitioned state (x1, x2), exactly invertible: nothing stored per layer"))
 
-__all__ = [
-    "HELP",
-    "KINDS",
-    "STACK_OPTIONS",
-    "Names",
-    "ReversibleKind",
-    "StackKind",
-    "available",
-    "check_reversible",
-    "get",
-    "register",
-    "resolve_stack",
-    "stack_changes",
-    "stack_option",
-]
+# ---------------------------------------------------------------------------------------------
+# the kinds of network: a name (what a checkpoint stores as ``model_kind``) -> the config class
+# and the network class, named by path and looked up when asked (a patched SplitConfig is the one
+# used); a run's task names the kind it trains (splitnet.tasks.task.Task.network)
+
+
+@dataclass(frozen=True)
+class NetworkKind:
+    """A kind of network: its ``name``, and the ``config`` and ``network`` classes as
+    ``"package.module:Class"`` paths."""
+
+    name: str
+    config: str
+    network: str
+
+    def config_class(self) -> type:
+        return _load(self.config)
+
+    def network_class(self) -> type:
+        return _load(self.network)
+
+    def build(self, config):
+        """The network of ``config`` (a config of :meth:`config_class` or its dict)."""
+        return self.network_class().from_config(config)
+
+
+NETWORKS: dict[str, NetworkKind] = {}
+
+
+def register_network(kind: NetworkKind, replace: bool = False) -> NetworkKind:
+    """Add ``kind``; a taken name is a ValueError unless ``replace``."""
+    check_identifier("a network kind", kind.name)
+    if kind.name in NETWORKS and NETWORKS[kind.name] != kind and not replace:
+        raise ValueError(f"a network kind named {kind.name!r} is registered already")
+    NETWORKS[kind.name] = kind
+    return kind
+
+
+def get_network(name: str) -> NetworkKind:
+    """The kind ``name``; an unknown one is a ValueError naming the kinds there are."""
+    if isinstance(name, str) and name in NETWORKS:
+        return NETWORKS[name]
+    raise ValueError(unknown_name("network kind", name, NETWORKS,
+                                  listed_by="splitnet.configs.stacks.NETWORKS"))
+
+
+def kind_of(model) -> str:
+    """The name of the kind ``model`` (a network) is: the one whose network class it is an
+    instance of (its most derived)."""
+    for kind in NETWORKS.values():
+        if type(model) is kind.network_class():
+            return kind.name
+    for kind in NETWORKS.values():
+        if isinstance(model, kind.network_class()):
+            return kind.name
+    raise ValueError(f"{type(model).__name__} is no registered kind of network "
+                     f"({', '.join(NETWORKS)})")
+
+
+LM = register_network(NetworkKind("lm", "splitnet.configs.config:SplitConfig",
+                          "splitnet.nets.models:SplitTransformer"))
+SEQ2SEQ = register_network(NetworkKind("seq2seq", "splitnet.configs.seq2seq:Seq2SeqConfig",
+                               "splitnet.nets.seq2seq:SplitSeq2Seq"))
+
+__all__ = ["HELP", "KINDS", "LM", "NETWORKS", "SEQ2SEQ", "STACK_OPTIONS", "Names", "NetworkKind",
+           "ReversibleKind", "StackKind", "available", "check_reversible", "get", "get_network",
+           "kind_of", "register", "register_network", "resolve_stack", "stack_changes",
+           "stack_option"]

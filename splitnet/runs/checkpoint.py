@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write, atomic_write_text, file_kind, remove_stale_temporaries
-from ..configs import networks as _networks
+from ..configs import stacks as _stacks
 from .integrity import DIGESTS, check_records, digest_record, verify_digests, why_unreadable
 from .shards import PREFIX as SHARDS_PREFIX
 from .shards import TORN, expand
@@ -240,14 +240,14 @@ def _first_line(e: Exception) -> str:
 
 
 # what a checkpoint's "model_kind" says it holds (absent: "lm"): the registered network kinds
-# (splitnet.configs.networks, the one registry of them)
-MODEL_KINDS = _networks.KINDS
+# (splitnet.configs.stacks.NETWORKS, the one registry of them)
+MODEL_KINDS = _stacks.NETWORKS
 
 
 def model_kind(model) -> str:
     """The network kind of ``model`` (``"lm"``, ``"seq2seq"``, ...): what a checkpoint stores as
     ``model_kind`` so that :func:`model_from_state` rebuilds the class."""
-    return _networks.kind_of(model)
+    return _stacks.kind_of(model)
 
 
 def model_classes(state: dict, f) -> tuple:

@@ -3,7 +3,7 @@
 The trainer (:mod:`splitnet.training`), its configuration, sharding, checkpoints and the command
 line ask a run's task (``TASKS[cfg.task]``) instead of comparing its name. A task declares
 
-* its network: the kind (``network``, :mod:`splitnet.configs.networks`: its config class,
+* its network: the kind (``network``, :data:`splitnet.configs.stacks.NETWORKS`: its config class,
   ``model_config``, and network class), the initialisation rule (``init``) and the options its
   network config is built with (:meth:`Task.model_options`: the one place a task adjusts its
   network);
@@ -37,7 +37,7 @@ import re
 import sys
 from typing import ClassVar
 
-from ..configs import networks as _networks
+from ..configs import stacks as _stacks
 from ..configs.config import cli_fields
 from ..names import check_identifier
 
@@ -58,7 +58,7 @@ class Task(abc.ABC):
     name: str = ""
     help: str = ""
     init: str = "gpt2"                   # the initialisation rule when the model's init is None
-    network: str = "lm"                  # its network kind (splitnet.configs.networks)
+    network: str = "lm"                  # its network kind (configs.stacks.NETWORKS)
     options: type = NoOptions            # the dataclass of its own run options
     # run options (of TrainConfig's sections) it does not read: name -> (what they need, a
     # predicate of the run's config), refused when given (configs.options.check_applicable)
@@ -72,7 +72,7 @@ class Task(abc.ABC):
     def model_config(self) -> type:
         """The network's configuration class (of its kind ``network``); looked up when asked,
         so a patched ``SplitConfig`` is the one used."""
-        return _networks.get(self.network).config_class()
+        return _stacks.get_network(self.network).config_class()
 
     def __init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -144,7 +144,7 @@ class Task(abc.ABC):
 
     def build(self, model_cfg):
         """The network of ``model_cfg``, initialised (the seed is set by the trainer)."""
-        return _networks.get(self.network).build(model_cfg)
+        return _stacks.get_network(self.network).build(model_cfg)
 
     def loss(self, model, cfg):
         """Model and loss in one module: ``forward(*batch)`` is the micro-batch's mean loss."""

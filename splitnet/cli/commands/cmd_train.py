@@ -11,8 +11,8 @@ import argparse
 import sys
 
 from ...configs.config import cli_fields
-from ...configs.networks import KINDS as NETWORKS
 from ...configs.run import SECTIONS
+from ...configs.stacks import NETWORKS
 from ...tasks.task import (
     TASKS,
     check_task_options,
