@@ -133,3 +133,59 @@ def test_a_run_stopped_by_a_signal_is_never_cached(study, tmp_path, monkeypatch)
     with pytest.raises(SystemExit, match="stopped at step 17 \\(signal 15\\); run again"):
         study.study()
     assert not list((tmp_path / "cache").glob("*.json*"))
+
+
+def _shared_gradients():
+    return load_script(ROOT / "experiments" / "shared_gradients.py")
+
+
+def test_a_shared_yoshida4_field_cancels_most_of_its_gradient_and_strang_none():
+    """Issue 62: the shared compositions' plateau. At initialisation Yoshida4's feed-forward
+    calls (two at a negative step) sum to a quarter of their magnitudes, Strang's two half
+    steps to all of it; a field of one call is aligned with itself by definition."""
+    sg = _shared_gradients()
+    y4, strang = sg.alignments("yoshida4", batches=1), sg.alignments("strang", batches=1)
+    assert y4["convection"][0] < 0.35 and y4["diffusion"][0] < 0.6
+    assert strang["convection"][0] > 0.95 and strang["diffusion"][0] == pytest.approx(1.0)
+
+
+def test_the_call_gradients_add_up_to_autograds():
+    """The hooks' per-call gradients are the calls' shares of the gradient autograd gives the
+    shared weights (their sum equals it): the alignment measures what training sees."""
+    import torch
+
+    from splitnet.nets.models import SplitTransformer
+
+    sg = _shared_gradients()
+    torch.manual_seed(0)
+    model = SplitTransformer(**{**sg.MODEL, "n_layers": 1}, scheme="yoshida4")
+    ff = model.layers[0].convection
+    hook = sg.CallGradients(ff)
+    x = torch.randint(0, 256, (2, 16))
+    model(x).square().mean().backward()
+    lins = [m for m in ff.modules() if isinstance(m, torch.nn.Linear)]
+    for i, lin in enumerate(lins):
+        summed = sum(call[i] for call in hook.calls)
+        torch.testing.assert_close(summed, lin.weight.grad, rtol=1e-4, atol=1e-7)
+    assert len(hook.calls) == 6
+    hook.close()
+
+
+@pytest.mark.heavy
+def test_docs_mlm_gradient_table_is_the_scripts():
+    sg = _shared_gradients()
+    doc = (ROOT / "docs" / "mlm.md").read_text()
+    assert sg.table() in doc, "docs/mlm.md is stale: python3 -m splitnet.dev regen mlm-gradients"
+
+
+def test_a_masked_lm_of_a_shared_order_4_scheme_is_told_once(tmp_path):
+    from splitnet.train import TrainConfig
+
+    from splitnet.tasks import get_task
+
+    notes = get_task("mlm").notes(TrainConfig(task="mlm", model_options={"scheme": "yoshida4"}))
+    assert len(notes) == 1 and "docs/mlm.md" in notes[0] and "per-stage" in notes[0]
+    for scheme, weights in (("strang", "shared"), ("yoshida4", "per-stage")):
+        cfg = TrainConfig(task="mlm", model_options={"scheme": scheme, "weights": weights})
+        assert get_task("mlm").notes(cfg) == []
+    assert get_task("lm").notes(TrainConfig(model_options={"scheme": "yoshida4"})) == []

@@ -105,6 +105,8 @@ TARGETS = {t.name: t for t in [
     Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
            "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
            (("experiments/llama_study.py",),)),
+    Target("mlm-gradients", "docs/mlm.md (how much of a shared field's gradient its stage calls "
+           "cancel, at initialisation)", "~25 s", (("experiments/shared_gradients.py",),)),
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",
            "~35 min on two threads (12 runs of 1-5 min; cached in experiments/cache/mlm)",
            (("experiments/mlm_study.py", "--study", "--report"),)),

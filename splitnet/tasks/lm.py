@@ -174,6 +174,19 @@ class MaskedLanguageModel(LanguageModel):
     def planned_model(self, cfg):
         return cfg.model.replace(vocab_size=cfg.bpe + 1) if cfg.bpe else cfg.model
 
+    def notes(self, cfg) -> list[str]:
+        """Shared-weight compositions of order >= 3 can sit on the masked-LM plateau for
+        thousands of steps (docs/mlm.md, "Why the shared compositions stall")."""
+        s = cfg.model.plan.scheme
+        if cfg.model.weights != "shared" or s.order < 3:
+            return []
+        return [f"a masked LM of {s.name} (order {s.order}) with shared weights: on the Austen "
+                f"corpus all eight seeds of Yoshida4 sat on the plateau near 2.7 nats for "
+                f"3,000 steps, and at initialisation its stage calls' gradients of a shared "
+                f"field partly cancel (the feed-forward's summed gradient is 0.25 of the calls' "
+                f"summed norms; Strang's 0.98): docs/mlm.md; --weights per-stage gives each "
+                f"stage its own sub-layer"]
+
     def corpus(self, cfg, state, log):
         corpus = super().corpus(cfg, state, log)
         if not cfg.bpe:

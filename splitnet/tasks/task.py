@@ -97,6 +97,11 @@ class Task(abc.ABC):
         """This task's own checks of ``cfg`` (a ValueError naming the option)."""
         return None
 
+    def notes(self, cfg) -> list[str]:
+        """What a run of ``cfg`` should know before it starts (said once, at step 0): known
+        behaviour of this kind of run, not an error."""
+        return []
+
     def hint(self, option: str) -> str:
         """A sentence on why ``option`` (another task's) does not apply here, or ``""``."""
         return ""

@@ -435,6 +435,8 @@ def _session(run: _Run, t_start: float) -> dict:
             f"{run.env.world}{f' (tp {run.env.tp})' if run.env.tp > 1 else ''} batch="
             f"{cfg.batch_size}x{cfg.context} accum={cfg.grad_accum}; "
             f"steps {run.step} -> {cfg.steps}")
+    for note in run.task.notes(cfg) if run.step == 0 else ():    # once, when the run starts
+        run.log(f"note: {note}")
     from ..runenv import draws_progress
 
     run.bar = tqdm(total=cfg.steps, initial=run.step, unit="step", dynamic_ncols=True,
