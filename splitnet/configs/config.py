@@ -24,6 +24,7 @@ from ..integrators.subflows import METHODS
 from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from . import plan as _plan
+from .depth import check_depth_basis
 from .options import (
     ACTIVATIONS,
     FIXED,
@@ -142,6 +143,7 @@ class SplitConfig:
                                         "conditions after every optimiser step")
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another: given without it, a command refuses them
     # (:func:`~splitnet.configs.options.check_applicable`; the config itself takes any value,
     # so a model built in Python or restored from a checkpoint is never refused for them)
@@ -176,6 +178,7 @@ class SplitConfig:
         self._check_reversible()
         for f in _plan.layer_fields(self, scheme, 0):     # fields the model has kinds for
             f.kind.check(self)
+        check_depth_basis(self)
 
     def _check_heads(self) -> None:
         """``n_kv_heads`` (None: ``n_heads``) divides ``n_heads``; ``attention_bias`` a choice."""

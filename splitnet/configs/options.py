@@ -19,6 +19,7 @@ from ..integrators import schemes as _schemes
 from ..integrators.subflows import METHODS
 from ..stagelists.stages import reversible_unsupported
 from . import kinds as _kinds
+from .depth import DEPTH_BASIS_HELP
 
 WEIGHTS = ("shared", "per-stage")
 # Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
@@ -106,6 +107,7 @@ NETWORK_OPTIONS = {
     "init": (None, INIT_HELP, {"choices": INITS}),
     "reversible": (False, REVERSIBLE_HELP, {}),
     "reversible_grid": (None, REVERSIBLE_GRID_HELP, {"metavar": "K"}),
+    "depth_basis": (None, DEPTH_BASIS_HELP, {"metavar": "KIND:K"}),
 }
 _SAME = object()
 

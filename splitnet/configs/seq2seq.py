@@ -28,6 +28,7 @@ from ..integrators import schemes as _schemes
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
 from . import plan as _plan
+from .depth import check_depth_basis
 from .options import (
     check_bools,
     check_network,
@@ -70,6 +71,7 @@ class StackConfig:
     method: str
     reversible: bool = False
     reversible_grid: int | None = None
+    depth_basis: str | None = None
     norm: str = "layer"
     init: str | None = None
     conv_kernel: int = 3
@@ -152,6 +154,7 @@ class Seq2SeqConfig:
     # cross-attention write x1, the feed-forward x2 (splitnet.reversible)
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another (:func:`~splitnet.configs.options.
     # check_applicable`: a command refuses them typed alone)
     ONLY_WITH: ClassVar[dict] = {
@@ -187,6 +190,7 @@ class Seq2SeqConfig:
                              f"cross field: the decoder would not read the encoder (add an "
                              f"x stage, e.g. d:1,x:1,c:1)")
         self._check_reversible()
+        check_depth_basis(self)
 
     def _check_reversible(self) -> None:
         """:func:`~splitnet.configs.options.check_reversible` over both stacks (a translation
@@ -222,6 +226,7 @@ class Seq2SeqConfig:
                      activation=self.activation, weights=self.weights,
                      step_size=self.step_size, method=self.method,
                      reversible=self.reversible, reversible_grid=self.reversible_grid,
+                     depth_basis=self.depth_basis,
                      norm=self.norm, init=self.init, conv_kernel=self.conv_kernel,
                      **self.field_kinds())
 
