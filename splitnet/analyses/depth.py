@@ -163,7 +163,7 @@ def vary_in_depth(model, scale: float = 0.5, seed: int = 0) -> None:
         for m in model.modules():
             if not isinstance(m, DepthField) or m.basis.K < 2:
                 continue
-            for p in m.field.parameters():
+            for p in m.inner.parameters():
                 s = float(p[0].std()) if p[0].numel() > 1 else 0.0
                 s = s if s > 0 else 0.02
                 noise = torch.randn(p[1:].shape, generator=g, dtype=torch.float64)

@@ -12,6 +12,9 @@ option.
 
 from __future__ import annotations
 
+from ..integrators.splitting import strang_weights
+from ..stagelists.stages import EXACT_ORDER
+
 DEPTH_BASES = ("legendre", "linear")
 MAX_BASIS = 1024       # functions of depth: far beyond any use, small enough to stay cheap
 DEPTH_BASIS_HELP = ("every weight a function of ODE time over K functions of depth: "
@@ -33,6 +36,36 @@ def parse_depth_basis(spec) -> tuple[str, int] | None:
             return kind, int(k)
     raise ValueError(f"depth_basis must be None, 'legendre:K' or 'linear:K' with an int K in "
                      f"1..{MAX_BASIS} (K functions of depth), got {spec!r}")
+
+
+def time_dependent(spec) -> bool:
+    """Whether weights over the basis ``spec`` change with depth (K > 1)."""
+    parsed = parse_depth_basis(spec)
+    return parsed is not None and parsed[1] > 1
+
+
+def quadrature_points(order: int, stages=()) -> int:
+    """Gauss–Legendre points per stage of a time-dependent field in a reversible network whose
+    scheme has ``order`` and ``stages`` (:mod:`splitnet.reversible.layer`): ``ceil(p / 2)``
+    (order ``2 m >= p``); the midpoint (1) for an exact splitting and for a composition of
+    Strang steps written out stage by stage (strang, yoshida4, suzuki4, yoshida6, ...: each
+    Strang step of midpoint shears is symmetric and of order 2, and a composition of symmetric
+    second-order steps has the order its weights give it, Hairer, Lubich & Wanner, Geometric
+    Numerical Integration, II.4)."""
+    if order >= EXACT_ORDER or (stages and strang_weights(tuple(stages)) is not None):
+        return 1
+    return max(1, -(-order // 2))
+
+
+def stage_evaluations(cfg, scheme) -> int:
+    """Field evaluations per stage of a network config ``cfg`` with ``scheme``: its sub-flow
+    method's (``evals``, None for an adaptive one), or for a reversible network with weights
+    that change with depth the quadrature's points (:func:`quadrature_points`)."""
+    from ..integrators.subflows import get_method
+
+    if getattr(cfg, "reversible", False) and time_dependent(getattr(cfg, "depth_basis", None)):
+        return quadrature_points(scheme.order, scheme.stages)
+    return get_method(cfg.method).evals
 
 
 def check_depth_basis(cfg) -> None:
@@ -58,4 +91,4 @@ def check_depth_basis(cfg) -> None:
 
 
 __all__ = ["DEPTH_BASES", "DEPTH_BASIS_HELP", "MAX_BASIS", "check_depth_basis",
-           "parse_depth_basis"]
+           "parse_depth_basis", "quadrature_points", "stage_evaluations", "time_dependent"]

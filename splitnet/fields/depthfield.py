@@ -105,26 +105,34 @@ class Basis:
         out[0] = w
         return out
 
-    def integrals(self, edges, other: Basis | None = None) -> np.ndarray:
-        """Exact integrals over the cells ``[edges[i], edges[i+1]]``: of each function,
-        ``(cells, K)``; with ``other``, of each product ``phi_j psi_l``, ``(cells, K, K')``.
-        Gauss–Legendre on every piece between the functions' breaks (the integrands are
-        polynomials there), with enough points for their degree."""
+    def rule(self, edges, other: Basis | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per cell ``[edges[i], edges[i+1]]``, quadrature nodes and weights exact for the
+        functions (with ``other``, for their products with ``other``'s): Gauss–Legendre on every
+        piece between the functions' breaks (polynomials there), enough points for the
+        degree."""
         edges = [float(e) for e in edges]
         cuts = sorted(set(self.breaks()) | set(other.breaks() if other else ()))
-        deg = self.K + (other.K if other else 1)
-        nodes, weights = np.polynomial.legendre.leggauss(max(2, deg))
+        x, w = np.polynomial.legendre.leggauss(max(2, self.K + (other.K if other else 1)))
         out = []
         for a, b in itertools.pairwise(edges):
             pts = [a] + [c for c in cuts if a < c < b] + [b]
-            acc = 0.0
-            for lo, hi in itertools.pairwise(pts):
-                for x, w in zip(nodes, weights):
-                    s = lo + (hi - lo) * (x + 1) / 2
-                    v = np.array(self.values(s))
-                    term = np.outer(v, other.values(s)) if other else v
-                    acc = acc + w * (hi - lo) / 2 * term
-            out.append(acc)
+            s = np.concatenate([lo + (hi - lo) * (x + 1) / 2
+                                for lo, hi in itertools.pairwise(pts)])
+            v = np.concatenate([(hi - lo) / 2 * w for lo, hi in itertools.pairwise(pts)])
+            out.append((s, v))
+        return out
+
+    def matrix(self, s) -> np.ndarray:
+        """``phi_j(s_i)``, shape ``(len(s), K)``."""
+        return np.array([self.values(float(v)) for v in s]).reshape(len(s), self.K)
+
+    def integrals(self, edges, other: Basis | None = None) -> np.ndarray:
+        """Exact integrals over the cells ``[edges[i], edges[i+1]]``: of each function,
+        ``(cells, K)``; with ``other``, of each product ``phi_j psi_l``, ``(cells, K, K')``."""
+        out = []
+        for s, w in self.rule(edges, other):
+            v = self.matrix(s)
+            out.append(np.einsum("q,qj,ql->jl", w, v, other.matrix(s)) if other else w @ v)
         return np.array(out)
 
     def __eq__(self, other) -> bool:
@@ -137,6 +145,7 @@ class Basis:
         return f"Basis({self.spec!r})"
 
 
+PHI_CACHE = 4096        # basis values kept per depth field (times x dtypes x devices)
 # what records the depth fields' evaluations while a `recording` block is open (innermost last)
 _RECORDING: list = []
 
@@ -152,17 +161,24 @@ def recording(fn):
         _RECORDING.pop()
 
 
-def combine(W: torch.Tensor, terms) -> torch.Tensor:
-    """``sum_j c_j W[j]`` over ``terms`` ``(j, c_j)``, element-wise (no matmul: the FLOPs a
-    network counts per token stay its fields')."""
-    if len(terms) == 2 and abs(terms[0][1] + terms[1][1] - 1.0) < 1e-12 and \
-            terms[1][0] == terms[0][0] + 1:                       # a hat segment: one lerp
-        return torch.lerp(W[terms[0][0]], W[terms[1][0]], terms[1][1])
-    (j0, c0), *rest = terms
-    out = W[j0] if c0 == 1.0 else W[j0] * c0
-    for j, c in rest:
-        out = torch.add(out, W[j], alpha=c)
-    return out
+def combine(W: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+    """``sum_j phi_j W[j]`` (``phi`` of shape (K,)), element-wise (no matmul: the FLOPs a
+    network counts per token stay its fields'; one multiply and one sum, whose backward is one
+    tensor of W's shape)."""
+    if W.shape[0] == 1:                  # K = 1: the constant, phi_0 = 1 in both bases
+        return W[0]
+    return (W * phi.view(-1, *([1] * (W.dim() - 1)))).sum(0)
+
+
+def own_store(context: dict, key) -> dict:
+    """``context`` with its ``memory_cache`` store (what a cross-attention keeps its memory's
+    keys and values in, under its own module) replaced by the sub-store ``key`` of it: a
+    module evaluated with other weights (another time, a mean) must not find the keys its
+    weights at another time computed."""
+    store = context.get("memory_cache")
+    if not isinstance(store, dict):
+        return context
+    return {**context, "memory_cache": store.setdefault(key, {})}
 
 
 class _Wrapper(nn.Module):
@@ -196,7 +212,7 @@ class DepthField(_Wrapper):
         if isinstance(T, bool) or not isinstance(T, (int, float)) or not T > 0 or \
                 not math.isfinite(T):
             raise ValueError(f"a DepthField needs the network's time T > 0, got {T!r}")
-        self.field = field
+        self.inner = field
         self.basis = basis if isinstance(basis, Basis) else Basis(basis)
         self.T = float(T)
         self.expanded = False
@@ -204,7 +220,7 @@ class DepthField(_Wrapper):
             self.expand()
 
     def _inner(self) -> nn.Module:
-        return self.field
+        return self.inner
 
     @property
     def time_dependent(self) -> bool:
@@ -218,7 +234,7 @@ class DepthField(_Wrapper):
         if self.expanded:
             return
         new: dict[int, nn.Parameter] = {}
-        for mod in self.field.modules():
+        for mod in self.inner.modules():
             for name, p in list(mod._parameters.items()):
                 if p is None:
                     continue
@@ -228,17 +244,36 @@ class DepthField(_Wrapper):
                 mod._parameters[name] = new[id(p)]
         self.expanded = True
 
+    def phi(self, t, like: torch.Tensor) -> torch.Tensor:
+        """``phi(t / T)`` as a (K,) tensor of ``like``'s dtype and device, kept per time (a
+        network evaluates its fields at a few hundred times: one host-to-device copy each)."""
+        t = float(t)
+        key = (t, like.dtype, like.device)
+        cache = self.__dict__.setdefault("_phi", {})
+        out = cache.get(key)
+        if out is None:
+            if len(cache) >= PHI_CACHE:
+                cache.clear()
+            out = cache[key] = torch.tensor(self.basis.values(t / self.T), dtype=like.dtype,
+                                            device=like.device)
+        return out
+
     def weights(self, t) -> dict[str, torch.Tensor]:
         """The wrapped module's weights at time ``t`` (a number or a 0-d tensor)."""
-        terms = self.basis.terms(float(t) / self.T)
-        return {name: combine(p, terms) for name, p in self.field.named_parameters()}
+        params = dict(self.inner.named_parameters())
+        if not params:
+            return {}
+        phi = self.phi(t, next(iter(params.values())))
+        return {name: combine(p, phi) for name, p in params.items()}
 
     def forward(self, t, x, **context):
         if _RECORDING:
             _RECORDING[-1](self, t)
         if not self.expanded:
-            return self.field(t, x, **context)
-        return functional_call(self.field, self.weights(t), (t, x), context)
+            return self.inner(t, x, **context)
+        if self.time_dependent:
+            context = own_store(context, (self, float(t)))
+        return functional_call(self.inner, self.weights(t), (t, x), context)
 
     def extra_repr(self) -> str:
         return f"basis={self.basis.spec!r}, T={self.T:g}"
@@ -276,7 +311,7 @@ class MeanField(_Wrapper):
             for g in groups[1:]:
                 acc = acc + g[n]
             mean[n] = acc / len(groups)
-        return functional_call(self.parts[0], mean, (t, x), context)
+        return functional_call(self.parts[0], mean, (t, x), own_store(context, self))
 
 
 def over_depth(fields: dict, basis, T: float) -> dict:
@@ -296,4 +331,4 @@ def expand_depth_fields(model: nn.Module) -> None:
 
 
 __all__ = ["Basis", "DepthField", "MeanField", "combine", "expand_depth_fields", "over_depth",
-           "recording"]
+           "own_store", "recording"]

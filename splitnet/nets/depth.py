@@ -239,17 +239,18 @@ def _design(df: DepthField, rows, fit: str, L: int) -> np.ndarray:
 
 def _project(df: DepthField, Y: np.ndarray, A, old: Basis | None) -> tuple:
     """``(coefficients, |error|^2, |weights|^2)`` of one weight ``Y`` (by layer or, ``old``,
-    by coefficient of the old basis): least squares, or the L2 projection on [0, 1]."""
+    by coefficient of the old basis): least squares, or the L2 projection on [0, 1] (its error
+    integrated by a rule exact for both bases)."""
     if old is None:
         W = np.linalg.lstsq(A, Y, rcond=None)[0]
         return W, float(((A @ W - Y) ** 2).sum()), float((Y ** 2).sum())
     G = df.basis.integrals([0.0, 1.0], df.basis)[0]             # (K, K)
     C = df.basis.integrals([0.0, 1.0], old)[0]                  # (K, K0)
     W = np.linalg.solve(G, C @ Y)
-    norm = float(np.einsum("ip,ij,jp->", Y, old.integrals([0.0, 1.0], old)[0], Y))
-    err = norm - 2 * float(np.einsum("ip,ij,jp->", W, C, Y)) + \
-        float(np.einsum("ip,ij,jp->", W, G, W))
-    return W, max(err, 0.0), norm
+    s, w = df.basis.rule([0.0, 1.0], old)[0]
+    before = old.matrix(s) @ Y
+    err = float(w @ ((before - df.basis.matrix(s) @ W) ** 2).sum(1))
+    return W, err, float(w @ (before ** 2).sum(1))
 
 
 def to_basis(model, basis, return_residual: bool = False, fit: str = "steps"):
@@ -294,8 +295,8 @@ def to_basis(model, basis, return_residual: bool = False, fit: str = "steps"):
                     continue
                 rows = calls.get(id(df), [(k, None) for k in range(len(layers))])
                 A = None if old is not None else _design(df, rows, fit, len(layers))
-                for name, p in df.field.named_parameters():
-                    Y = layers[0].get_submodule(path).field.get_parameter(name) if old else \
+                for name, p in df.inner.named_parameters():
+                    Y = layers[0].get_submodule(path).inner.get_parameter(name) if old else \
                         torch.stack([layers[k].get_submodule(path).get_parameter(name)
                                      for k, _ in rows])
                     Y = Y.detach().double().cpu().reshape(Y.shape[0], -1).numpy()

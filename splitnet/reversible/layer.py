@@ -20,7 +20,8 @@ flow is then ``x_w += int_a^{a + c h} f(s, x_r) ds`` over the stage's clock inte
 is constant during it, so nothing else is exact): Gauss–Legendre quadrature with
 ``m = ceil(p / 2)`` points, of order ``2 m >= p`` for a scheme of order p (the midpoint for
 Lie–Trotter and Strang, 2 points for Blanes–Moan's order 4, 3 for order 6), and the midpoint
-for every composition of Strang steps (Yoshida4 too: :func:`quadrature_points`) and exact
+for every composition of Strang steps (Yoshida4 too:
+:func:`splitnet.configs.depth.quadrature_points`) and exact
 splittings. The m terms are m consecutive shears of the same block, coefficients ``w_q c`` at
 the nodes' times ``a + xi_q c h``: they all read the same ``x_r``, so their sum is the
 quadrature, and each is a stage of the plan like any other (inverted, recomputed in backward,
@@ -38,16 +39,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..configs.depth import quadrature_points
 from ..integrators.layers import SplitLayer
-from ..integrators.splitting import strang_weights
 from ..integrators.subflows import Euler, get_method
-from ..stagelists.stages import EXACT_ORDER, WRITES, reversible_unsupported
+from ..stagelists.stages import WRITES, reversible_unsupported
 
 # the float32 significand: a grid-k state is exact while |x| < 2 ** (FLOAT32_BITS - k)
 FLOAT32_BITS = 24
@@ -134,18 +134,6 @@ def pair_field(fields: dict):
             out[w] = out[w] + f(t, X[1 - w], **context_for(f, context))
         return torch.stack(out)
     return rhs
-
-
-def quadrature_points(order: int, stages=()) -> int:
-    """Gauss–Legendre points per stage of a time-dependent field in a scheme of ``order`` with
-    ``stages``: ``ceil(p / 2)`` (order ``2 m >= p``); the midpoint (1) for an exact splitting
-    and for a composition of Strang steps written out stage by stage (strang, yoshida4, suzuki4,
-    yoshida6, ...: each Strang step of midpoint shears is symmetric and of order 2, and a
-    composition of symmetric second-order steps has the order its weights give it, Hairer,
-    Lubich & Wanner, Geometric Numerical Integration, II.4)."""
-    if order >= EXACT_ORDER or (stages and strang_weights(tuple(stages)) is not None):
-        return 1
-    return max(1, math.ceil(order / 2))
 
 
 def time_dependent(f) -> bool:
@@ -324,5 +312,5 @@ class PairODELayer(nn.Module):
 
 
 __all__ = ["FLOAT32_BITS", "MAX_GRID", "PairODELayer", "ReversibleLayer", "check_grid",
-           "end_pair", "guard", "pair_field", "quadrature_points", "replay", "shear_plan",
-           "start_pair", "time_dependent", "to_grid"]
+           "end_pair", "guard", "pair_field", "replay", "shear_plan", "start_pair",
+           "time_dependent", "to_grid"]
