@@ -146,7 +146,7 @@ GROUPS = {"constant": "constant weights (legendre:1)",
 
 def render() -> str:
     """The table (markdown) of every case, measured now."""
-    head = ("| weights | network | evaluations per stage | order (theory) | |y_n − y_2n|, n = "
+    head = ("| weights | network | evaluations per stage | order (theory) | ‖y_n − y_2n‖, n = "
             f"{', '.join(map(str, DEPTHS[:-1]))} | observed rates | fitted slope | note |")
     lines = [head, "|---|---|---|---|---|---|---|---|"]
     for case in CASES:
