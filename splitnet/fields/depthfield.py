@@ -330,5 +330,5 @@ def expand_depth_fields(model: nn.Module) -> None:
             m.expand()
 
 
-__all__ = ["Basis", "DepthField", "MeanField", "combine", "expand_depth_fields", "over_depth",
-           "own_store", "recording"]
+__all__ = ["PHI_CACHE", "Basis", "DepthField", "MeanField", "combine", "expand_depth_fields",
+           "over_depth", "own_store", "recording"]

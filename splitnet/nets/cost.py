@@ -78,8 +78,10 @@ class Cost:
 
 def _evals(config: SplitConfig) -> int:
     m = get_method(config.method)
-    if config.reversible and config.depth_basis:      # a reversible stage's quadrature points
-        return stage_evaluations(config, config.resolved_scheme())
+    if config.depth_basis:              # a reversible stage's quadrature points, or the method's
+        e = stage_evaluations(config, config.resolved_scheme())
+        if e is not None:
+            return e
     if m.evals is None:
         fixed = [k for k, v in METHODS.items() if v.evals is not None]
         raise ValueError(f"method {m.name!r} has no fixed number of field evaluations; "
