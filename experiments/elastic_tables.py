@@ -65,6 +65,7 @@ CASES = [
     Case("time-dependent", "lie-trotter", True, "legendre:3", 1),
     Case("time-dependent", "strang", True, "legendre:3", 2),
     Case("time-dependent", "yoshida4", True, "legendre:3", 4),
+    Case("time-dependent", "yoshida4", True, "bernstein:3", 4),
     Case("time-dependent", "blanes-moan4", True, "legendre:3", 4),
     Case("time-dependent", "yoshida6", True, "legendre:3", 6),
     Case("time-dependent", "blanes-moan6", True, "legendre:3", 6),

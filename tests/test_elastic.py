@@ -50,6 +50,7 @@ def _ids(seed=0, shape=(2, 8)):
 
 @pytest.mark.parametrize("spec,parsed", [("legendre:4", ("legendre", 4)),
                                          ("linear:2", ("linear", 2)),
+                                         ("bernstein:5", ("bernstein", 5)),
                                          (" Legendre:1 ", ("legendre", 1)), (None, None)])
 def test_depth_basis_parses(spec, parsed):
     assert parse_depth_basis(spec) == parsed
@@ -109,6 +110,21 @@ def test_hat_functions_interpolate_their_nodes_and_continue_linearly():
     assert np.allclose(v.sum(0), [1 / 6, 1 / 3, 1 / 3, 1 / 6])
 
 
+def test_bernstein_is_a_partition_of_unity_spanning_the_polynomials():
+    b = Basis("bernstein:4")
+    for s in (0.0, 0.3, 1.0, 1.3, -0.2):
+        assert sum(b.values(s)) == pytest.approx(1.0)
+        assert b.values(s) == pytest.approx([math.comb(3, j) * s ** j * (1 - s) ** (3 - j)
+                                             for j in range(4)])
+    assert min(min(b.values(s)) for s in np.linspace(0, 1, 11)) >= 0   # convex on [0, 1]
+    torch.manual_seed(0)                     # the Legendre polynomials' space: exact change
+    m = SplitTransformer(**SMALL, n_layers=2, depth_basis="legendre:4").double()
+    vary_in_depth(m)
+    c, r = to_basis(m, "bernstein:4", return_residual=True)
+    assert r["relative"] < 1e-12
+    assert torch.allclose(at_depth(c, 3)(_ids()), at_depth(m, 3)(_ids()), atol=1e-12)
+
+
 def test_a_depth_field_evaluates_its_module_with_the_weights_at_t():
     torch.manual_seed(0)
     lin = torch.nn.Linear(3, 2)
@@ -144,7 +160,7 @@ class _TimeLinear(torch.nn.Module):
     {"diffusion_field": "conv", "gate": "sigmoid"},
     {"scheme": "yoshida4", "reversible": True},
 ])
-@pytest.mark.parametrize("basis", ["legendre:3", "linear:2"])
+@pytest.mark.parametrize("basis", ["legendre:3", "linear:2", "bernstein:3"])
 def test_a_fresh_network_is_the_layered_one_with_its_weights_shared_by_every_layer(options, basis):
     torch.manual_seed(0)
     m = SplitTransformer(**SMALL, n_layers=3, depth_basis=basis, **options).double()

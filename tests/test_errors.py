@@ -364,8 +364,8 @@ CASES = [
      ValueError, r"a byte-level model needs vocab_size 256, got 100"),
     # --- weights as functions of depth (issue 60) -----------------------------------------
     ("an unknown depth basis", lambda: sn.models.SplitConfig(depth_basis="cubic:3"),
-     ValueError, r"depth_basis must be None, 'legendre:K' or 'linear:K' with an int K in "
-                 r"1..1024 \(K functions of depth\), got 'cubic:3'"),
+     ValueError, r"depth_basis must be None, 'bernstein:K', 'legendre:K' or 'linear:K' with an "
+                 r"int K in 1..1024 \(K functions of depth\), got 'cubic:3'"),
     ("a depth basis with gates on some layers",
      lambda: sn.models.SplitConfig(depth_basis="legendre:2", gate="tanh", gate_layers=(0,)),
      ValueError, r"depth_basis runs the same fields in every layer: gates on some layers only"),

@@ -2,10 +2,11 @@
 Python, no torch).
 
 A network of ``n_layers`` steps of size ``h`` integrates ``[0, T]``, ``T = n_layers h``. With
-``depth_basis="legendre:K"`` or ``"linear:K"`` every weight of every field is a function of ODE
-time, ``W(t) = sum_j phi_j(t / T) W_j`` over K functions of depth (the Legendre polynomials of
-degrees ``0 .. K-1`` shifted to [0, 1], or the hat functions on K equally spaced nodes), so the
-number of steps is a choice made when the network runs (:func:`splitnet.nets.depth.at_depth`).
+``depth_basis="bernstein:K"``, ``"legendre:K"`` or ``"linear:K"`` every weight of every field is
+a function of ODE time, ``W(t) = sum_j phi_j(t / T) W_j`` over K functions of depth (the
+Bernstein or the Legendre polynomials of degrees ``0 .. K-1`` on [0, 1], or the hat functions
+on K equally spaced nodes), so the number of steps is a choice made when the network runs
+(:func:`splitnet.nets.depth.at_depth`).
 The functions are built by :mod:`splitnet.fields.depthfield`; this module only reads the
 option.
 """
@@ -15,18 +16,21 @@ from __future__ import annotations
 from ..integrators.splitting import strang_weights
 from ..stagelists.stages import EXACT_ORDER
 
-DEPTH_BASES = ("legendre", "linear")
+DEPTH_BASES = ("legendre", "linear", "bernstein")
 MAX_BASIS = 1024       # functions of depth: far beyond any use, small enough to stay cheap
 DEPTH_BASIS_HELP = ("every weight a function of ODE time over K functions of depth: "
-                    "legendre:K (Legendre polynomials of degrees 0..K-1 on t/T) or linear:K "
-                    "(hat functions on K equally spaced nodes); the number of steps is then "
-                    "chosen at run time (splitnet.nets.depth.at_depth); off by default (one set "
-                    "of weights per layer)")
+                    "bernstein:K (polynomials of degree K-1 by their Bezier control points: "
+                    "trains best with AdamW), legendre:K (the same polynomials by their "
+                    "Legendre coefficients) or linear:K (hat functions on K equally spaced "
+                    "nodes: order 2 at most); the number of steps is then chosen at run time "
+                    "(splitnet.nets.depth.at_depth); off by default (one set of weights per "
+                    "layer)")
 
 
 def parse_depth_basis(spec) -> tuple[str, int] | None:
-    """``"legendre:K"`` / ``"linear:K"`` -> ``(kind, K)``; ``None`` -> ``None``; anything else
-    (another kind, K not an int in 1..1024, another type) a one-line ``ValueError``."""
+    """``"bernstein:K"`` / ``"legendre:K"`` / ``"linear:K"`` -> ``(kind, K)``; ``None`` ->
+    ``None``; anything else (another kind, K not an int in 1..1024, another type) a one-line
+    ``ValueError``."""
     if spec is None:
         return None
     if isinstance(spec, str):
@@ -34,8 +38,8 @@ def parse_depth_basis(spec) -> tuple[str, int] | None:
         if sep and kind in DEPTH_BASES and k.strip().isdigit() and \
                 1 <= int(k) <= MAX_BASIS:
             return kind, int(k)
-    raise ValueError(f"depth_basis must be None, 'legendre:K' or 'linear:K' with an int K in "
-                     f"1..{MAX_BASIS} (K functions of depth), got {spec!r}")
+    raise ValueError(f"depth_basis must be None, 'bernstein:K', 'legendre:K' or 'linear:K' with "
+                     f"an int K in 1..{MAX_BASIS} (K functions of depth), got {spec!r}")
 
 
 def time_dependent(spec) -> bool:
