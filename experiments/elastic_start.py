@@ -1,7 +1,7 @@
 """What a basis of depth does to training at one depth -> docs/elastic.md (the start table)
 
     python experiments/elastic_start.py                # train what is missing, then the table
-    python experiments/elastic_start.py --report-only  # the table from experiments/cache/elastic_start
+    python experiments/elastic_start.py --report-only  # the table from the cache
 
 Before training at several depths (issue 60, item 2): networks with weights that are functions
 of depth (``depth_basis``), trained at 4 steps as the layered networks are, at the CPU scale of

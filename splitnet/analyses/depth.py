@@ -152,10 +152,11 @@ def depth_errors(model, x: torch.Tensor, depths=(1, 2, 4, 8, 16, 32), quadrature
 
 def vary_in_depth(model, scale: float = 0.5, seed: int = 0) -> None:
     """Make ``model``'s depth fields change with depth, in place: each coefficient but the
-    first (for Legendre, those beyond the constant; for Bernstein and hat functions, which start
-    all equal, their differences from the first) drawn ``N(0, (scale s)^2)``, ``s`` the spread of the weight's constant part
-    (0.02, GPT-2's scale of a weight, where that is 0: biases and norms). The convergence
-    tables' non-trivial time-dependent weights (float64, fixed ``seed``)."""
+    first (for Legendre, those beyond the constant; for Bernstein and hat functions, which
+    start all equal, their differences from the first) drawn ``N(0, (scale s)^2)``, ``s`` the
+    spread of the first coefficient (0.02, GPT-2's scale of a weight, where that is 0: biases
+    and norms). The convergence tables' non-trivial time-dependent weights (float64, fixed
+    ``seed``)."""
     from ..fields.depthfield import DepthField
 
     g = torch.Generator().manual_seed(seed)

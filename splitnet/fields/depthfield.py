@@ -20,9 +20,8 @@ outside ``[0, T]``):
 * ``bernstein:K``: ``phi_j(s) = C(K-1, j) s^j (1 - s)^(K-1-j)``, the polynomials of degree K-1 by
   their Bezier control points: non-negative on [0, 1] and summing to 1, so ``W(t)`` is a convex
   combination of the K coefficients there and an optimiser step of each moves ``W(t)`` by at
-  most that step (with AdamW the Legendre coefficients, whose functions reach ``sqrt(2j + 1)``
-  at the ends, trained a 4-layer byte LM 0.2-0.3 bits per byte worse at the same steps: see the
-  lead's study notes in docs/elastic.md).
+  most that step (AdamW moves every coefficient by about its learning rate, and the Legendre
+  functions reach ``sqrt(2j + 1)`` at the ends: docs/elastic.md measures what that does).
 * ``legendre:K``: ``phi_j(s) = sqrt(2 j + 1) P_j(2 s - 1)``, j = 0..K-1, the shifted Legendre
   polynomials, orthonormal on [0, 1] (the same space as ``bernstein:K``).
 * ``linear:K``: the hat functions of the nodes ``s_i = i / (K - 1)`` (piecewise-linear
@@ -32,9 +31,10 @@ outside ``[0, T]``):
 
 **Start.** A fresh network's depth fields start constant in time at the weights its
 initialisation rule draws (``W_0 = w`` and the other coefficients 0 for Legendre, every
-coefficient ``w`` for the Bernstein and hat functions): it computes what the same network with one set of weights shared by
-all layers computes. :meth:`DepthField.expand` makes the coefficients from the wrapped module's
-weights; the networks call it after their initialisation (:func:`expand_depth_fields`).
+coefficient ``w`` for the Bernstein and hat functions): it computes what the same network with
+one set of weights shared by all layers computes. :meth:`DepthField.expand` makes the
+coefficients from the wrapped module's weights; the networks call it after their
+initialisation (:func:`expand_depth_fields`).
 
 :class:`MeanField` is the other function of weights: a module evaluated with the mean of the
 weights of several modules of one structure (a coarsened layer as a differentiable function of
