@@ -245,6 +245,31 @@ def test_seq2seq_runs_both_stacks_at_any_depth():
                               depth_basis="legendre:2"), 3)
 
 
+@pytest.mark.parametrize("options", [{"scheme": "strang"},
+                                     {"scheme": "blanes-moan4", "reversible": True}])
+def test_the_analyses_see_the_same_ode(options):
+    """Re-discretising every layer into 2 steps is the network at twice its depth; the exact
+    flow of its ODE (an adaptive solver, t a tensor) is where its steps converge to; the
+    states are one per stage, quadrature or not."""
+    import warnings
+
+    from splitnet.analyses.refine import ode_model, rediscretize
+
+    torch.manual_seed(0)
+    m = SplitTransformer(**SMALL, n_layers=2, depth_basis="legendre:3", **options).double()
+    vary_in_depth(m)
+    x = _ids()
+    assert torch.allclose(rediscretize(m, substeps=2)(x), at_depth(m, 4)(x), atol=1e-15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ode = ode_model(m)(x)
+    gaps = [float((at_depth(m, n)(x) - ode).abs().max().detach()) for n in (8, 16)]
+    order = 4 if options.get("reversible") else 1                 # plain Euler: first order
+    assert gaps[1] < 0.6 * gaps[0] * 2.0 ** (1 - order)
+    _, states = m(x, return_states=True)
+    assert states.shape[0] == 1 + 2 * len(m.scheme.stages)
+
+
 # ---------------------------------------------------------------------------------------------
 # the numerics: convergence at the order (docs/elastic.md)
 

@@ -179,6 +179,12 @@ def combine(W: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
     return (W * phi.view(-1, *([1] * (W.dim() - 1)))).sum(0)
 
 
+def as_time(t) -> float:
+    """A time as a float: a number, or a 0-d tensor (an adaptive solver's; its gradient, if it
+    has one, is not the weights' business)."""
+    return float(t.detach()) if isinstance(t, torch.Tensor) else float(t)
+
+
 def own_store(context: dict, key) -> dict:
     """``context`` with its ``memory_cache`` store (what a cross-attention keeps its memory's
     keys and values in, under its own module) replaced by the sub-store ``key`` of it: a
@@ -256,7 +262,7 @@ class DepthField(_Wrapper):
     def phi(self, t, like: torch.Tensor) -> torch.Tensor:
         """``phi(t / T)`` as a (K,) tensor of ``like``'s dtype and device, kept per time (a
         network evaluates its fields at a few hundred times: one host-to-device copy each)."""
-        t = float(t)
+        t = as_time(t)
         key = (t, like.dtype, like.device)
         cache = self.__dict__.setdefault("_phi", {})
         out = cache.get(key)
@@ -281,7 +287,7 @@ class DepthField(_Wrapper):
         if not self.expanded:
             return self.inner(t, x, **context)
         if self.time_dependent:
-            context = own_store(context, (self, float(t)))
+            context = own_store(context, (self, as_time(t)))
         return functional_call(self.inner, self.weights(t), (t, x), context)
 
     def extra_repr(self) -> str:
@@ -348,5 +354,5 @@ def expand_depth_fields(model: nn.Module) -> None:
             m.expand()
 
 
-__all__ = ["PHI_CACHE", "Basis", "DepthField", "MeanField", "combine", "expand_depth_fields",
-           "over_depth", "own_store", "recording", "stacked_parameters"]
+__all__ = ["PHI_CACHE", "Basis", "DepthField", "MeanField", "as_time", "combine",
+           "expand_depth_fields", "over_depth", "own_store", "recording", "stacked_parameters"]

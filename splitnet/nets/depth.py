@@ -206,7 +206,7 @@ FITS = ("steps", "mean")
 def _evaluations(model, stacks) -> dict:
     """``{id(depth field): [(layer k, t), ...]}``: the times at which each depth field of
     ``model`` is evaluated, layer by layer, in one forward (on a one-token input)."""
-    from ..fields.depthfield import recording
+    from ..fields.depthfield import as_time, recording
 
     calls: dict = {}
     where = [None]
@@ -215,7 +215,7 @@ def _evaluations(model, stacks) -> dict:
     dev = next(model.parameters()).device
     try:
         with torch.no_grad(), recording(lambda f, t: calls.setdefault(id(f), []).append(
-                (where[0], float(t)))):
+                (where[0], as_time(t)))):
             if isinstance(model, SplitSeq2Seq):
                 tok = torch.tensor([[1 if model.config.pad_id == 0 else 0]], device=dev)
                 model(tok, tok)
