@@ -490,3 +490,31 @@ def test_docs_elastic_md_is_the_tables_measured_now():
     these measurements (regen elastic-convergence)."""
     doc = (ROOT / "docs" / "elastic.md").read_text()
     assert E.render() in doc
+
+
+def test_docs_elastic_md_start_table_is_the_cache_and_its_reading_holds():
+    """The start table is experiments/elastic_start.py's rendering of its cache (regen
+    elastic-start), and the claims of its reading hold for the recorded runs."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    try:
+        import elastic_start as S
+    finally:
+        sys.path.pop(0)
+    runs = [json.loads(p.read_text()) for p in sorted(S.CACHE.glob("*.json"))]
+    assert len(runs) == len(S.NETWORKS) * len(S.BASES) * len(S.SEEDS)
+    assert S.table(runs) in (ROOT / "docs" / "elastic.md").read_text()
+
+    def mean(net, basis, n):
+        return np.mean([r["bpb"][str(n)] for r in runs if (r["net"], r["basis"]) == (net, basis)])
+
+    for net in S.NETWORKS:
+        base = mean(net, "layered", 4)
+        assert mean(net, "legendre:4", 4) - base > 0.1
+        for basis in ("bernstein:4", "linear:4"):
+            assert 0.03 < mean(net, basis, 4) - base < 0.07
+    smooth = [mean("rev-strang", "bernstein:4", n) for n in (4, 8, 16)]
+    assert max(smooth) - min(smooth) < 0.01                   # keeps its loss when refined
+    for n in (1, 2):                                          # loses much less when coarsened
+        assert mean("rev-strang", "bernstein:4", n) < mean("rev-strang", "layered", n) - 0.2
