@@ -362,6 +362,21 @@ CASES = [
     ("a non-byte vocabulary for training",
      lambda: _train_config(model=sn.models.SplitConfig(vocab_size=100)),
      ValueError, r"a byte-level model needs vocab_size 256, got 100"),
+    # --- weights as functions of depth (issue 60) -----------------------------------------
+    ("an unknown depth basis", lambda: sn.models.SplitConfig(depth_basis="cubic:3"),
+     ValueError, r"depth_basis must be None, 'bernstein:K', 'legendre:K' or 'linear:K' with an "
+                 r"int K in 1..1024 \(K functions of depth\), got 'cubic:3'"),
+    ("a depth basis with gates on some layers",
+     lambda: sn.models.SplitConfig(depth_basis="legendre:2", gate="tanh", gate_layers=(0,)),
+     ValueError, r"depth_basis runs the same fields in every layer: gates on some layers only"),
+    ("a layered network at a depth that is no multiple or divisor of its own",
+     lambda: sn.depth.at_depth(sn.models.SplitTransformer(256, 8, 2, 4, max_len=8), 3),
+     ValueError,
+     r"a layered network of 4 layers runs at a multiple or a divisor of its depth"),
+    ("more functions of depth than layers to fit them to",
+     lambda: sn.depth.to_basis(sn.models.SplitTransformer(256, 8, 2, 2, max_len=8), "legendre:3"),
+     ValueError,
+     r"legendre:3: 3 functions of depth cannot be fitted to 2 layers"),
 ]
 
 
@@ -848,6 +863,9 @@ CLI_CASES = [
      ["refine", "--checkpoint", "{tmp}/garbage", "--methods", "euler,rk4", "--exact-substeps",
       "2", "--out", "{tmp}/r.png"], 2,
      r"--exact-substeps only applies with the exact method in --methods"),
+    ("train: --depth-basis with learned coefficients",
+     ["train", "--depth-basis", "legendre:2", "--learn-coefficients", "--out", "{tmp}/db"], 2,
+     r"depth_basis with learned coefficients is not supported yet"),
 ]
 
 

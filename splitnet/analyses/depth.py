@@ -12,6 +12,7 @@ learnt. ``splitnet refine`` prints the table beside its re-discretisation study.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import math
@@ -20,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from ..nets.depth import RESTRICTIONS, coarsen, prolong
+from ..nets.depth import RESTRICTIONS, at_depth, coarsen, prolong
 
 DEFAULT_COARSEN = (2, 4)
 DEFAULT_PROLONG = (2,)
@@ -118,5 +119,57 @@ def prolongation_errors(model, x: torch.Tensor, factors=(1, 2, 4, 8, 16)):
     return diffs, [math.log2(a / b) for a, b in itertools.pairwise(diffs)]
 
 
-__all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "DepthPoint", "depth_study", "depth_table",
-           "prolongation_errors"]
+def with_quadrature(model, points: int):
+    """``model`` (a view, modules shared) with every reversible layer integrating a stage of a
+    time-dependent field with ``points`` Gauss points (0: one evaluation at the stage's clock
+    start): the controls of the convergence tables."""
+    from ..reversible.layer import ReversibleLayer
+
+    layers = [ReversibleLayer(model.scheme, step_size=la.step_size, grid=la.grid,
+                              fields={f: getattr(la, f) for f in la.field_names},
+                              quadrature=points) for la in model.layers]
+    view = copy.copy(model)
+    view.__dict__["_modules"] = dict(model.__dict__["_modules"])
+    view.layers = model.layers.like(layers)
+    return view
+
+
+def depth_errors(model, x: torch.Tensor, depths=(1, 2, 4, 8, 16, 32), quadrature=None):
+    """How ``at_depth(model, n)`` converges as ``n`` doubles: the final states ``y_n`` of the
+    stack from the embedded input ``x`` at each of ``depths`` (each twice the one before), their
+    successive differences ``|y_n - y_2n|`` and the observed rates ``log2`` of successive ratios
+    (for a network with ``depth_basis`` the same weights at every depth; layered: prolonged or
+    coarsened by :func:`~splitnet.nets.depth.at_depth`). ``quadrature``: a reversible
+    network's Gauss points per stage instead of its own (:func:`with_quadrature`)."""
+    def run(n):
+        m = at_depth(model, n)
+        return (m if quadrature is None else with_quadrature(m, quadrature)).layers.run(x)
+    with torch.no_grad():
+        ys = [run(n) for n in depths]
+    diffs = [float((a - b).norm()) for a, b in itertools.pairwise(ys)]
+    return diffs, [math.log2(a / b) for a, b in itertools.pairwise(diffs)]
+
+
+def vary_in_depth(model, scale: float = 0.5, seed: int = 0) -> None:
+    """Make ``model``'s depth fields change with depth, in place: each coefficient but the
+    first (for Legendre, those beyond the constant; for Bernstein and hat functions, which
+    start all equal, their differences from the first) drawn ``N(0, (scale s)^2)``, ``s`` the
+    spread of the first coefficient (0.02, GPT-2's scale of a weight, where that is 0: biases
+    and norms). The convergence tables' non-trivial time-dependent weights (float64, fixed
+    ``seed``)."""
+    from ..fields.depthfield import DepthField
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if not isinstance(m, DepthField) or m.basis.K < 2:
+                continue
+            for p in m.inner.parameters():
+                s = float(p[0].std()) if p[0].numel() > 1 else 0.0
+                s = s if s > 0 else 0.02
+                noise = torch.randn(p[1:].shape, generator=g, dtype=torch.float64)
+                p[1:] += (scale * s * noise).to(p)
+
+
+__all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "DepthPoint", "depth_errors", "depth_study",
+           "depth_table", "prolongation_errors", "vary_in_depth", "with_quadrature"]

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from ..stagelists.stages import CONVECTION, DIFFUSION
 from . import kinds as _kinds
 from . import plan as _plan
+from .depth import check_depth_basis
 from .options import (
     check_bools,
     check_network,
@@ -132,6 +133,7 @@ class SplitConfig:
     stack: str = stack_option()
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another: given without it, a command refuses them
     # (:func:`~splitnet.configs.options.check_applicable`; the config itself takes any value,
     # so a model built in Python or restored from a checkpoint is never refused for them)
@@ -168,6 +170,7 @@ class SplitConfig:
         self._check_stack()
         for f in self.plan.layer(0):                   # fields the model has kinds for
             f.kind.check(self)
+        check_depth_basis(self)
 
     def _check_heads(self) -> None:
         """``n_kv_heads`` (None: ``n_heads``) divides ``n_heads``; ``attention_bias`` a choice."""

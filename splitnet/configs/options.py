@@ -14,6 +14,7 @@ import numbers
 
 from ..integrators.subflows import METHODS
 from . import kinds as _kinds
+from .depth import DEPTH_BASIS_HELP
 
 WEIGHTS = ("shared", "per-stage")
 # Feed-forward activations, the one list: name -> (torch.nn.functional function, keywords);
@@ -101,6 +102,7 @@ NETWORK_OPTIONS = {
     "init": (None, INIT_HELP, {"choices": INITS}),
     "reversible": (False, REVERSIBLE_HELP, {}),
     "reversible_grid": (None, REVERSIBLE_GRID_HELP, {"metavar": "K"}),
+    "depth_basis": (None, DEPTH_BASIS_HELP, {"metavar": "KIND:K"}),
 }
 _SAME = object()
 

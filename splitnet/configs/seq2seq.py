@@ -28,6 +28,7 @@ from ..integrators import schemes as _schemes
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 from . import kinds as _kinds
 from . import plan as _plan
+from .depth import check_depth_basis
 from .options import (
     check_bools,
     check_network,
@@ -72,6 +73,7 @@ class StackConfig:
     stack: str = "plain"
     reversible: bool = False
     reversible_grid: int | None = None
+    depth_basis: str | None = None
     norm: str = "layer"
     init: str | None = None
     conv_kernel: int = 3
@@ -156,6 +158,7 @@ class Seq2SeqConfig:
     stack: str = stack_option()
     reversible: bool = network_option("reversible")
     reversible_grid: int | None = network_option("reversible_grid")
+    depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another (:func:`~splitnet.configs.options.
     # check_applicable`: a command refuses them typed alone)
     ONLY_WITH: ClassVar[dict] = {
@@ -170,6 +173,7 @@ class Seq2SeqConfig:
             set_(self, name, _int(name, getattr(self, name)))
         check_network(self)
         resolve_stack(self)              # reversible=True is stack="reversible", for both
+        check_depth_basis(self)          # normalised before the stacks take it
         set_(self, "_stacks", {side: self._make_stack(side) for side in ("encoder", "decoder")})
         for name in ("shared_embeddings", "tie_head"):
             set_(self, name, bool(getattr(self, name)))
@@ -231,7 +235,7 @@ class Seq2SeqConfig:
                      activation=self.activation, weights=self.weights,
                      step_size=self.step_size, method=self.method,
                      stack=self.stack, reversible=self.reversible,
-                     reversible_grid=self.reversible_grid,
+                     reversible_grid=self.reversible_grid, depth_basis=self.depth_basis,
                      norm=self.norm, init=self.init, conv_kernel=self.conv_kernel,
                      **self.field_kinds())
 

@@ -102,6 +102,12 @@ TARGETS = {t.name: t for t in [
     Target("depth", "docs/depth.md, docs/figures/depth_curves.png (from experiments/cache/depth; "
            "without it, trains the 24 runs again: ~20 min on two threads)", "seconds",
            (("experiments/depth_study.py",),)),
+    Target("elastic-convergence", "docs/elastic.md (the convergence table between its "
+           "markers: one network with weights that are functions of depth at 1..128 steps)",
+           "~30 s", (("experiments/elastic_tables.py",),)),
+    Target("elastic-start", "docs/elastic.md (the table of bases trained at one depth, from "
+           "experiments/cache/elastic_start; without it, trains the 30 runs again: ~30 min on "
+           "one thread)", "seconds", (("experiments/elastic_start.py",),)),
     Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
            "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
            (("experiments/llama_study.py",),)),

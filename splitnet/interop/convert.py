@@ -237,6 +237,8 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append("rotary or no position embeddings (GPT-2: learned positions)")
     if not c.tie_head:
         reasons.append("an untied head")
+    if c.depth_basis is not None:
+        reasons.append(f"depth_basis {c.depth_basis!r}: weights that are functions of depth")
     if c.norm != "layer":
         reasons.append(f"norm {c.norm!r} (GPT-2: LayerNorm)")
     if c.n_kv_heads is not None:

@@ -12,15 +12,21 @@ modes) takes well under a second (``benchmarks/bench_describe.py``).
   is not tied to the embedding (``V d``, counted with the embeddings), and every module of
   every layer (``kind.params``: one per field per layer, or one per stage with
   ``weights="per-stage"``). Rotary position embeddings have no parameters;
-  ``learn_coefficients`` adds one per stage and layer.
+  ``learn_coefficients`` adds one per stage and layer. With ``depth_basis="legendre:K"`` or
+  ``"linear:K"`` the layers share one set of fields whose every weight has K coefficients:
+  K x one layer's field parameters, whatever the depth.
 * **Field evaluations per token**, per field: each stage of each layer calls its field
-  ``evals(method)`` times (euler 1, midpoint 2, rk4 4); a field call processes every token once,
+  ``evals(method)`` times (euler 1, midpoint 2, rk4 4; a reversible network with weights that
+  change with depth: the quadrature's points per stage,
+  :func:`splitnet.configs.depth.quadrature_points`); a field call processes every token once,
   so per token ``n_layers * stages advancing the field * evals`` (a sum stage ``d+c`` counts for
   each of its fields).
 * **FLOPs per token**: matmul FLOPs, in ``torch.utils.flop_counter.FlopCounterMode``'s
   convention (2 per multiply-add; attention's ``QK^T`` and ``AV`` counted dense, no 1/2 for the
   causal mask; element-wise work -- norms, GELU, GLU, softmax, residual adds -- not counted): each
-  evaluation's ``kind.flops`` at ``seq_len`` tokens, plus the head ``2 d V``. ``train`` =
+  evaluation's ``kind.flops`` at ``seq_len`` tokens, plus the head ``2 d V`` (a depth field's
+  weights at t, ``sum_j phi_j W_j``, are element-wise work once per evaluation: not counted).
+  ``train`` =
   forward + backward = 3 x forward (each matmul's backward is two matmuls of its size: the
   gradients of its input and of its weight; the embedding lookup is no matmul).
   ``tests/test_cost.py`` checks every closed form against FlopCounterMode on a model built on
@@ -33,6 +39,7 @@ import numbers
 from dataclasses import asdict, dataclass
 
 from ..configs.config import SplitConfig
+from ..configs.depth import parse_depth_basis, stage_evaluations
 from ..configs.kinds import norm_params
 from ..configs.options import WEIGHTS
 from ..integrators.schemes import available
@@ -71,6 +78,10 @@ class Cost:
 
 def _evals(config: SplitConfig) -> int:
     m = get_method(config.method)
+    if config.depth_basis:              # a reversible stage's quadrature points, or the method's
+        e = stage_evaluations(config, config.resolved_scheme())
+        if e is not None:
+            return e
     if m.evals is None:
         fixed = [k for k, v in METHODS.items() if v.evals is not None]
         raise ValueError(f"method {m.name!r} has no fixed number of field evaluations; "
@@ -85,6 +96,9 @@ def _layers(config: SplitConfig) -> list:
 
 def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     d = config.d_model
+    basis = parse_depth_basis(config.depth_basis)
+    if basis:          # one set of depth fields for every layer, K coefficients per weight
+        layers = [[lf for lf in layers[0] for _ in range(basis[1])]]
     n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
     if config.learn_coefficients:
         n += config.n_layers * len(config.resolved_scheme().stages)
@@ -239,10 +253,10 @@ def seq2seq_costs(config, seq_len: int) -> list[dict]:
     target alike, the memory read by cross-attention as long (FlopCounterMode's convention,
     dense attention; the head ``2 d V`` counted with the decoder). Forward FLOPs of a pair of
     ``seq_len``-token sequences: ``seq_len`` x the sum of both."""
-    evals = get_method(config.method).evals or 1      # exact: adaptive, one per stage (a bound)
     out = []
     for side in ("encoder", "decoder"):
         st = config.stack_config(side)
+        evals = stage_evaluations(st, st.scheme) or 1   # exact: adaptive, one per stage (a bound)
         plan = st.layer_fields(0)                # a stack's layers are alike (no gates)
         fwd = st.n_layers * sum(f.calls * evals * f.kind.flops(st, f.width, seq_len, seq_len)
                                 for f in plan)

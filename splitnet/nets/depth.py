@@ -10,7 +10,16 @@ in time), so its depth is a step size::
                          f k, ..., f k + f - 1: ``"mean"`` (default) the mean of their weights,
                          ``"first"`` the first of them (every f-th layer)
 
-``coarsen(prolong(m, f), f)`` is ``m`` under both restrictions. Prolonging again and again
+``coarsen(prolong(m, f), f)`` is ``m`` under both restrictions.
+
+**Any number of steps** (:func:`at_depth`): a network whose weights are functions of depth
+(``depth_basis``, :mod:`splitnet.fields.depthfield`) runs its ODE over ``[0, T]``, ``T = L h``,
+with any ``n`` steps of ``T / n``: a view over the same field modules (no copy). A layered
+network is prolonged or coarsened (n a multiple or a divisor of L); with ``view=True`` into a
+view whose layers are functions of the network's own (a prolonged layer is the layer itself at
+the finer step; a coarsened one a :class:`~splitnet.fields.depthfield.MeanField` of the layers
+it merges), so a loss at another depth trains every layer. :func:`to_basis` projects a layered
+network onto K functions of depth. Prolonging again and again
 converges to the exact flow of the piecewise ODE at the network's order: a reversible network's
 stages are shears whose Euler step is exact, so it converges at its scheme's order (Lie–Trotter
 1, Strang 2, Yoshida4 4); a plain network of Euler sub-layers at order 1 whatever its scheme
@@ -24,10 +33,15 @@ step (so it saves, loads and trains as any other).
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import torch
 
+from ..fields.depthfield import Basis, DepthField, MeanField
 from .models import SplitTransformer
 from .seq2seq import SplitSeq2Seq
+from .stack import build_layer
 
 RESTRICTIONS = ("mean", "first")
 # the layer lists of each network and the config field counting each one's layers
@@ -186,5 +200,226 @@ def coarsen(model, f: int, restriction: str = "mean"):
     return new
 
 
-__all__ = ["RESTRICTIONS", "coarsen", "coarsened_config", "depths", "prolong",
-           "prolonged_config", "source_layer", "stack_names"]
+FITS = ("steps", "mean")
+
+
+def _evaluations(model, stacks) -> dict:
+    """``{id(depth field): [(layer k, t), ...]}``: the times at which each depth field of
+    ``model`` is evaluated, layer by layer, in one forward (on a one-token input)."""
+    from ..fields.depthfield import as_time, recording
+
+    calls: dict = {}
+    where = [None]
+    hooks = [layer.register_forward_pre_hook(lambda m, a, k=k: where.__setitem__(0, k))
+             for attr in stacks for k, layer in enumerate(getattr(model, attr))]
+    dev = next(model.parameters()).device
+    try:
+        with torch.no_grad(), recording(lambda f, t: calls.setdefault(id(f), []).append(
+                (where[0], as_time(t)))):
+            if isinstance(model, SplitSeq2Seq):
+                tok = torch.tensor([[1 if model.config.pad_id == 0 else 0]], device=dev)
+                model(tok, tok)
+            else:
+                model(torch.zeros(1, 1, dtype=torch.long, device=dev))
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
+
+
+def _design(df: DepthField, rows, fit: str, L: int) -> np.ndarray:
+    """The least-squares matrix of one depth field over the layers: a row per evaluation
+    (``fit="steps"``: ``phi(t / T)`` at every time the network at its own depth evaluates
+    it, the target the weight of the layer evaluating it) or per layer (``"mean"``: the mean
+    of ``phi`` over layer k's interval)."""
+    if fit == "mean":
+        return L * df.basis.integrals(np.arange(L + 1) / L)
+    return np.array([df.basis.values(t / df.T) for _, t in rows])
+
+
+def _project(df: DepthField, Y: np.ndarray, A, old: Basis | None) -> tuple:
+    """``(coefficients, |error|^2, |weights|^2)`` of one weight ``Y`` (by layer or, ``old``,
+    by coefficient of the old basis): least squares, or the L2 projection on [0, 1] (its error
+    integrated by a rule exact for both bases)."""
+    if old is None:
+        W = np.linalg.lstsq(A, Y, rcond=None)[0]
+        return W, float(((A @ W - Y) ** 2).sum()), float((Y ** 2).sum())
+    G = df.basis.integrals([0.0, 1.0], df.basis)[0]             # (K, K)
+    C = df.basis.integrals([0.0, 1.0], old)[0]                  # (K, K0)
+    W = np.linalg.solve(G, C @ Y)
+    s, w = df.basis.rule([0.0, 1.0], old)[0]
+    before = old.matrix(s) @ Y
+    err = float(w @ ((before - df.basis.matrix(s) @ W) ** 2).sum(1))
+    return W, err, float(w @ (before ** 2).sum(1))
+
+
+def to_basis(model, basis, return_residual: bool = False, fit: str = "steps"):
+    """``model`` as a network whose weights are functions of depth over ``basis``
+    (``"legendre:K"``, ``"linear:K"``): a new network with ``depth_basis=basis``, every other
+    weight copied.
+
+    Layered (layer k holding its own weights): each weight's K coefficients by least squares
+    over the layers. ``fit="steps"`` (default): ``W(t)`` at every time the new network at the
+    model's own depth evaluates the field (stage clocks, sub-steps, quadrature nodes) against
+    the weight of the layer evaluating it, so at its own depth the new network is the model as
+    nearly as K functions allow (exactly, for Lie–Trotter with ``K = L``); ``"mean"``: the mean
+    of ``W(t)`` over layer k's interval against layer k's weight. K > L functions from L layers:
+    ``ValueError``. Already a function of depth over another basis: the L2 projection on [0, 1]
+    (a change of basis, Stateful ODE-Nets' compression). Learned coefficients: not supported
+    yet. ``return_residual``: also ``{"relative": |fit - target| / |target| over every weight of
+    the stacks, "per_weight": {name: the same per weight}}``."""
+    stacks, c = _stacks(model), model.config
+    b = Basis(basis)
+    if fit not in FITS:
+        raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
+    if getattr(c, "learn_coefficients", False):
+        raise ValueError("to_basis of a network with learned coefficients is not supported yet")
+    old = None if c.depth_basis is None else Basis(c.depth_basis)
+    if old is None and b.K > min(getattr(c, d) for d in stacks.values()):
+        raise ValueError(f"{b.spec}: {b.K} functions of depth cannot be fitted to "
+                         f"{min(getattr(c, d) for d in stacks.values())} layers (at most one "
+                         f"per layer)")
+    ref = model.tok_emb.weight if hasattr(model, "tok_emb") else model.src_emb.weight
+    with torch.device(ref.device):
+        new = type(model).from_config(c.replace(depth_basis=b.spec))
+    new = new.to(ref.dtype).train(model.training)
+    new.load_state_dict({k: v for k, v in model.state_dict().items()
+                         if not any(k.startswith(a + ".") for a in stacks)}, strict=False)
+    calls = _evaluations(new, stacks) if old is None and fit == "steps" else {}
+    per, tot = {}, [0.0, 0.0]
+    with torch.no_grad():
+        for attr in stacks:
+            layers = getattr(model, attr)
+            for path, df in getattr(new, attr)[0].named_modules():
+                if not isinstance(df, DepthField):
+                    continue
+                rows = calls.get(id(df), [(k, None) for k in range(len(layers))])
+                A = None if old is not None else _design(df, rows, fit, len(layers))
+                for name, p in df.inner.named_parameters():
+                    Y = layers[0].get_submodule(path).inner.get_parameter(name) if old else \
+                        torch.stack([layers[k].get_submodule(path).get_parameter(name)
+                                     for k, _ in rows])
+                    Y = Y.detach().double().cpu().reshape(Y.shape[0], -1).numpy()
+                    W, err, norm = _project(df, Y, A, old)
+                    p.copy_(torch.from_numpy(W.reshape(p.shape)).to(p))
+                    per[f"{attr}.{path}.{name}"] = (err / norm) ** 0.5 if norm else 0.0
+                    tot[0], tot[1] = tot[0] + err, tot[1] + norm
+    if not return_residual:
+        return new
+    return new, {"relative": (tot[0] / tot[1]) ** 0.5 if tot[1] else 0.0, "per_weight": per}
+
+
+# the attribute of each stack's StackConfig on an encoder–decoder (its layers' settings)
+_SIDES = {"encoder_layers": "encoder", "decoder_layers": "decoder"}
+
+
+def _steps(model, n) -> dict:
+    """The steps each stack runs at depth ``n``: an int (every stack), or for an encoder–decoder
+    a pair (encoder, decoder); every stack's step ``T / n`` must be the one step size of its
+    config."""
+    stacks = _stacks(model)
+    ns = tuple(n) if isinstance(n, (tuple, list)) else (n,) * len(stacks)
+    if len(ns) != len(stacks) or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                                     for v in ns):
+        raise ValueError(f"the number of steps must be an int >= 1"
+                         f"{' or a pair (encoder, decoder)' if len(stacks) > 1 else ''}, "
+                         f"got {n!r}")
+    out = dict(zip(stacks, ns))
+    c = model.config
+    hs = {getattr(c, stacks[a]) * c.step_size / v for a, v in out.items()}
+    if max(hs) - min(hs) > 1e-12 * max(hs):
+        raise ValueError(f"an encoder–decoder has one step size: its stacks' times "
+                         f"{[getattr(c, d) * c.step_size for d in stacks.values()]} need steps "
+                         f"in the ratio of their depths, got {ns}")
+    return out
+
+
+def _field_modules(layer) -> dict:
+    """Layer's fields as :func:`~splitnet.nets.stack.build_layer` takes them (name -> module,
+    or the list of per-stage modules)."""
+    return {f: getattr(layer, f) for f in layer.field_names}
+
+
+def _view(model, cfg, layers: dict):
+    """A shallow copy of ``model`` (every module shared) with config ``cfg`` and new layer
+    lists (attribute -> layers), each in its stack's kind at ``cfg``'s step."""
+    new = copy.copy(model)
+    for reg in ("_parameters", "_buffers", "_modules"):
+        new.__dict__[reg] = type(model.__dict__[reg])(model.__dict__[reg])
+    new.__dict__["_config"] = cfg
+    for attr, ls in layers.items():
+        setattr(new, attr, getattr(model, attr).like(ls, step_size=cfg.step_size))
+        if attr in _SIDES:
+            setattr(new, f"{_SIDES[attr]}_stack", cfg.stack_config(_SIDES[attr]))
+    return new
+
+
+def _settings(model, cfg, attr: str):
+    """What builds a layer of stack ``attr`` under ``cfg``: the config (a stack's for an
+    encoder–decoder) and the scheme."""
+    if attr in _SIDES:
+        side = _SIDES[attr]
+        return cfg.stack_config(side), getattr(model, f"{side}_scheme")
+    return cfg, model.scheme
+
+
+def _views(model, cfg, ns: dict, fields_of) -> object:
+    """The view of ``model`` at ``cfg`` whose stack ``attr`` has ``ns[attr]`` layers, layer k
+    over ``fields_of(attr, k)``."""
+    layers = {}
+    for attr, n in ns.items():
+        c, scheme = _settings(model, cfg, attr)
+        layers[attr] = [build_layer(c, scheme, fields_of(attr, k)) for k in range(n)]
+    return _view(model, cfg, layers)
+
+
+def _mean_fields(layers) -> dict:
+    """One layer's fields from ``layers``: each a :class:`MeanField` of theirs."""
+    groups = [_field_modules(la) for la in layers]
+    out = {}
+    for f, first in groups[0].items():
+        if isinstance(first, torch.nn.ModuleList):     # per-stage: stage by stage
+            out[f] = [MeanField([g[f][i] for g in groups]) for i in range(len(first))]
+        else:
+            out[f] = MeanField([g[f] for g in groups])
+    return out
+
+
+def at_depth(model, n, view: bool = False):
+    """``model`` with ``n`` steps over its time ``T = L h`` (step ``T / n``); for an
+    encoder–decoder ``n`` for both stacks or a pair (encoder, decoder).
+
+    With ``depth_basis`` a view: the same depth fields, evaluated at the new layers' clock
+    times (nothing copied; training the view trains the model). A layered network: ``n`` a
+    multiple of ``L`` is :func:`prolong`, a divisor :func:`coarsen` (mean), anything else a
+    ``ValueError``; new tensors, unless ``view=True``: then a view whose prolonged layers are
+    the model's own at the finer step and whose coarsened layers evaluate the mean of the
+    layers they merge (:class:`~splitnet.fields.depthfield.MeanField`), so its gradients reach
+    every layer of the model (learned coefficients: not supported yet)."""
+    stacks, c = _stacks(model), model.config
+    ns = _steps(model, n)
+    if c.depth_basis is not None:
+        cfg = c.replace(step_size=c.step_size * getattr(c, next(iter(stacks.values()))) /
+                        next(iter(ns.values())), **{stacks[a]: v for a, v in ns.items()})
+        return _views(model, cfg, ns, lambda a, k: _field_modules(getattr(model, a)[0]))
+    a0, n0 = next(iter(ns.items()))
+    L = getattr(c, stacks[a0])
+    if n0 % L and L % n0:
+        raise ValueError(f"a layered network of {L} layers runs at a multiple or a divisor of "
+                         f"its depth (prolong, coarsen), not at {n0} steps; with depth_basis "
+                         f"any number of steps")
+    finer, f = (True, n0 // L) if n0 % L == 0 else (False, L // n0)
+    if not view:
+        return prolong(model, f) if finer else coarsen(model, f)
+    if getattr(c, "learn_coefficients", False):
+        raise ValueError("a view at another depth of a network with learned coefficients is "
+                         "not supported yet (at_depth without view=True copies them)")
+    cfg = prolonged_config(c, f) if finer else coarsened_config(c, f)
+    if finer:
+        return _views(model, cfg, ns, lambda a, k: _field_modules(getattr(model, a)[k // f]))
+    return _views(model, cfg, ns,
+                  lambda a, k: _mean_fields(getattr(model, a)[f * k:f * k + f]))
+
+
+__all__ = ["FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths", "prolong",
+           "prolonged_config", "source_layer", "stack_names", "to_basis"]

@@ -55,6 +55,7 @@ from collections.abc import Iterable
 from torch import nn
 
 from ..configs.options import init_rule
+from ..fields.depthfield import expand_depth_fields
 from ..fields.norms import NORM_TYPES
 
 
@@ -169,6 +170,7 @@ def initialise(model: nn.Module, rule: str, *, n_residual: int, residual: Iterab
         init_convs2s(model, dropout, embeddings, positions)
     else:
         raise ValueError(f"init must be 'gpt2', 'xavier' or 'convs2s', got {rule!r}")
+    expand_depth_fields(model)      # depth fields start constant at the weights just drawn
 
 
 __all__ = ["embed_scale", "init_convs2s", "init_gpt2", "init_xavier", "initialise",

@@ -10,6 +10,9 @@ class::
     reversible    -> ReversibleStack of ReversibleLayer     (splitnet.reversible)
     a user's kind -> its class (sn.stacks.register)
 
+``depth_basis`` set: every layer shares layer 0's field modules, each wrapped in a
+:class:`~splitnet.fields.depthfield.DepthField` over the stack's time ``n_layers h``.
+
 ``c`` is a :class:`~splitnet.configs.config.SplitConfig` or one stack of a
 :class:`~splitnet.configs.seq2seq.Seq2SeqConfig` (:class:`~splitnet.configs.seq2seq.StackConfig`).
 Everything after construction asks the stack (:mod:`splitnet.integrators.stack`).
@@ -20,6 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..configs import stacks as _stacks
+from ..fields.depthfield import over_depth
 from ..integrators.layers import SplitLayer
 from ..integrators.stack import Stack
 
@@ -40,6 +44,9 @@ def build_layer(c, scheme, fields: dict) -> SplitLayer:
 def build_stack(c, scheme, n_layers: int, fields_of: Callable[[int], dict]) -> Stack:
     """``n_layers`` layers of ``scheme`` at ``c.step_size`` in the kind ``c`` asks for."""
     cls = stack_class(c)
+    if getattr(c, "depth_basis", None):     # one set of depth fields, shared by every layer
+        shared = over_depth(fields_of(0), c.depth_basis, n_layers * c.step_size)
+        fields_of = lambda k: shared   # noqa: E731
     layers = [build_layer(c, scheme, fields_of(k)) for k in range(n_layers)]
     return cls(layers, **cls.settings_of(c))
 

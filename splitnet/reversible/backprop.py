@@ -121,7 +121,7 @@ class _Run:
         for k, layer in enumerate(self.seq):
             if isinstance(layer, ReversibleLayer):
                 x1, x2 = layer(x1, x2, k * self.h, rng=self.rng(first), **self.context)
-                first += len(layer.stages)
+                first += len(layer.stage_callables())      # one call per shear
             else:
                 x1, x2 = layer(x1, x2, k * self.h, **self.context)
         return x1, x2

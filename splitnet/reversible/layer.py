@@ -14,6 +14,20 @@ composition keeps its order with plain residual sub-layers (Lie–Trotter 1, Str
 ``y1 = x1 + F(x2)``, ``y2 = x2 + G(y1)``; Strang (``c/2 d c/2``) is a leapfrog (Störmer–Verlet)
 step.
 
+**Time-dependent weights** (a stage callable that says ``time_dependent``: a
+:class:`~splitnet.fields.depthfield.DepthField` with K > 1 functions of depth). A shear's exact
+flow is then ``x_w += int_a^{a + c h} f(s, x_r) ds`` over the stage's clock interval (``x_r``
+is constant during it, so nothing else is exact): Gauss–Legendre quadrature with
+``m = ceil(p / 2)`` points, of order ``2 m >= p`` for a scheme of order p (the midpoint for
+Lie–Trotter and Strang, 2 points for Blanes–Moan's order 4, 3 for order 6), and the midpoint
+for every composition of Strang steps (Yoshida4 too:
+:func:`splitnet.configs.depth.quadrature_points`) and exact
+splittings. The m terms are m consecutive shears of the same block, coefficients ``w_q c`` at
+the nodes' times ``a + xi_q c h``: they all read the same ``x_r``, so their sum is the
+quadrature, and each is a stage of the plan like any other (inverted, recomputed in backward,
+replayed, cached and put on the grid one by one). A stage of a time-independent field keeps its
+one evaluation at its clock's start.
+
 **Exact mode** (``grid=k``): every increment is rounded to a multiple of ``2^-k`` (a
 straight-through gradient: the rounding's derivative is taken as 1), so on a state that starts
 on that grid every sum is exact in float32 and the inverse reconstructs the input bit for bit
@@ -26,9 +40,11 @@ from __future__ import annotations
 import contextlib
 import functools
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..configs.depth import quadrature_points
 from ..integrators.layers import SplitLayer
 from ..integrators.subflows import Euler, get_method
 from ..stagelists.stages import WRITES, reversible_unsupported
@@ -120,6 +136,35 @@ def pair_field(fields: dict):
     return rhs
 
 
+def time_dependent(f) -> bool:
+    """Whether the stage callable ``f`` (a field, or a sum stage's :class:`SumField`) has weights
+    that change with t."""
+    if getattr(f, "time_dependent", False) is True:
+        return True
+    parts = getattr(f, "fields", None)
+    return isinstance(parts, list) and any(time_dependent(g) for g in parts)
+
+
+def shear_plan(plan, fields, points: int) -> tuple:
+    """``(stage, c h, time offset, ends the stage)`` of every shear: one per stage of a
+    time-independent field, at its clock's start; ``points`` for a stage of a time-dependent
+    one, coefficients ``w_q c h`` at ``clock + xi_q c h`` (module docstring; ``points=0``: one
+    at the clock's start, the first-order control)."""
+    if points == 0:
+        rule = [(0.0, 1.0)]
+    else:
+        nodes, weights = np.polynomial.legendre.leggauss(points)
+        rule = [(float((x + 1) / 2), float(w / 2)) for x, w in zip(nodes, weights)]
+    out = []
+    for j, ((dt, clock), f) in enumerate(zip(plan, fields)):
+        if not time_dependent(f):
+            out.append((j, dt, clock, True))
+            continue
+        out += [(j, w * dt, clock + xi * dt, q == len(rule) - 1)
+                for q, (xi, w) in enumerate(rule)]
+    return tuple(out)
+
+
 def _same_shapes(a: torch.Tensor, b: torch.Tensor) -> None:
     """A pair's blocks are one shape (else a raw broadcasting error, or a silent broadcast)."""
     if a.shape != b.shape:
@@ -131,10 +176,14 @@ class ReversibleLayer(SplitLayer):
     """``(x1, x2) -> (y1, y2)``: the scheme's step on the shear fields (module docstring).
     Built like a :class:`~splitnet.integrators.layers.SplitLayer` (its fields, plan, ODE views
     and coefficients are the same); ``method`` must be Euler (on a shear every explicit method
-    equals it, at more evaluations); ``grid``: exact mode."""
+    equals it, at more evaluations); ``grid``: exact mode; ``quadrature``: the Gauss points
+    per stage of a time-dependent field (default ``quadrature_points`` of the scheme's order;
+    0: one evaluation at the stage's clock start, which makes every scheme first order: the
+    control of docs/elastic.md)."""
 
     def __init__(self, scheme, diffusion=None, convection=None, step_size: float = 1.0,
-                 method: str = "euler", *, fields=None, grid: int | None = None):
+                 method: str = "euler", *, fields=None, grid: int | None = None,
+                 quadrature: int | None = None):
         super().__init__(scheme, diffusion, convection, step_size, method, fields=fields)
         if not isinstance(self.method, Euler):
             raise ValueError(f"a reversible layer takes method='euler' (the Euler step of a "
@@ -145,20 +194,35 @@ class ReversibleLayer(SplitLayer):
             raise ValueError(f"scheme {self.name!r} cannot be reversible: {reason}")
         self.writes = tuple(WRITES[st.components[0]] for st in self.stages)
         self.grid = check_grid(grid)
+        if quadrature is not None and (isinstance(quadrature, bool) or
+                                       not isinstance(quadrature, int) or quadrature < 0):
+            raise ValueError(f"quadrature must be an int >= 0 (Gauss points per stage; 0: the "
+                             f"clock's start), got {quadrature!r}")
+        self.quadrature = quadrature
+        points = quadrature_points(getattr(scheme, "order", 1), self.stages) \
+            if quadrature is None else quadrature
+        self._shears = shear_plan(self._plan, self._fields, points)
 
     def rebuilt(self, scheme, fields: dict, method) -> ReversibleLayer:
         """The same shears, more of them (Euler is exact on a shear, so ``method`` is not
         used): a re-discretisation keeps the layer reversible, at its grid."""
-        return ReversibleLayer(scheme, step_size=self.step_size, fields=fields, grid=self.grid)
+        return ReversibleLayer(scheme, step_size=self.step_size, fields=fields, grid=self.grid,
+                               quadrature=self.quadrature)
 
     def ode_layer(self, method="exact"):
         """This layer as the exact flow of its partitioned ODE (:class:`PairODELayer`)."""
         return PairODELayer(self, method)
 
     def plan(self, context: dict) -> list:
-        """``(field callable, c h, clock, written block)`` per stage, context bound."""
-        return [(f, dt, clock, w) for f, (dt, clock), w in
-                zip(self._with_context(context), self._plan, self.writes)]
+        """``(field callable, c h, clock, written block)`` per shear, context bound: one per
+        stage, m per stage of a time-dependent field (module docstring)."""
+        fields = self._with_context(context)
+        return [(fields[j], dt, clock, self.writes[j]) for j, dt, clock, _ in self._shears]
+
+    def stage_callables(self) -> tuple:
+        """The callable of every shear of :meth:`plan` (of every stage when no field depends
+        on time): the stack's index and the generation caches follow the plan."""
+        return tuple(self._fields[j] for j, _, _, _ in self._shears)
 
     def increment(self, f, dt: float, t: float, x_r: torch.Tensor) -> torch.Tensor:
         """``c h f(t, x_r)`` (on the grid in exact mode)."""
@@ -181,7 +245,7 @@ class ReversibleLayer(SplitLayer):
                     x[w] = x[w] + self.increment(f, dt, t + clock, x[1 - w])
             if self.grid is not None:
                 guard(x[w], self.grid, f"stage {j + 1} at time {t + clock:g}")
-            if states is not None:
+            if states is not None and self._shears[j][3]:
                 states.append((x[0], x[1]))
         return x[0], x[1]
 
@@ -248,4 +312,5 @@ class PairODELayer(nn.Module):
 
 
 __all__ = ["FLOAT32_BITS", "MAX_GRID", "PairODELayer", "ReversibleLayer", "check_grid",
-           "end_pair", "guard", "pair_field", "replay", "start_pair", "to_grid"]
+           "end_pair", "guard", "pair_field", "replay", "shear_plan", "start_pair",
+           "time_dependent", "to_grid"]
