@@ -126,7 +126,13 @@ class OrderCheck:
 
 def random_matrices(dim: int = 6, seed: int = 0, n: int = 2) -> tuple[np.ndarray, ...]:
     """``n`` random dense matrices of spectral norm 1 (they do not commute); the first two are
-    the same whatever ``n``."""
+    the same whatever ``n``. ``dim`` an int in [1, 4096], ``seed`` an int >= 0, ``n`` an int
+    >= 1: ValueError naming the one that is not (numpy would say only 'negative dimensions' or
+    run out of memory)."""
+    for name, v, lo, hi in (("dim", dim, 1, 4096), ("seed", seed, 0, 2**63 - 1),
+                            ("n", n, 1, 4096)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+            raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):

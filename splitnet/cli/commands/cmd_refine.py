@@ -163,13 +163,47 @@ def _check_stacks(model, grid) -> None:
                                      f"{', '.join(own.fields)}: {e}") from None
 
 
-def _from_checkpoint(args, device):
+def _peek(args):
+    """The checkpoint's state and its network built on the meta device (no weight allocated,
+    no data read): what refine asks of the model before it loads anything else. None for the
+    network when the config is not valid (loading the model then says what is wrong)."""
+    import torch
+
+    from ...runs.checkpoint import checkpoint_file, load, model_classes
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    config_cls, model_cls = model_classes(state, checkpoint_file(args.checkpoint))
+    try:
+        cfg = config_cls.from_dict(state["model_config"])
+        with torch.device("meta"):
+            return state, model_cls.from_config(cfg)
+    except (ValueError, TypeError):
+        return state, None
+
+
+def _schemes(args, model) -> list:
+    """The schemes of the study: --schemes, or the default (a network of one field per layer:
+    its own step only, the one scheme there is; a per-stage one: its own stages too). Named
+    schemes for a one-field network are refused (``one_field_schemes``)."""
+    from ...analyses.refine import one_field, one_field_schemes
+
+    if args.schemes is not None:
+        one_field_schemes(model, args.schemes, "--schemes")
+        return list(args.schemes)
+    if one_field(model):
+        return [OWN]
+    schemes = scheme_list(DEFAULT_SCHEMES)
+    return schemes + [OWN] if model.config.weights == "per-stage" else schemes
+
+
+def _from_checkpoint(args, device, state=None):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
     from ...analyses.sources import checkpoint_source
     from ...runs.checkpoint import load
 
-    if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
-        return _from_translation(args, device)
+    state = state or load(args.checkpoint, trust=args.trust_checkpoint)
+    if state.get("model_kind") == "seq2seq":
+        return _from_translation(args, device, state)
     model, evaluate, info = checkpoint_source(
         args.checkpoint, windows=args.windows, device=device, batch_size=args.batch_size,
         trust=args.trust_checkpoint, check_memory=True,
@@ -182,15 +216,14 @@ def _from_checkpoint(args, device):
     return model, evaluate, desc, "bpb", 1.0 / math.log(2.0)
 
 
-def _from_translation(args, device):
+def _from_translation(args, device, state):
     """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
     on the first --windows validation pairs of its own corpus."""
-    from ...runs.checkpoint import load, model_from_state
+    from ...runs.checkpoint import model_from_state
     from ...training.config import TrainConfig
     from ...translate.batches import EncodedPairs
     from ...translate.translation import load_data, validation_loss
 
-    state = load(args.checkpoint, trust=args.trust_checkpoint)
     cfg = TrainConfig.from_dict({**state["train_config"], "out": str(args.checkpoint)})
     data = load_data(cfg, state, lambda msg: print(f"splitnet refine: {msg}", file=sys.stderr))
     n = args.windows or 256
@@ -206,7 +239,7 @@ def _from_translation(args, device):
     return model, evaluate, desc, "nats/token", 1.0
 
 
-def _from_hf(args, device):
+def _from_hf(args, device, state=None):
     """The imported model and its loss (nats per token) on the first windows of the text."""
     from ...analyses.sources import hf_source
 
@@ -241,12 +274,16 @@ def run(args) -> int:
     if args.text and not args.hf:
         raise ValueError("--text goes with --hf (a checkpoint is evaluated on its own "
                          "validation windows)")
+    state = shell = None
+    if args.checkpoint:          # what the schemes ask of its network, before any load
+        state, shell = _peek(args)
+        if shell is not None:
+            _check_stacks(shell, grid)
+            _schemes(args, shell)
     source = _from_hf if args.hf else _from_checkpoint
-    model, evaluate, desc, unit, scale = source(args, device)
+    model, evaluate, desc, unit, scale = source(args, device, state)
     _check_stacks(model, grid)
-    schemes = list(args.schemes or scheme_list(DEFAULT_SCHEMES))
-    if model.config.weights == "per-stage" and OWN not in schemes and args.schemes is None:
-        schemes.append(OWN)
+    schemes = _schemes(args, model)
     layers = sum(len(getattr(model, a)) for a in stacks(model))
     print(f"model: {desc}; {scheme_label(model)} ({model.config.weights}, "
           f"{model.config.method}), {layers} layers, h = {model.config.step_size:g}; "
