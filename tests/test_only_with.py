@@ -113,7 +113,7 @@ def test_describe_at_the_defaults_it_no_longer_spells_out(capsys):
 def test_trajectories_fresh_model_defaults_unchanged(tmp_path, capsys):
     """The fresh model's options default to None now (so typing them counts): not typed, the
     model is the documented one (width 64, 6 layers, seed 0)."""
-    assert main(["trajectories", "--no-ode", "--text", "ab", "--threads", "1",
+    assert main(["trajectories", "--no-ode", "--prompt", "ab", "--threads", "1",
                  "--out", str(tmp_path / "t.png")]) == 0
     out = capsys.readouterr().out
     assert "fresh initialisation (seed 0)" in out and "6 layers, d_model 64" in out

@@ -225,8 +225,8 @@ def paired(a, b, alpha: float = ALPHA, power: float = POWER) -> Paired:
         scale = float(np.max(np.abs(d)))
         if not math.isfinite(scale):
             i = int(np.flatnonzero(~np.isfinite(d))[0])
-            raise ValueError(f"the difference a[{i}] - b[{i}] = {a[i]!r} - {b[i]!r} overflows "
-                             f"float64: rescale the scores")
+            raise ValueError(f"the difference a[{i}] - b[{i}] = {float(a[i])!r} - "
+                             f"{float(b[i])!r} overflows float64: rescale the scores")
         u = d / scale if scale > 0 else d    # mean and spread of d / max|d|: no overflow
         m, s = scale * float(u.mean()), scale * float(u.std(ddof=1))
         half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * s / math.sqrt(n)

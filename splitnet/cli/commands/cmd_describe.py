@@ -11,8 +11,10 @@ from .._args import (
     SCHEME_LIST_HELP,
     add_config_options,
     add_model_source,
+    add_replaced_option,
     check_only_with,
     given_options,
+    one_scheme,
     positive_int,
     scheme_list,
 )
@@ -26,7 +28,7 @@ VOCAB = 256          # --vocab-size's default: bytes
 # options describe the model they build, not a trained or imported one
 _BUILT = ("without --checkpoint or --hf (a trained or imported model is described as it is)",
           lambda a: a.checkpoint is None and a.hf is None)
-ONLY_WITH = dict.fromkeys(("scheme", "weights", "vocab_size", "json",
+ONLY_WITH = dict.fromkeys(("scheme", "schemes", "weights", "vocab_size", "jsonl",
                            *(f.name for f in cli_fields(SplitConfig))), _BUILT)
 # and what a translation model's description (stack by stack) does not read
 _LM = ("to a language model (a translation model is described stack by stack)",
@@ -35,9 +37,12 @@ SEQ2SEQ_IGNORES = {"markdown": _LM, "world_size": _LM}
 
 
 def configure(p) -> None:
-    p.add_argument("--scheme", type=scheme_list, action="extend", default=None,
-                   help=f"schemes: {SCHEME_LIST_HELP}; or 'all' for the registry (default "
-                        f"lie-trotter)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--scheme", type=one_scheme, default=None,
+                       help="one scheme, as splitnet train takes it: a name, s/f pattern or "
+                            "stage string (default lie-trotter)")
+    which.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                       help=f"several schemes: {SCHEME_LIST_HELP}; or 'all' for the registry")
     p.add_argument("--weights", choices=[*WEIGHTS, "both"], default=None,
                    help="weights mode (default both)")
     g = p.add_argument_group("model (splitnet.nets.models.SplitConfig)")
@@ -48,7 +53,11 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="print a markdown table")
-    form.add_argument("--json", action="store_true", help="print one JSON object per row")
+    form.add_argument("--jsonl", action="store_true",
+                      help="print one JSON object per row (JSON lines, on stdout)")
+    add_replaced_option(p, "--json", "--json FILE writes a file in every command (splitnet "
+                        "evaluate, splitnet refine); describe's one JSON object per row on "
+                        "stdout is --jsonl")
     p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="also the training memory per rank on N ranks (float32 weights, "
                         "gradients and AdamW state; activations aside)")
@@ -355,7 +364,7 @@ def run(args) -> int:
     if args.hf is not None:
         return _describe_hf(args)
 
-    given = args.scheme or ["lie-trotter"]
+    given = args.schemes or [args.scheme or "lie-trotter"]
     names = available() if given == ["all"] else given
     weights = WEIGHTS if args.weights in (None, "both") else (args.weights,)
     typed = given_options(args, SplitConfig, skip=("scheme", "weights"))
@@ -366,7 +375,7 @@ def run(args) -> int:
     if args.activations:
         require_measurable(configs, args.seq_len)
     rows = cost.table(names, weights=weights, seq_len=args.seq_len, **size)
-    if args.json:
+    if args.jsonl:
         for r in rows:
             print(json.dumps(r.as_dict()))
         return 0

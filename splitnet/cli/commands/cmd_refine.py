@@ -23,13 +23,18 @@ from .._args import (
     add_model_source,
     add_output_option,
     add_png_option,
+    add_progress_option,
+    add_singular,
     add_threads_option,
     check_only_with,
     csv,
     nonempty,
+    one_method,
+    one_scheme,
     positive_int,
     scheme_list,
     set_threads,
+    shows_progress,
     torch_device,
 )
 
@@ -84,15 +89,20 @@ def configure(p) -> None:
     p.add_argument("--text", metavar="FILE", type=nonempty, default=None,
                    help="with --hf: UTF-8 text file to evaluate on (default: the Python "
                         "standard library's validation split)")
-    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
-                   help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
-                        f"'{OWN}' = the layers' own stages with their own sub-layers (added by "
-                        f"default for per-stage models) (default {DEFAULT_SCHEMES})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                       help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
+                            f"'{OWN}' = the layers' own stages with their own sub-layers (added "
+                            f"by default for per-stage models) (default {DEFAULT_SCHEMES}; a "
+                            f"network of one field per layer: {OWN}, the one there is)")
+    add_singular(which, "--scheme", "schemes", one_scheme, "scheme")
     p.add_argument("--substeps", type=substeps_list, default=[1, 2, 4, 8],
                    metavar="K,K,...", help="steps of the scheme per layer (default 1,2,4,8)")
-    p.add_argument("--methods", type=csv, default=list(STUDY_METHODS),
-                   help=f"sub-flow methods, of {', '.join(METHODS)} (default "
-                        f"{','.join(STUDY_METHODS)})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--methods", type=csv, default=list(STUDY_METHODS),
+                       help=f"sub-flow methods, of {', '.join(METHODS)} (default "
+                            f"{','.join(STUDY_METHODS)})")
+    add_singular(which, "--method", "methods", one_method, "sub-flow method")
     p.add_argument("--exact-substeps", type=substeps_list, default=None, metavar="K,K,...",
                    help="substeps for the exact method, which costs ~30-150 field evaluations "
                         "per sub-flow (default: --substeps)")
@@ -113,8 +123,7 @@ def configure(p) -> None:
     add_output_option(p, "--json", "also write the results as JSON")
     add_device_option(p)
     add_threads_option(p)
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar")
+    add_progress_option(p)
 
 
 def _grid(args) -> list:
@@ -264,7 +273,6 @@ def run(args) -> int:
     from ... import plots
     from ..._io import check_outputs
     from ...analyses.refine import refinement_study, scheme_label, stacks
-    from ...runenv import draws_progress
 
     grid = _grid(args)                              # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)], _inputs(args))
@@ -291,14 +299,14 @@ def run(args) -> int:
     res = refinement_study(model, evaluate, schemes=schemes, substeps=args.substeps,
                            methods=args.methods, exact_substeps=args.exact_substeps,
                            label=f"{scheme_label(model)} ({model.config.weights})", unit=unit,
-                           scale=scale, progress=draws_progress(args.progress))
+                           scale=scale, progress=shows_progress(args.progress))
     print(res.table())
     depth = []
     if args.coarsen or args.prolong:
         from ...analyses.depth import depth_study, depth_table
 
         depth = depth_study(model, evaluate, args.coarsen, args.prolong,
-                            progress=draws_progress(args.progress))
+                            progress=shows_progress(args.progress))
         print(depth_table(depth, unit, scale))
     if args.json:                  # the numbers first: a figure that fails must not lose them
         import dataclasses
