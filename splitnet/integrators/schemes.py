@@ -328,10 +328,30 @@ def _per_layer(scheme):
     if callable(getattr(scheme, "coefficients", None)):
         return tuple(_st.as_stages(layer) for layer in scheme.coefficients())
     if (isinstance(scheme, (tuple, list)) and scheme
-            and all(isinstance(x, (tuple, list)) and x and isinstance(x[0], Stage)
-                    for x in scheme)):
+            and all(isinstance(x, (tuple, list)) and x and _is_stage(x[0]) for x in scheme)):
         return tuple(_st.as_stages(layer) for layer in scheme)
     return None
+
+
+def _encoder_decoder(model) -> list:
+    """``[(label, per-layer stage lists, declared order)]`` of an encoder–decoder's two stacks
+    (a model with ``encoder_layers`` and ``decoder_layers``); [] for anything else."""
+    out = []
+    for label in ("encoder", "decoder"):
+        layers, scheme = (getattr(model, f"{label}_{a}", None) for a in ("layers", "scheme"))
+        if layers is None or scheme is None:
+            return []
+        stages = tuple(_st.as_stages(layer.current_stages() if hasattr(layer, "current_stages")
+                                     else layer.stages) for layer in layers)
+        out.append((label, stages, scheme.order))
+    return out
+
+
+def _is_stage(x) -> bool:
+    """A Stage or a ``(field, coeff)`` pair: the first item of a layer's stage list (a flat
+    stage list's first item is a field name)."""
+    return isinstance(x, Stage) or (isinstance(x, (tuple, list)) and len(x) == 2
+                                    and isinstance(x[0], str))
 
 
 def check_order(scheme, order: int | None = None, normalize: bool = False, **options):
@@ -350,9 +370,14 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     ``seed``, ``dim``, ``step_sizes``, ``floor``, ``ceiling``, ``tolerance``.
 
     A trained model (anything with ``coefficients()``: a SplitTransformer, learned
-    coefficients or not) or a sequence of per-layer stage lists (``model.coefficients()``) gives
-    a tuple of checks, one per layer (``layer 0``, ...), against ``order`` (default: the
-    model's scheme's declared order; for a bare list, none).
+    coefficients or not) or a sequence of per-layer stage lists (``model.coefficients()``, or
+    lists of ``(field, coeff)`` pairs) gives a tuple of checks, one per layer (``layer 0``,
+    ...), against ``order`` (default: the model's scheme's declared order; for a bare list,
+    none): a :class:`~splitnet.order.check.LayerChecks`, which prints as a table, a verdict
+    for each layer. An encoder–decoder (``SplitSeq2Seq``) gives its encoder's layers, then its
+    decoder's (``encoder layer 0``, ..., ``decoder layer 0``, ...), each against its own
+    stack's scheme. A layer of one field (``convection_field="none"``) is the exact flow of
+    that field: ``"ok"``, order infinite.
 
     >>> check_order("yoshida4").ok
     True
@@ -361,6 +386,13 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
         raise ValueError(f"normalize must be True or False, got {normalize!r}")
     from ..order.check import measure_layers, measure_order
 
+    stacks = _encoder_decoder(scheme)
+    if stacks:              # an encoder–decoder: each stack's layers against its own scheme
+        from ..order.check import LayerChecks
+
+        return LayerChecks(c for label, layers, own in stacks for c in measure_layers(
+            layers, order if order is not None else own, normalize=normalize,
+            prefix=f"{label} layer", **options))
     layers = _per_layer(scheme)
     if layers is not None:
         default = getattr(getattr(scheme, "scheme", None), "order", None)

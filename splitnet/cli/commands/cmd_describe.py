@@ -140,13 +140,18 @@ def _stage_lines(label: str, stages, declared: int, verdict: str,
     largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1
     (two lines for a layer of one field: :func:`_one_field_lines`)."""
     from ...order.algebra import lie_defects
+    from ...order.check import consistency
     from ...stagelists.stages import coefficient_sums, field_names, format_stages
 
     if len(field_names(stages)) == 1:
         return _one_field_lines(label, stages, method)
 
     sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
-    defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared)))
+    # over the layer's own fields (built-in ones first, as check_order lists them): ConvS2S's
+    # decoder has no convection, and a field it does not have is no condition it fails
+    present = tuple(consistency(stages)[0])
+    defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared),
+                                                              fields=present))
     return [f"{label}: {format_stages(stages)}",
             f"  sums: {sums}; conditions by degree: {defects}",
             f"  check_order: {verdict}; {_rescaled_verdict(stages, declared)}"]
