@@ -184,3 +184,21 @@ def test_refine_refuses_a_named_scheme_for_a_one_field_network_before_reading_da
     assert rc == 2 and err.count("\n") == 1, err
     assert "this model's layers advance one field, diffusion (attention)" in err, err
     assert not (tmp_path / "r.png").exists()
+
+
+@pytest.mark.parametrize("extra", [["--scheme", "strang"], ["--compare", "lie-trotter,strang"],
+                                   ["--scheme", "lie-trotter", "--compare", "yoshida4"]])
+def test_trajectories_refuses_a_scheme_for_a_one_field_network(runs, extra, tmp_path):
+    """trajectories' --scheme and --compare re-run the fields under other schemes: for one
+    field every one is the same step (the small multiples were identical); refused, one line."""
+    rc, _, err = main(["trajectories", "--checkpoint", str(runs["lm"]), "--out",
+                       str(tmp_path / "t.png"), *extra])
+    assert rc == 2 and err.count("\n") == 1 and "one field, diffusion (attention)" in err, err
+    assert not (tmp_path / "t.png").exists()
+    from splitnet.analyses.trajectories import with_scheme
+
+    with pytest.raises(ValueError, match="nothing to split"):
+        with_scheme(_lm(), "strang")
+    rc, _, err = main(["trajectories", "--checkpoint", str(runs["lm"]), "--no-ode", "--out",
+                       str(tmp_path / "t.png")])
+    assert rc == 0, err

@@ -427,18 +427,20 @@ def one_field(model) -> str | None:
     return f"{f} ({kind})" if kind else f
 
 
-def one_field_schemes(model, schemes, flag: str = "schemes") -> None:
+def one_field_schemes(model, schemes, flag: str = "schemes", fix: str | None = None) -> None:
     """Refuse named schemes for a network of one field per layer (:func:`one_field`): with one
     field there is nothing to split, every scheme name is the same plain step, and a study of
-    several would print equal rows under different names. ``"own"`` is what applies."""
+    several would print equal rows under different names. ``fix``: what to do instead
+    (default: refine's, ``"own"`` or no ``flag``)."""
     f = one_field(model)
     named = [s for s in schemes if s is not None and s != OWN]
     if f is not None and named:
         shown = ", ".join(s if isinstance(s, str) else s.name for s in named)
+        fix = fix or (f"give '{OWN}' or leave {flag} out (substeps, methods and the exact ODE "
+                      f"still apply)")
         raise ValueError(f"{flag} {shown}: this model's layers advance one field, {f}; a "
                          f"scheme splits a layer's fields, so with one there is nothing to "
-                         f"split (every scheme is its plain step): give '{OWN}' or leave "
-                         f"{flag} out (substeps, methods and the exact ODE still apply)")
+                         f"split (every scheme is its plain step): {fix}")
 
 
 def refinement_study(model, evaluate: Callable, schemes=None,

@@ -432,6 +432,9 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
 def with_scheme(model: SplitTransformer, scheme) -> SplitTransformer:
     """The same trained fields run by another scheme (``weights="shared"`` only: then every
     scheme has the same parameters). Returns a new model on the same device."""
+    from .refine import one_field_schemes
+
+    one_field_schemes(model, [scheme], "scheme", "draw the model as it is")
     if model.weights != "shared":
         raise ValueError(f"cannot change the scheme of a model with weights={model.weights!r}: "
                          f"its stages have their own sub-layers; only shared-weight models can "

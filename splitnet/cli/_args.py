@@ -367,6 +367,8 @@ class _Replaced(argparse.Action):
     --help). One flag name, one meaning, across every command: a script that used the old
     spelling is told, never silently reinterpreted."""
 
+    replaced = True          # not an option of this command (tests/test_only_with.py)
+
     def __init__(self, option_strings, dest, message: str = "", **kwargs):
         super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?",
                          default=argparse.SUPPRESS, help=argparse.SUPPRESS)

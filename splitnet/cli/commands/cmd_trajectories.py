@@ -133,6 +133,10 @@ def _model(args):
         # read first (a missing checkpoint is what is wrong), then what does not apply to it
         check_only_with(args, {**ONLY_WITH, "target": (ONLY_WITH["target"][0],
                                                        lambda a: seq2seq)})
+        from ...analyses.refine import one_field_schemes
+
+        one_field_schemes(model, [s for s in (scheme, *compare) if s is not None],
+                          "--scheme / --compare", "drop them (the model is drawn as it is)")
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
