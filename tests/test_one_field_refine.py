@@ -199,6 +199,7 @@ def test_trajectories_refuses_a_scheme_for_a_one_field_network(runs, extra, tmp_
 
     with pytest.raises(ValueError, match="nothing to split"):
         with_scheme(_lm(), "strang")
-    rc, _, err = main(["trajectories", "--checkpoint", str(runs["lm"]), "--no-ode", "--out",
+    rc, _, err = main(["trajectories", "--checkpoint", str(runs["lm"]), "--no-ode", "--prompt",
+                       "ab cd", "--out",
                        str(tmp_path / "t.png")])
     assert rc == 0, err
