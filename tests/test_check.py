@@ -457,3 +457,31 @@ def test_check_order_of_models_lm_one_field_and_encoder_decoder():
     enc, dec = sn.check_order(conv)
     assert enc.ok and enc.measured == float("inf") and dec.ok
     assert dec.condition_defect == 0.0      # lie-trotter is consistent: degree 1 holds
+
+
+@pytest.mark.parametrize("kw,exc,words", [
+    ({"floor": float("nan")}, ValueError, "floor"), ({"floor": -1.0}, ValueError, "floor"),
+    ({"floor": float("inf")}, ValueError, "floor"), ({"ceiling": float("nan")}, ValueError,
+                                                     "ceiling"),
+    ({"ceiling": 1e-20}, ValueError, "ceiling must be above the floor"),
+    ({"floor": 1e-10, "ceiling": 1e-12}, ValueError, "ceiling must be above the floor"),
+    ({"tolerance": -1.0}, ValueError, "tolerance"), ({"tolerance": float("nan")}, ValueError,
+                                                     "tolerance"),
+    ({"tolerance": 0.0}, ValueError, "tolerance"), ({"step_sizes": "0.1"}, TypeError,
+                                                    "step_sizes"),
+    ({"unknown": 3}, TypeError, "unknown option(s) ['unknown']"),
+])
+def test_check_order_refuses_fit_options_that_would_give_a_wrong_verdict(kw, exc, words):
+    """A negative or NaN tolerance made a correct scheme a 'mismatch'; a negative floor fitted
+    round-off (Strang 'ok' at 1.98 over 44 points), a NaN one computed every error to fit
+    none."""
+    with pytest.raises(exc) as info:
+        sn.check_order("strang", **kw)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("scheme", [None, 3, 2.5, True, object(), []])
+def test_check_order_refuses_what_is_no_scheme(scheme):
+    with pytest.raises((TypeError, ValueError)) as info:
+        sn.check_order(scheme)
+    assert "check_order takes" in str(info.value) or "no stages" in str(info.value)

@@ -173,7 +173,7 @@ def test_expm_is_scipys_and_nan_past_overflow():
 
 def test_unusable_step_sizes_become_nan_and_the_smallest_normal_one_stays():
     tiny = np.finfo(float).tiny
-    got = check._usable_steps([[0.5, 0.0], [-1.0, math.inf], [math.nan, tiny / 4], [tiny, 2]])
+    got = check.usable_steps([[0.5, 0.0], [-1.0, math.inf], [math.nan, tiny / 4], [tiny, 2]])
     assert got.shape == (8,)
     np.testing.assert_array_equal(np.isnan(got), [0, 1, 1, 1, 1, 1, 0, 0])
     assert got[6] == tiny and got[7] == 2.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -354,6 +355,9 @@ def _is_stage(x) -> bool:
                                     and isinstance(x[0], str))
 
 
+CHECK_OPTIONS = ("seed", "dim", "step_sizes", "floor", "ceiling", "tolerance")
+
+
 def check_order(scheme, order: int | None = None, normalize: bool = False, **options):
     """Measure the classical order of ``scheme`` on random non-commuting matrices with exact
     exponentials (:func:`splitnet.order.check.measure_order`) and compare it with ``order``.
@@ -384,6 +388,16 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     """
     if not isinstance(normalize, bool):   # bool("no") is True: never switch it on silently
         raise ValueError(f"normalize must be True or False, got {normalize!r}")
+    unknown = sorted(set(options) - set(CHECK_OPTIONS))
+    if unknown:
+        raise TypeError(f"check_order got unknown option(s) {unknown}; it takes "
+                        f"{', '.join(CHECK_OPTIONS)}")
+    if scheme is None or isinstance(scheme, (bool, numbers.Number)) or not (
+            isinstance(scheme, (str, dict, SplittingScheme)) or hasattr(scheme, "__iter__")
+            or _encoder_decoder(scheme) or hasattr(scheme, "coefficients")):
+        raise TypeError(f"check_order takes a scheme, a registered name, a pattern or stage "
+                        f"string, a scheme dict, a list of (field, coeff) stages, per-layer "
+                        f"lists or a model; got {type(scheme).__name__}")
     from ..order.check import measure_layers, measure_order
 
     stacks = _encoder_decoder(scheme)
@@ -403,7 +417,8 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS", "LISTINGS",
+__all__ = ["CHECK_OPTIONS", "CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "FIELDS",
+           "LISTINGS",
            "PATTERN_LETTERS", "UNSPLIT",
            "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel", "SplittingScheme", "Stage",
            "Strang",

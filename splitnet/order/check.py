@@ -57,7 +57,15 @@ from ..stagelists.stages import (
     as_stages,
     coefficient_sums,
 )
-from .fit import CEILING, FLOOR, adaptive_errors, window_fit
+from .fit import (
+    CEILING,
+    FLOOR,
+    adaptive_errors,
+    check_declared,
+    check_fit,
+    usable_steps,
+    window_fit,
+)
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 SUM_TOL = 1e-12      # consistency: each field's coefficients sum to 1 within this
@@ -384,23 +392,6 @@ def round_off_floor(stages, floor: float = FLOOR) -> float:
     return floor * max(1.0, n / 100.0) * max(1.0, size / 60.0)
 
 
-def _check_declared(declared) -> int | None:
-    if declared is None:
-        return None
-    if isinstance(declared, bool) or not isinstance(declared, numbers.Integral) or declared < 1:
-        raise ValueError(f"order must be a positive integer (the classical order p), got "
-                         f"{declared!r}")
-    return int(declared)
-
-
-def _usable_steps(step_sizes) -> np.ndarray:
-    """Given step sizes as floats; non-finite, non-positive or subnormal ones become NaN (the
-    check reports them unusable, never a slope from them)."""
-    hs = np.asarray(step_sizes, dtype=float).ravel()
-    bad = ~np.isfinite(hs) | (hs < np.finfo(float).tiny)
-    return np.where(bad, np.nan, hs)
-
-
 def _one_field_exact(sums: dict, declared) -> bool:
     """A layer of one field whose coefficients sum to 1, with a declared order: what every
     scheme means over one field (:class:`~splitnet.integrators.splitting.OneField`, declared
@@ -427,11 +418,16 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     twice that; fewer than 3 usable errors give "undetermined". A list whose step is the exact
     flow (e.g. one stage advancing the sum of all fields) is "ok" with infinite order.
     :func:`splitnet.check_order` is the front door (it also takes names and schemes)."""
-    declared = _check_declared(declared)
+    declared = check_declared(declared)
+    check_fit(floor, ceiling, tolerance)
     stages = as_stages(stages)
+    if not stages:
+        raise ValueError("no stages: give at least one (field, coeff) stage")
     sums, reason = consistency(stages)
     rescaled = bool(reason and normalize)
     floor = round_off_floor(stages) if floor is None else floor
+    if not ceiling > floor:
+        raise ValueError(f"ceiling must be above the floor ({floor:g}), got {ceiling!r}")
 
     def result(verdict, measured=float("nan"), tail=float("nan"), hs=None, errs=None,
                used=None, why="", det=float("nan"), det_why=""):
@@ -456,7 +452,7 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
         hs, errs = adaptive_errors(lambda h: local_error(stages, mats, h), floor, ceiling)
     else:
         ceiling = math.inf
-        hs = _usable_steps(step_sizes)
+        hs = usable_steps(step_sizes)
         errs = np.array([local_error(stages, mats, h) if np.isfinite(h) else np.nan
                          for h in hs])
     slope, used = window_fit(hs, errs, floor, ceiling)
