@@ -122,13 +122,14 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("onefield")
     lm = hostile.good_checkpoint(root / "lm", convection_field="none")
     gone = hostile.good_checkpoint(root / "gone", convection_field="none")
+    two = hostile.good_checkpoint(root / "two")            # diffusion and convection
     (root / "gone" / "corpus.txt").unlink()     # its training text is no longer there
     mt = root / "mt" / "run"
     rc, _, err = main(["train", "--pairs", "copy", "--out", str(mt), "--steps", "1",
                        *hostile.S2S_TINY, *(f"--{k.replace('_', '-')}={v}"
                                             for k, v in CONVS2S.items())])
     assert rc == 0, err
-    return {"lm": lm, "mt": mt, "gone": gone}
+    return {"lm": lm, "mt": mt, "gone": gone, "two": two}
 
 
 OPTIONS = [
@@ -203,3 +204,23 @@ def test_trajectories_refuses_a_scheme_for_a_one_field_network(runs, extra, tmp_
                        "ab cd", "--out",
                        str(tmp_path / "t.png")])
     assert rc == 0, err
+
+
+def test_a_stage_string_must_name_the_fields_of_the_stack_it_integrates(runs, tmp_path):
+    """A stage string or pattern names its fields: over ConvS2S's decoder (diffusion and cross)
+    ``d:0.5,x:1,d:0.5`` is taken as written (it was refused: 'refine integrates diffusion and
+    convection'), while ``c:0.5,d:1,c:0.5`` is refused instead of being relabelled onto the
+    decoder's fields; a language model refuses the d/x string for the same reason."""
+    base = ["--methods", "euler", "--substeps", "1", "--windows", "2", "--coarsen", "none",
+            "--prolong", "none", "--no-progress", "--out", str(tmp_path / "r.png")]
+    rc, out, err = main(["refine", "--checkpoint", str(runs["mt"]), "--schemes",
+                         "d:0.5,x:1,d:0.5", *base])
+    assert rc == 0, err
+    for run, spec, whose in ((runs["mt"], "c:0.5,d:1,c:0.5", "decoder"),
+                             (runs["two"], "d:0.5,x:1,d:0.5", "model"), (runs["mt"], "sfs",
+                                                                        "decoder")):
+        rc, _, err = main(["refine", "--checkpoint", str(run), "--schemes", spec, *base[:-2],
+                           "--out", str(tmp_path / "refused.png")])
+        assert rc == 2 and err.count("\n") == 1, err
+        assert f"but the {whose}'s layers advance" in err and "names its fields" in err, err
+        assert not (tmp_path / "refused.png").exists()

@@ -137,9 +137,9 @@ def _grid(args) -> list:
     check_only_with(args, ONLY_WITH)
     grid = study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
                       args.exact_substeps)
-    for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
-        # every model refine takes has a stack over these two (a language model's layers, an
-        # encoder's); a decoder takes a two-field scheme over its three fields (_check_stacks)
+    for s in dict.fromkeys(s for s, _, _ in grid if s is not None and args.hf):
+        # a Hugging Face model is a language model, over these two; a checkpoint's stacks are
+        # read before its data (_peek) and each scheme checked against them (_check_stacks)
         if set(s.fields) != {"diffusion", "convection"}:
             raise ValueError(f"scheme {_name(s)!r} advances {', '.join(s.fields)} "
                              f"({len(s.fields)} field{'s' if len(s.fields) > 1 else ''}), but "
@@ -149,27 +149,41 @@ def _grid(args) -> list:
     return grid
 
 
+def _fields(names) -> str:
+    return f"{', '.join(names)} ({len(names)} field{'s' if len(names) > 1 else ''})"
+
+
 def _name(scheme) -> str:
     return scheme.diagram() if scheme.name == "custom" else scheme.name
 
 
 def _check_stacks(model, grid) -> None:
-    """Each scheme over the fields of each of the model's stacks (a decoder's three: a method
-    with a k-field form, :meth:`~splitnet.integrators.splitting.SplittingScheme.over`), checked
-    before the study starts."""
+    """Each scheme over the fields of each of the model's stacks, checked before the study
+    starts: a registry name is taken over them (a decoder's three: a method with a k-field
+    form, :meth:`~splitnet.integrators.splitting.SplittingScheme.over`); a stage string or
+    pattern names its fields and must name the stack's (ConvS2S's decoder: diffusion and
+    cross), never be relabelled onto others."""
     from ...analyses.refine import stacks
+    from ...integrators.schemes import registry_name
 
     for attr in stacks(model):
         own = getattr(model, attr.replace("layers", "scheme"))
+        whose = {"layers": "model"}.get(attr, attr.replace("_layers", ""))
         if len(own.fields) == 1:             # nothing to split: refined as plain sub-steps
             continue
         for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
-            if set(s.fields) != set(own.fields):
-                try:
-                    s.over(own.fields)
-                except ValueError as e:
-                    raise ValueError(f"the {attr.replace('_layers', '')}'s layers advance "
-                                     f"{', '.join(own.fields)}: {e}") from None
+            if set(s.fields) == set(own.fields):
+                continue
+            head = (f"scheme {_name(s)!r} advances {_fields(s.fields)}, but the {whose}'s "
+                    f"layers advance {_fields(own.fields)}")
+            if registry_name(s.name) is None and len(s.fields) == len(own.fields):
+                raise ValueError(f"{head}: a stage string or pattern names its fields, so give "
+                                 f"one over those (a registry name such as strang is taken "
+                                 f"over any fields)")
+            try:
+                s.over(own.fields)
+            except ValueError as e:
+                raise ValueError(f"{head}: {e}") from None
 
 
 def _peek(args):
