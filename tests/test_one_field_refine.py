@@ -213,7 +213,7 @@ def test_a_stage_string_must_name_the_fields_of_the_stack_it_integrates(runs, tm
     decoder's fields; a language model refuses the d/x string for the same reason."""
     base = ["--methods", "euler", "--substeps", "1", "--windows", "2", "--coarsen", "none",
             "--prolong", "none", "--no-progress", "--out", str(tmp_path / "r.png")]
-    rc, out, err = main(["refine", "--checkpoint", str(runs["mt"]), "--schemes",
+    rc, _, err = main(["refine", "--checkpoint", str(runs["mt"]), "--schemes",
                          "d:0.5,x:1,d:0.5", *base])
     assert rc == 0, err
     for run, spec, whose in ((runs["mt"], "c:0.5,d:1,c:0.5", "decoder"),
