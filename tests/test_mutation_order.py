@@ -486,3 +486,19 @@ def test_a_checks_repr_and_str():
     assert repr(i) == ("OrderCheck('custom': inconsistent, declared -, measured -, smallest h -, "
                        "0 of 0 points fitted)")
     assert e.summary().startswith("parallel: declared order exact (unsplit): ")
+
+
+def test_layer_checks_print_reasons_plurals_and_missing_conditions():
+    two = check.measure_layers([parse("c:0.5,d:1,c:0.5")] * 2, 2)
+    assert two.table().splitlines()[0] == "2 layers: 2 ok"
+    nodecl = check.measure_layers([parse("c:0.5,d:1,c:0.5")], None)
+    row = nodecl.table().splitlines()[2]
+    assert row.endswith("2.00                  -")          # no condition without an order
+    tiny = check.measure_layers([parse("c:0.5,d:1,c:0.5")], 2, step_sizes=[1e-9, 2e-9])
+    assert tiny[0].verdict == "undetermined" and tiny.table().splitlines()[2].endswith(
+        "  " + tiny[0].reason)
+    assert "largest order condition 0.0e+00" in two[0].summary()
+    assert "largest order condition" not in nodecl[0].summary()
+    stages = parse("c:0.5,d:1,c:0.5")
+    with pytest.raises(ValueError, match="ceiling must be above the floor"):
+        check.measure_order(stages, 2, ceiling=check.round_off_floor(stages))
