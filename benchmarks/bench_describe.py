@@ -1,4 +1,4 @@
-"""Time `splitnet describe --scheme all` (every registry scheme, shared and per-stage weights, at
+"""Time `splitnet describe --schemes all` (every registry scheme, shared and per-stage weights, at
 the reference size) end to end as a user runs it, in a fresh process each time, and the same
 table in process (`splitnet.nets.cost.table`, without start-up and imports).
 
@@ -44,8 +44,8 @@ def _in_process(extra: list[str], runs: int) -> float:
 
 
 def main(argv=None) -> int:
-    args, extra = parse(parser("describe --scheme all", runs=7), argv)
-    cmd = [*splitnet(), "describe", "--scheme", "all", *extra]
+    args, extra = parse(parser("describe --schemes all", runs=7), argv)
+    cmd = [*splitnet(), "describe", "--schemes", "all", *extra]
     times, r = time_runs(cmd, args.runs)
     if r.returncode != 0:
         print(r.stdout, r.stderr, file=sys.stderr)
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     print(f"median of {args.runs}: {med:.2f} s end to end (min {min(times):.2f}, max "
           f"{max(times):.2f}); {rows} rows; cost.table in process: {inproc * 1e3:.0f} ms; "
           f"torch imported: {'no' if torch_free else 'YES (regression)'}")
-    cmd_txt = " ".join(["splitnet describe --scheme all", *extra])
+    cmd_txt = " ".join(["splitnet describe --schemes all", *extra])
     print("\n" + machine_row([f"`{cmd_txt}`", f"{med:.2f} s",
                               f"{min(times):.2f}–{max(times):.2f} s", f"{inproc * 1e3:.0f} ms"]))
     return 0 if torch_free else 1

@@ -3,7 +3,7 @@ d_model = 512 (8 heads, 6 layers, d_ff = 2048, vocabulary 256, 256 tokens).
 
     python3 experiments/cost_table.py            # closed forms: instant; prints the table
     python3 experiments/cost_table.py --write    # into docs/networks.md (regen costs)
-    splitnet describe --scheme all --markdown    # the rows for these seven (`all`: the zoo too)
+    splitnet describe --schemes all --markdown    # the rows for these seven (`all`: the zoo too)
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ HF_CASES = [
       "--temperature", "0"], 2,
      r"context of 4 tokens may not slide .*a 19-token prompt leaves no room for any"),
     ("trajectories: a model type splitnet does not import",
-     ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--text", "x = 1", "--out",
+     ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--prompt", "x = 1", "--out",
       "{tmp}/hf-folders/t.png"], 2,
      r"holds a 'bert' model"),
     ("refine: --hf with a folder as --text",

@@ -78,15 +78,16 @@ def corrupt_archives(folder: Path) -> dict[str, Path]:
     return out
 
 
-def good_checkpoint(folder: Path) -> Path:
-    """A real (tiny) run directory: one step of ``splitnet train`` on a small text file."""
+def good_checkpoint(folder: Path, **model) -> Path:
+    """A real (tiny) run directory: one step of ``splitnet train`` on a small text file;
+    ``model``: options of its SplitConfig (``convection_field="none"``: one field a layer)."""
     from splitnet.configs.config import SplitConfig
     from splitnet.training.train import TrainConfig, train
 
     folder.mkdir(parents=True, exist_ok=True)
     text = folder / "corpus.txt"
     text.write_text(TEXT)
-    cfg = TrainConfig(model=SplitConfig(d_model=16, n_heads=2, n_layers=1), context=16,
+    cfg = TrainConfig(model=SplitConfig(d_model=16, n_heads=2, n_layers=1, **model), context=16,
                       batch_size=4, steps=1, warmup=0, eval_windows=4, text=str(text),
                       out=str(folder / "run"), progress=False, plot=False, threads=1)
     import contextlib

@@ -386,3 +386,102 @@ def test_a_window_off_by_more_than_twice_the_tolerance_is_a_mismatch(monkeypatch
     """The tail exactly at the declared order, the window ``off``: 0.5 passes, 0.7 fails."""
     r = _synthetic_check(monkeypatch, 0.0, off)
     assert r.verdict == verdict, r.summary()
+
+
+# ---------------------------------------------------------------------------------------------
+# What check_order returns, printed (issue 62): a verdict for each layer, a short table
+
+def test_a_check_prints_its_verdict_in_words_and_keeps_every_attribute():
+    import dataclasses
+
+    c = sn.check_order("yoshida4")
+    assert str(c) == c.summary() and "-> OK" in str(c)
+    r = repr(c)
+    assert "\n" not in r and "array(" not in r and len(r) < 200, r
+    assert r.startswith("OrderCheck('yoshida4': ok, declared 4, measured 4.00")
+    for f in dataclasses.fields(c):                 # the arrays are still there, whole
+        assert hasattr(c, f.name)
+    assert c.step_sizes.shape == c.errors.shape == c.used.shape and c.used.sum() >= 3
+    assert "exact" in repr(sn.check_order("parallel"))
+
+
+def test_per_layer_checks_print_as_a_table_one_row_per_layer():
+    """``sn.check_order(model)``: a tuple of checks (indexing, length, equality unchanged)
+    that prints a row per layer with its verdict, not a wall of arrays."""
+    from splitnet.order.check import LayerChecks
+
+    strang = sn.schemes.get("strang").stages
+    layers = [strang, sn.schemes.get("lie-trotter").stages, [("diffusion", 1.0),
+                                                             ("convection", 1.5)]]
+    got = sn.check_order(layers, order=2)
+    assert isinstance(got, LayerChecks) and isinstance(got, tuple) and len(got) == 3
+    assert got == tuple(got) and [c.verdict for c in got] == ["ok", "mismatch", "inconsistent"]
+    assert not got.ok
+    rows = str(got).splitlines()
+    assert rows[0] == "3 layers: 1 ok" and "verdict" in rows[1] and len(rows) == 5
+    assert rows[2].split()[:5] == ["layer", "0", "2", "OK", "2.00"]
+    assert rows[3].split()[:4] == ["layer", "1", "2", "MISMATCH"]
+    assert "INCONSISTENT" in rows[4] and "convection sums to 1.5" in rows[4]
+    assert repr(got) == str(got) and "array(" not in str(got)
+    # pairs work as well as Stage objects
+    pairs = [[(s.field, s.coeff) for s in strang]] * 2
+    assert [c.verdict for c in sn.check_order(pairs, order=2)] == ["ok", "ok"]
+
+
+def test_check_order_of_models_lm_one_field_and_encoder_decoder():
+    """A model: its layers against its scheme's order. A layer of one field is that field's
+    exact flow (``OneField`` declares it so; was 'INCONSISTENT: not a splitting'); a
+    translation model gives its encoder's and its decoder's layers, each against its own
+    scheme (was a TypeError), and ConvS2S's decoder (diffusion and cross, no convection) has no
+    failed degree-1 condition for the field it lacks."""
+    from splitnet.integrators.splitting import OneField
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    lm = sn.models.SplitTransformer(256, 8, 2, 3, scheme="strang")
+    got = sn.check_order(lm)
+    assert len(got) == 3 and got.ok and "layer 2" in str(got)
+    one = sn.check_order(sn.models.SplitTransformer(256, 8, 2, 2, convection_field="none"))
+    assert one.ok and all(c.measured == float("inf") for c in one)
+    assert sn.check_order(OneField("diffusion")).ok
+    assert sn.check_order([("diffusion", 1.0)]).verdict == "inconsistent"   # no declared order
+    mt = sn.models.SplitSeq2Seq(40, 40, 16, 2, n_encoder_layers=1, n_decoder_layers=2, pad_id=0,
+                                bos_id=1, eos_id=2, decoder_scheme="strang")
+    got = sn.check_order(mt)
+    assert [c.name for c in got] == ["encoder layer 0", "decoder layer 0", "decoder layer 1"]
+    assert [c.declared for c in got] == [1, 2, 2] and got.ok
+    conv = sn.models.SplitSeq2Seq(40, 40, 16, 2, n_encoder_layers=1, n_decoder_layers=1,
+                                  pad_id=0, bos_id=1, eos_id=2, diffusion_field="conv",
+                                  convection_field="none", cross_field="multistep",
+                                  init="convs2s", norm="none")
+    enc, dec = sn.check_order(conv)
+    assert enc.ok and enc.measured == float("inf") and dec.ok
+    assert dec.condition_defect == 0.0      # lie-trotter is consistent: degree 1 holds
+
+
+@pytest.mark.parametrize("kw,exc,words", [
+    ({"floor": float("nan")}, ValueError, "floor"), ({"floor": -1.0}, ValueError, "floor"),
+    ({"floor": float("inf")}, ValueError, "floor"), ({"ceiling": float("nan")}, ValueError,
+                                                     "ceiling"),
+    ({"ceiling": 1e-20}, ValueError, "ceiling must be above the floor"),
+    ({"floor": 1e-10, "ceiling": 1e-12}, ValueError, "ceiling must be above the floor"),
+    ({"tolerance": -1.0}, ValueError, "tolerance"), ({"tolerance": float("nan")}, ValueError,
+                                                     "tolerance"),
+    ({"tolerance": 0.0}, ValueError, "tolerance"), ({"step_sizes": "0.1"}, TypeError,
+                                                    "step_sizes"),
+    ({"unknown": 3}, TypeError, "unknown option(s) ['unknown']"),
+])
+def test_check_order_refuses_fit_options_that_would_give_a_wrong_verdict(kw, exc, words):
+    """A negative or NaN tolerance made a correct scheme a 'mismatch'; a negative floor fitted
+    round-off (Strang 'ok' at 1.98 over 44 points), a NaN one computed every error to fit
+    none."""
+    with pytest.raises(exc) as info:
+        sn.check_order("strang", **kw)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("scheme", [None, 3, 2.5, True, object(), []])
+def test_check_order_refuses_what_is_no_scheme(scheme):
+    with pytest.raises((TypeError, ValueError)) as info:
+        sn.check_order(scheme)
+    assert "check_order takes" in str(info.value) or "no stages" in str(info.value)

@@ -30,7 +30,7 @@ def _run(argv, capsys):
 
 def test_order_prints_measured_against_expected_and_writes_the_plot(tmp_path, capsys):
     png = tmp_path / "order.png"
-    rc, out, _ = _run(["order", "--schemes", "strang,yoshida4", "--method", "rk4,euler",
+    rc, out, _ = _run(["order", "--schemes", "strang,yoshida4", "--methods", "rk4,euler",
                        "--out", str(png), "--strict"], capsys)
     assert rc == 0
     assert "local slope" in out and "order p" in out

@@ -158,8 +158,8 @@ def test_training_mfu_uses_the_closed_form():
 
 
 def test_cli_describe(capsys):
-    rc = cli.main(["describe", "--scheme", "strang,sfsf", "--d-model", "32", "--n-heads", "2",
-                   "--n-layers", "1", "--seq-len", "8", "--vocab-size", "11", "--json"])
+    rc = cli.main(["describe", "--schemes", "strang,sfsf", "--d-model", "32", "--n-heads", "2",
+                   "--n-layers", "1", "--seq-len", "8", "--vocab-size", "11", "--jsonl"])
     assert rc == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     assert [(r["scheme"], r["weights"]) for r in rows] == [

@@ -79,6 +79,12 @@ def _train_config(**kw):
     return TrainConfig(**kw)
 
 
+def _seeds():
+    from splitnet.analyses import seeds
+
+    return seeds
+
+
 def _mutate():
     s = sn.schemes.get("strang")
     s.order = 4
@@ -357,6 +363,59 @@ CASES = [
      ValueError, r"seed must be an int >= 0, got None"),
     ("a NaN gain (NaN weights)", lambda: sn.particle_system(gain=float("nan")), ValueError,
      r"gain must be a finite number, got nan"),
+    # --- the analyses' numbers (issue 62: D2, D3) ---------------------------------------------
+    ("a negative spread for the power of a paired test (was power 1.0)",
+     lambda: _seeds().power_of(1, -1, 3), ValueError, r"sd must be >= 0, got -1"),
+    ("a fractional number of seeds (was accepted)", lambda: _seeds().power_of(1, 1, 2.5),
+     ValueError, r"n must be an int >= 2, got 2.5"),
+    ("a NaN spread for the seeds a difference needs (was None, 'not reachable')",
+     lambda: _seeds().seeds_for(1, float("nan")), ValueError,
+     r"sd must be a finite number, got nan"),
+    ("a NaN spread for the detectable difference (hung)",
+     lambda: _seeds().detectable(float("nan"), 3), ValueError,
+     r"sd must be a finite number, got nan"),
+    ("a NaN score in a paired comparison (hung)",
+     lambda: _seeds().paired([1.0, float("nan"), 2.0], [0.0, 0.0, 0.0]), ValueError,
+     r"a\[1\] is nan: every score must be finite"),
+    ("paired scores whose difference overflows (hung)",
+     lambda: _seeds().paired([1e308, -1e308], [-1e308, 1e308]), ValueError,
+     r"the difference a\[0\] - b\[0\] = .* overflows float64: rescale the scores"),
+    ("a zero tolerance for the reference solution (was the default)",
+     lambda: _reference(rtol=0.0), ValueError, r"rtol must be a positive number, got 0.0"),
+    ("a fixed-grid solver for the reference solution", lambda: _reference(solver="rk4"),
+     ValueError, r"solver must be one of dopri5, dopri8, bosh3, adaptive_heun, fehlberg2, "
+                 r"got 'rk4'"),
+    ("a global study of more steps than a study runs (ran for ever)",
+     lambda: _study(kind="global", step_sizes=[1e-6, 2e-6]), ValueError,
+     r"a global study at h=1e-06 over \[0, 1\] takes 1,000,000 steps, more than 100,000"),
+    ("a NaN floor for a convergence study's fit (was used)", lambda: _study(floor=float("nan")),
+     ValueError, r"floor must be a finite number, got nan"),
+    ("a billion substeps for re-discretisation (built a billion stages)",
+     lambda: sn.analysis.rediscretize(_model(), None, 10**9), ValueError,
+     r"substeps must be <= 4,096, got 1,000,000,000"),
+    ("a NaN probability of ODE-consistent refinement (refined every step)",
+     lambda: __import__("splitnet.analyses.refine", fromlist=["x"]).refinement_at(
+         0, 1, float("nan"), (1, 2)), ValueError, r"prob must be a finite number, got nan"),
+    ("a depth factor that is not an int in [2, 64] (was a table row)",
+     lambda: __import__("splitnet.analyses.depth", fromlist=["x"]).depth_study(
+         _model(), lambda m: 1.0, coarsen_factors=(2.5,), progress=False), ValueError,
+     r"coarsen_factors must be ints in \[2, 64\], got 2.5"),
+    ("a test problem of dimension 0 (was an empty problem)",
+     lambda: __import__("splitnet.analyses.problems", fromlist=["x"]).matrix_problem(dim=0),
+     ValueError, r"dim must be an int in \[1, 4096\], got 0"),
+    ("a negative tolerance for check_order (every verdict a mismatch)",
+     lambda: sn.check_order("strang", tolerance=-1.0), ValueError,
+     r"tolerance must be a finite number > 0, got -1.0"),
+    ("a negative floor for check_order (round-off fitted)",
+     lambda: sn.check_order("strang", floor=-1.0), ValueError,
+     r"floor must be a finite number >= 0, got -1.0"),
+    ("a number given to check_order as its scheme",
+     lambda: sn.check_order(3), TypeError, r"check_order takes a scheme, a registered name, "
+                                           r"a pattern or stage string, .* got int"),
+    ("ODE path points per layer beyond the limit (ran for ever)",
+     lambda: sn.trajectories.collect(_model(), "ab", continuous=True,
+                                     points_per_layer=10**9), ValueError,
+     r"points_per_layer must be <= 4,096, got 1,000,000,000"),
     ("a string for a training switch", lambda: _train_config(plot="false"), ValueError,
      r"plot must be True or False, got 'false'"),
     ("a non-byte vocabulary for training",
@@ -415,7 +474,7 @@ CLI_CASES = [
      r"all\)"),
     ("order: empty scheme list", ["order", "--schemes", ""], 2,
      r"expected schemes: names, patterns or stage strings separated by ',' or ';', got ''"),
-    ("order: empty method list", ["order", "--method", ","], 2,
+    ("order: empty method list", ["order", "--methods", ","], 2,
      r"expected a comma-separated list, got ','"),
     ("order: zero particles", ["order", "--tokens", "0"], 2,
      r"--tokens: expected a positive integer, got '0'"),
@@ -522,8 +581,8 @@ CLI_CASES = [
     ("trajectories: --out on a read-only file system",
      ["trajectories", "--out", f"{UNWRITABLE}/t.png"], 2, r"directory /sys/splitnet-test "
                                                           r"does not exist"),
-    ("trajectories: empty text", ["trajectories", "--text", "", "--out", "{tmp}/t.png"], 2,
-     r"--text: expected a non-empty value, got ''"),
+    ("trajectories: empty prompt", ["trajectories", "--prompt", "", "--out", "{tmp}/t.png"], 2,
+     r"--prompt: expected a non-empty value, got ''"),
     ("trajectories: --from-layer beyond the model",
      ["trajectories", "--from-layer", "9", "--n-layers", "2", "--d-model", "16", "--n-heads",
       "2", "--no-ode", "--out", "{tmp}/t.png"], 2, r"--from-layer 9: the model has 2 layers"),
@@ -702,7 +761,8 @@ CLI_CASES = [
      r"scheme 'sxf' advances diffusion, cross, convection, .*add --fields 3"),
     ("refine: a three-field scheme (called three-field)",
      ["refine", "--checkpoint", "{tmp}/good/run", "--schemes", "sxf", "--out", "{tmp}/r.png"], 2,
-     r"scheme 'sxf' advances diffusion, cross, convection \(3 fields\).*give two-field schemes"),
+     r"scheme 'sxf' advances diffusion, cross, convection \(3 fields\), but the model's layers "
+     r"advance diffusion, convection \(2 fields\)"),
     ("export: into a run's own folder (train --overwrite would leave the model behind)",
      ["export", "--checkpoint", "{tmp}/good/run", "--out", "{tmp}/good/run", "--overwrite"], 2,
      r"--out \{tmp\}/good/run holds a training run: give the model a folder of its own"),
@@ -821,11 +881,11 @@ CLI_CASES = [
     ("describe: model options with --hf (before the folder is read)",
      ["describe", "--hf", "{tmp}/none", "--vocab-size", "100"], 2,
      r"--vocab-size only applies without --checkpoint or --hf"),
-    ("describe: --json with --checkpoint (a JSON row per scheme of a built model)",
-     ["describe", "--checkpoint", "{tmp}/good/run", "--json"], 2,
-     r"--json only applies without --checkpoint or --hf"),
-    ("describe: --markdown and --json", ["describe", "--markdown", "--json"], 2,
-     r"argument --json: not allowed with argument --markdown"),
+    ("describe: --jsonl with --checkpoint (a JSON row per scheme of a built model)",
+     ["describe", "--checkpoint", "{tmp}/good/run", "--jsonl"], 2,
+     r"--jsonl only applies without --checkpoint or --hf"),
+    ("describe: --markdown and --jsonl", ["describe", "--markdown", "--jsonl"], 2,
+     r"argument --jsonl: not allowed with argument --markdown"),
     ("describe: a model option its own option does not switch on",
      ["describe", "--gate-fields", "convection"], 2,
      r"--gate-fields only applies with --gate sigmoid or tanh"),
@@ -866,6 +926,30 @@ CLI_CASES = [
     ("train: --depth-basis with learned coefficients",
      ["train", "--depth-basis", "legendre:2", "--learn-coefficients", "--out", "{tmp}/db"], 2,
      r"depth_basis with learned coefficients is not supported yet"),
+    # --- one flag name, one meaning in every command (issue 62) -------------------------------
+    ("trajectories: --text, which names a file in every other command (the string is --prompt)",
+     ["trajectories", "--text", "for i in range(n):", "--out", "{tmp}/t.png"], 2,
+     r"--text names a text file in every command .*; the string whose tokens trajectories "
+     r"draws is --prompt TEXT"),
+    ("describe: --json, which writes a file in every other command (rows on stdout: --jsonl)",
+     ["describe", "--json"], 2, r"describe's one JSON object per row on stdout is --jsonl"),
+    ("describe: several schemes for --scheme (one, as in train; several: --schemes)",
+     ["describe", "--scheme", "all"], 2,
+     r"argument --scheme: expected one scheme, as splitnet train takes it \(several, or all: "
+     r"--schemes\), got 'all'"),
+    ("order: several methods for --method (one, as in train; several: --methods)",
+     ["order", "--method", "euler,rk4"], 2,
+     r"argument --method: expected one sub-flow method, as splitnet train takes it \(several: "
+     r"--methods\), got 'euler,rk4'"),
+    ("refine: --scheme and --schemes together", ["refine", "--checkpoint", "{tmp}/garbage",
+                                                 "--scheme", "strang", "--schemes", "strang"],
+     2, r"argument --schemes: not allowed with argument --scheme"),
+    # --- a network of one field per layer (issue 62, D11) -------------------------------------
+    ("refine: a named scheme for a network of one field per layer (before its data is read)",
+     ["refine", "--checkpoint", "{tmp}/onefield/run", "--schemes", "strang,yoshida4",
+      "--out", "{tmp}/r.png"], 2,
+     r"--schemes strang, yoshida4: this model's layers advance one field, diffusion "
+     r"\(attention\); a scheme splits a layer's fields, so with one there is nothing to split"),
 ]
 
 
@@ -914,6 +998,8 @@ def _hostile_scratch(root: Path) -> None:
     hostile.fifo(root / "fifo")
     hostile.corrupt_archives(root)
     run = hostile.good_checkpoint(root / "good")
+    hostile.good_checkpoint(root / "onefield", convection_field="none")
+    (root / "onefield" / "corpus.txt").unlink()   # refine must refuse before reading data
     hostile.edited_checkpoints(run, root)
     hostile.damaged_checkpoints(run, root)
     hostile.good_translation(root / "mt")

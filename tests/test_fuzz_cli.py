@@ -120,7 +120,7 @@ def known_baseline(command: str, s: dict) -> list[str] | None:
                    "--text", f"{tmp}/text.txt", "--out", f"{out}/run", "--no-progress",
                    "--no-plot", "--threads", "1"],
         "trajectories": ["--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--no-ode",
-                         "--text", "ab", "--out", f"{out}/t.png"],
+                         "--prompt", "ab", "--out", f"{out}/t.png"],
         "sample": ["--checkpoint", str(s["ckpt"]), "--max-new-tokens", "2"],
         "refine": ["--checkpoint", str(s["ckpt"]), "--schemes", "lie-trotter", "--substeps",
                    "1", "--methods", "euler", "--windows", "2", "--no-progress",

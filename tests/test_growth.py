@@ -97,7 +97,7 @@ def test_the_moments_go_with_the_copies():
     ["describe", "--checkpoint", "{run}"],
     ["sample", "--checkpoint", "{run}", "--max-new-tokens", "4", "--prompt", "def"],
     ["export", "--checkpoint", "{run}", "--out", "{tmp}/hf"],
-    ["trajectories", "--checkpoint", "{run}", "--text", "def f(x)", "--out", "{tmp}/t.png"],
+    ["trajectories", "--checkpoint", "{run}", "--prompt", "def f(x)", "--out", "{tmp}/t.png"],
     ["refine", "--checkpoint", "{run}", "--schemes", "strang", "--substeps", "1,2",
      "--methods", "euler", "--windows", "4", "--out", "{tmp}/r.png", "--no-progress"],
 ])

@@ -218,7 +218,8 @@ def test_refine_calls_a_three_field_scheme_three_field(lm_run, mt_run, tmp_path,
     for run in (lm_run, mt_run):
         err = _refused(capsys, ["refine", "--checkpoint", str(run), "--schemes", "sxf",
                                 "--out", str(png)], "scheme 'sxf' advances diffusion, cross, "
-                       "convection (3 fields)", "give two-field schemes", written=png)
+                       "convection (3 fields)", "advance diffusion, convection (2 fields)",
+                       written=png)
         assert "two-field splitting" not in err
     # a custom two-field scheme has no form over a decoder's three fields: said before the study
     _refused(capsys, ["refine", "--checkpoint", str(mt_run), "--schemes", "sfsf", "--out",

@@ -306,7 +306,7 @@ def test_evaluate_counts_bits_per_byte(tf, tmp_path):
 
 def test_trajectories_command_on_a_hugging_face_directory(gpt2_dir, tmp_path, capsys):
     out = tmp_path / "t.png"
-    assert main(["trajectories", "--hf", str(gpt2_dir), "--text", "for i in range(n):",
+    assert main(["trajectories", "--hf", str(gpt2_dir), "--prompt", "for i in range(n):",
                  "--out", str(out), "--points-per-layer", "2"]) == 0
     printed = capsys.readouterr().out
     assert "Hugging Face" in printed and out.is_file()

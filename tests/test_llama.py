@@ -291,7 +291,7 @@ def test_the_commands_take_a_llama_folder(tmp_path, capsys, exact_norms):
     assert main(["refine", "--hf", str(tmp_path / "ll"), "--text", str(text), "--windows", "2",
                  "--substeps", "1,2", "--schemes", "strang", "--methods", "euler",
                  "--out", str(tmp_path / "r.png")]) == 0
-    assert main(["trajectories", "--hf", str(tmp_path / "ll"), "--text", "def f(x): return x",
+    assert main(["trajectories", "--hf", str(tmp_path / "ll"), "--prompt", "def f(x): return x",
                  "--out", str(tmp_path / "t.png")]) == 0
 
 

@@ -173,7 +173,7 @@ def test_expm_is_scipys_and_nan_past_overflow():
 
 def test_unusable_step_sizes_become_nan_and_the_smallest_normal_one_stays():
     tiny = np.finfo(float).tiny
-    got = check._usable_steps([[0.5, 0.0], [-1.0, math.inf], [math.nan, tiny / 4], [tiny, 2]])
+    got = check.usable_steps([[0.5, 0.0], [-1.0, math.inf], [math.nan, tiny / 4], [tiny, 2]])
     assert got.shape == (8,)
     np.testing.assert_array_equal(np.isnan(got), [0, 1, 1, 1, 1, 1, 0, 0])
     assert got[6] == tiny and got[7] == 2.0
@@ -383,3 +383,122 @@ def test_adaptive_errors_refine_around_the_window_until_min_points_lie_in_it():
     lo = hs[~new & (errs < 1e-13)].max()                          # on the first, halving grid
     hi = hs[~new & (errs > 1e-6) & (hs > lo)].min()
     assert new.sum() > 0 and ((hs[new] > lo) & (hs[new] < hi)).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 62: the checks' own arguments, one-field layers, and how results print
+
+def test_random_matrices_bounds_are_exact_and_named():
+    assert len(check.random_matrices(1, 0, 1)) == 1 and check.random_matrices(1)[0].shape == (1, 1)
+    assert check.random_matrices(dim=2, seed=2**63 - 1, n=1)[0].shape == (2, 2)
+    assert len(check.random_matrices(2, 0, 4096)) == 4096     # the bounds are inclusive
+    a, _ = check.random_matrices()
+    assert a.shape == (6, 6)
+    assert np.array_equal(a, check.random_matrices(6, 0)[0])
+    for kw, msg in (({"dim": 0}, "dim must be an int in [1, 4096], got 0"),
+                    ({"dim": 4097}, "dim must be an int in [1, 4096], got 4097"),
+                    ({"dim": 2.0}, "dim must be an int in [1, 4096], got 2.0"),
+                    ({"dim": True}, "dim must be an int in [1, 4096], got True"),
+                    ({"seed": -1}, "seed must be an int in [0, 9223372036854775807], got -1"),
+                    ({"seed": 2**63}, "seed must be an int in [0, 9223372036854775807], got "
+                                      "9223372036854775808"),
+                    ({"n": 0}, "n must be an int in [1, 4096], got 0"),
+                    ({"n": 4097}, "n must be an int in [1, 4096], got 4097")):
+        with pytest.raises(ValueError) as info:
+            check.random_matrices(**kw)
+        assert str(info.value) == msg
+
+
+def test_check_fit_bounds_and_messages():
+    check.check_fit(0.0, math.inf, 1e-9)            # a zero floor, no ceiling: allowed
+    check.check_fit(None, 1e-300, 0.3)
+    for args, msg in (((math.nan, 1e-6, 0.3), "floor must be a number, got nan"),
+                      ((-1e-300, 1e-6, 0.3), "floor must be a finite number >= 0, got -1e-300"),
+                      ((math.inf, 1e-6, 0.3), "floor must be a finite number >= 0, got inf"),
+                      (("0", 1e-6, 0.3), "floor must be a number, got '0'"),
+                      ((1e-6, 1e-6, 0.3), "ceiling must be above the floor (1e-06), got 1e-06"),
+                      ((None, 0.0, 0.3), "ceiling must be above the floor (0), got 0.0"),
+                      ((None, math.nan, 0.3), "ceiling must be a number, got nan"),
+                      ((None, 1e-6, 0.0), "tolerance must be a finite number > 0, got 0.0"),
+                      ((None, 1e-6, math.inf), "tolerance must be a finite number > 0, got inf"),
+                      ((None, 1e-6, True), "tolerance must be a number, got True")):
+        with pytest.raises(ValueError) as info:
+            check.check_fit(*args)
+        assert str(info.value) == msg
+    for bad in ("0.1", b"0.1", {0.1: 1}):
+        with pytest.raises(TypeError, match="step_sizes must be a list of numbers"):
+            check.usable_steps(bad)
+    got = check.usable_steps(np.array([1, 2], dtype=np.int64))     # ints are step sizes too
+    assert got.dtype == np.float64 and got.tolist() == [1.0, 2.0]
+    tiny = np.finfo(float).tiny
+    assert np.isnan(check.usable_steps([tiny / 2])[0]) and check.usable_steps([tiny])[0] == tiny
+
+
+def test_a_one_field_layer_declared_is_its_exact_flow():
+    r = check.measure_order(parse("d:0.25,d:0.75"), EXACT_ORDER)
+    assert (r.verdict, r.measured, r.tail) == ("ok", math.inf, math.inf)
+    assert r.reason == ("one field, diffusion: nothing to split; with exact sub-flows the step "
+                        "is that field's exact flow")
+    assert check.measure_order(parse("c:1"), 3).verdict == "ok"
+    assert check.measure_order(parse("c:1"), None).verdict == "inconsistent"
+    assert check.measure_order(parse("c:0.5,c:0.6"), 3).verdict == "inconsistent"
+    with pytest.raises(ValueError, match="no stages"):
+        check.measure_order([], 2)
+    with pytest.raises(ValueError, match=r"ceiling must be above the floor \(1e-06\)"):
+        check.measure_order(parse("c:0.5,d:1,c:0.5"), 2, floor=1e-6, ceiling=1e-6)
+
+
+def test_layer_checks_print_exactly():
+    layers = [parse("c:0.5,d:1,c:0.5"), parse("d:1,c:1"), parse("d:1,c:1.5")]
+    got = check.measure_layers(layers, 2, prefix="decoder layer")
+    assert [c.name for c in got] == ["decoder layer 0", "decoder layer 1", "decoder layer 2"]
+    assert got[0].condition_defect == 0.0 and got[1].condition_defect == 0.5
+    assert str(got) == repr(got) == got.table() == "\n".join([
+        "3 layers: 1 ok",
+        "layer           declared verdict        measured  smallest h  largest condition",
+        "decoder layer 0        2 OK                 2.00        2.00            0.0e+00",
+        "decoder layer 1        2 MISMATCH           1.00        1.00            5.0e-01",
+        "decoder layer 2        2 INCONSISTENT          -           -            7.5e-01  not "
+        "consistent: convection sums to 1.5"])
+    one = check.measure_layers([parse("d:1")], EXACT_ORDER)
+    assert one.table() == "\n".join([
+        "1 layer: 1 ok",
+        "layer   declared verdict        measured  smallest h  largest condition",
+        "layer 0    exact OK                exact       exact            0.0e+00"])
+    assert check.measure_layers([parse("d:1,x:1")], 1)[0].condition_defect == 0.0  # no convection
+    assert check.LayerChecks([]).table() == "no layers" and check.LayerChecks([]).ok
+    assert not got.ok and one.ok
+    nodecl = check.measure_layers([parse("c:0.5,d:1,c:0.5")], None)
+    assert nodecl.table().splitlines()[2].split()[:5] == ["layer", "0", "-", "OK", "2.00"]
+    assert math.isnan(nodecl[0].condition_defect)
+
+
+def test_a_checks_repr_and_str():
+    r = check.measure_order(parse("c:0.5,d:1,c:0.5"), 2, name="strang")
+    n = int(r.used.sum())
+    assert repr(r) == (f"OrderCheck('strang': ok, declared 2, measured {r.measured:.2f}, "
+                       f"smallest h {r.tail:.2f}, {n} of {len(r.step_sizes)} points fitted)")
+    assert str(r) == r.summary()
+    e = check.measure_order(parse("d+c:1"), EXACT_ORDER, name="parallel")
+    assert repr(e) == ("OrderCheck('parallel': ok, declared exact, measured exact, smallest h "
+                       "exact, 0 of 0 points fitted)")
+    i = check.measure_order(parse("d:1,c:2"), None)
+    assert repr(i) == ("OrderCheck('custom': inconsistent, declared -, measured -, smallest h -, "
+                       "0 of 0 points fitted)")
+    assert e.summary().startswith("parallel: declared order exact (unsplit): ")
+
+
+def test_layer_checks_print_reasons_plurals_and_missing_conditions():
+    two = check.measure_layers([parse("c:0.5,d:1,c:0.5")] * 2, 2)
+    assert two.table().splitlines()[0] == "2 layers: 2 ok"
+    nodecl = check.measure_layers([parse("c:0.5,d:1,c:0.5")], None)
+    row = nodecl.table().splitlines()[2]
+    assert row.endswith("2.00                  -")          # no condition without an order
+    tiny = check.measure_layers([parse("c:0.5,d:1,c:0.5")], 2, step_sizes=[1e-9, 2e-9])
+    assert tiny[0].verdict == "undetermined" and tiny.table().splitlines()[2].endswith(
+        "  " + tiny[0].reason)
+    assert "largest order condition 0.0e+00" in two[0].summary()
+    assert "largest order condition" not in nodecl[0].summary()
+    stages = parse("c:0.5,d:1,c:0.5")
+    with pytest.raises(ValueError, match="ceiling must be above the floor"):
+        check.measure_order(stages, 2, ceiling=check.round_off_floor(stages))

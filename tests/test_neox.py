@@ -102,7 +102,7 @@ def test_refine_and_trajectories_commands_on_a_neox_directory(neox_dir, tmp_path
     own = {(p.scheme, p.method, p.substeps): p.loss for p in res.points}
     assert own["own", "euler", 1] == pytest.approx(res.own.loss, rel=1e-12)
     assert own["parallel", "euler", 1] == pytest.approx(res.own.loss, rel=1e-12)
-    assert main(["trajectories", "--hf", str(neox_dir), "--text", "for i in range(n):",
+    assert main(["trajectories", "--hf", str(neox_dir), "--prompt", "for i in range(n):",
                  "--out", str(tmp_path / "t.png"), "--points-per-layer", "2"]) == 0
     assert (tmp_path / "t.png").is_file()
     capsys.readouterr()

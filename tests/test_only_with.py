@@ -112,7 +112,7 @@ def test_describe_at_the_defaults_it_no_longer_spells_out(capsys):
     """--weights and --vocab-size default to None now (so typing them counts): not typed,
     both weight modes and 256 bytes, as before."""
     assert main(["describe", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
-                 "--json"]) == 0
+                 "--jsonl"]) == 0
     rows = [__import__("json").loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["weights"], r["vocab_size"]) for r in rows] == [("shared", 256),
                                                                ("per-stage", 256)]
@@ -121,7 +121,7 @@ def test_describe_at_the_defaults_it_no_longer_spells_out(capsys):
 def test_trajectories_fresh_model_defaults_unchanged(tmp_path, capsys):
     """The fresh model's options default to None now (so typing them counts): not typed, the
     model is the documented one (width 64, 6 layers, seed 0)."""
-    assert main(["trajectories", "--no-ode", "--text", "ab", "--threads", "1",
+    assert main(["trajectories", "--no-ode", "--prompt", "ab", "--threads", "1",
                  "--out", str(tmp_path / "t.png")]) == 0
     out = capsys.readouterr().out
     assert "fresh initialisation (seed 0)" in out and "6 layers, d_model 64" in out
@@ -144,7 +144,8 @@ def test_every_output_option_of_every_command_refuses_an_empty_value():
     for command in COMMANDS:
         for a in build_parser(command)._actions:
             named = set(a.option_strings) & set(OUTPUT_FLAGS)
-            if not (named or getattr(a, "output", False)) or a.nargs == 0:
+            if not (named or getattr(a, "output", False)) or a.nargs == 0 or \
+                    getattr(a, "replaced", False):     # an old spelling, only refused
                 continue
             found.add(f"{command} {a.option_strings[-1]}")
             for empty in ("", "  "):

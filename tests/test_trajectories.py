@@ -244,7 +244,7 @@ SMALL = ["--n-layers", "2", "--d-model", "16", "--n-heads", "2", "--points-per-l
 @pytest.mark.heavy
 def test_cli_writes_png_diagnostics_compare_and_gif(tmp_path, capsys):
     out = tmp_path / "t.png"
-    rc = _cli(["--text", "abc de", "--out", str(out), "--diagnostics", str(tmp_path / "d.png"),
+    rc = _cli(["--prompt", "abc de", "--out", str(out), "--diagnostics", str(tmp_path / "d.png"),
                "--compare", "lie-trotter,strang", "--gif", str(tmp_path / "a.gif")] + SMALL)
     assert rc == 0
     for f in (out, tmp_path / "d.png", tmp_path / "t_compare.png"):
@@ -263,7 +263,7 @@ def test_cli_3d_and_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--text", "x" * 1100], "context is 1024"),
+    (["--prompt", "x" * 1100], "context is 1024"),
     (["--checkpoint", "/nonexistent/run"], "no checkpoint"),
     (["--scheme", "runge-kutta"], "unknown scheme"),
 ])

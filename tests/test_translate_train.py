@@ -191,7 +191,7 @@ def test_refine_and_trajectories_take_a_translation_checkpoint(copy_tsv, tmp_pat
     res = json.loads((tmp_path / "r.json").read_text())
     own = [p for p in res["points"] if p["scheme"] == "lie-trotter" and p["substeps"] == 1]
     assert own and own[0]["loss"] == pytest.approx(res["own"]["loss"], rel=1e-6)
-    assert main(["trajectories", "--checkpoint", str(out), "--text", "ab cd ef", "--target",
+    assert main(["trajectories", "--checkpoint", str(out), "--prompt", "ab cd ef", "--target",
                  "ab cd ef", "--out", str(tmp_path / "t.png"), "--threads", "1"]) == 0
     got = capsys.readouterr().out
     assert "decoder scheme lie-trotter" in got and (tmp_path / "t.png").stat().st_size > 0

@@ -61,7 +61,7 @@ def test_mixed_sum_field_schemes_have_their_measured_orders(spec, order):
 def test_the_order_command_reports_the_exact_flow_not_a_mismatch(tmp_path, capsys):
     from splitnet.cli import main
 
-    rc = main(["order", "--schemes", "parallel", "--method", "exact,euler", "--strict",
+    rc = main(["order", "--schemes", "parallel", "--methods", "exact,euler", "--strict",
                "--out", str(tmp_path / "p.png")])
     out = capsys.readouterr().out
     assert rc == 0 and "MISMATCH" not in out and "exact" in out

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..configs.options import check_int, check_real
 from ..integrators import flows
 from ..integrators.subflows import SubflowMethod, get_method
 from ..order.check import expm, random_matrices
@@ -59,6 +60,11 @@ class Gate:
     bias: float = 0.0
     scale: float = 1.0
     seed: int = 0
+
+    def __post_init__(self):
+        check_real("bias", self.bias)
+        check_real("scale", self.scale)
+        check_int("seed", self.seed, lo=0)
 
     def __call__(self, k1: torch.Tensor, k2: torch.Tensor) -> torch.Tensor:
         d = k1.shape[-1]
@@ -273,9 +279,10 @@ def local_order(block, fields: dict, x0: torch.Tensor, step_sizes: Sequence[floa
     """Local errors ``||block.step(h) - exact flow of D + C over h||`` from ``x0`` (torchdiffeq
     at rtol 1e-13) and the order: the log-log slope over the errors above ``floor``, minus 1
     (``tail``: over the last three)."""
-    from .convergence import reference_solution
+    from .convergence import reference_solution, step_size_list
 
-    hs = np.asarray(step_sizes, dtype=float)
+    hs = step_size_list(step_sizes)
+    floor = check_real("floor", floor, lo=0.0)
     errs = []
     with torch.no_grad():
         for h in hs:
@@ -327,13 +334,29 @@ def matrix_order(block, method="exact", seed: int = 0) -> Measured:
     return Measured(hs, errs, slope - 1.0, tail - 1.0, "local")
 
 
+def _step_counts(steps, most: int) -> tuple[int, ...]:
+    """At least two distinct step counts, each an int in [1, most]."""
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__len__"):
+        raise TypeError(f"steps must be a list of step counts, got {steps!r}")
+    out = tuple(check_int("steps", n) for n in steps)
+    if len(set(out)) < 2:
+        raise ValueError(f"steps needs at least two distinct counts, got {steps!r}")
+    big = [n for n in out if n > most]
+    if big:
+        raise ValueError(f"steps must be <= {most:,}, got {big[0]:,}")
+    return out
+
+
 def global_order(block, fields: dict, x0: torch.Tensor, steps: Sequence[int] = (4, 8, 16, 32),
                  method="euler", t_final: float = 1.0, floor: float = 1e-11) -> Measured:
     """Global errors at ``t_final`` after n steps of ``h = t_final / n`` (a multistep block's
     ``integrate``, else n calls of ``step``) and their slope (the order; about 0 for an
     inconsistent block: the error does not shrink)."""
-    from .convergence import reference_solution
+    from .convergence import MAX_STEPS, reference_solution
 
+    steps = _step_counts(steps, MAX_STEPS)
+    t_final = check_real("t_final", t_final, lo=0.0, lo_open=True)
+    floor = check_real("floor", floor, lo=0.0)
     with torch.no_grad():
         ref = reference_solution(x0=x0, times=torch.tensor([0.0, t_final], dtype=x0.dtype),
                                  fields=fields)[-1]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..configs.options import check_flag, check_real
 from ..integrators.flows import n_steps_for
 from ..integrators.schemes import resolve
 from ..integrators.subflows import default_tolerances, get_method
@@ -52,6 +53,8 @@ def _check_times(times, like: torch.Tensor) -> torch.Tensor:
     if times.dim() != 1 or times.numel() < 2:
         raise ValueError(f"times must be 1-D with at least 2 entries, got shape "
                          f"{tuple(times.shape)}")
+    if not torch.isfinite(times).all():
+        raise ValueError(f"times must be finite, got {times.tolist()}")
     d = torch.diff(times)
     if not ((d > 0).all() or (d < 0).all()):
         raise ValueError("times must be strictly increasing (or strictly decreasing)")
@@ -76,22 +79,67 @@ def _given_fields(diffusion, convection, fields) -> dict:
     return given
 
 
+# torchdiffeq's solvers: the adaptive ones take tolerances, the fixed-grid ones a step size
+ADAPTIVE_SOLVERS = ("dopri5", "dopri8", "bosh3", "adaptive_heun", "fehlberg2")
+FIXED_SOLVERS = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams",
+                 "implicit_adams")
+# adaptive steps between two output times at most: a solution that needs more (an interval
+# of 1e9 time units, a tolerance below round-off) is refused, not waited for. The built-in
+# particle system takes ~80 steps per unit of time at rtol 1e-13; 20,000 cost ~20 s there.
+MAX_SOLVER_STEPS = 20_000
+
+
+def check_solver(solver, rtol=None, atol=None, adaptive: bool = True) -> None:
+    """``solver`` one of torchdiffeq's (an adaptive one when ``adaptive``), ``rtol`` and
+    ``atol`` None or positive finite numbers (the ``exact`` method's own check); ValueError
+    naming the one that is not (a zero tolerance is not 'the default')."""
+    get_method("exact", rtol=rtol, atol=atol)
+    names = ADAPTIVE_SOLVERS if adaptive else ADAPTIVE_SOLVERS + FIXED_SOLVERS
+    if not isinstance(solver, str) or solver not in names:
+        raise ValueError(f"solver must be one of {', '.join(names)}, got {solver!r}")
+
+
+def odeint_bounded(f, x0: torch.Tensor, times: torch.Tensor, solver: str = "dopri5",
+                   rtol: float | None = None, atol: float | None = None, **kwargs):
+    """torchdiffeq's ``odeint`` with at most :data:`MAX_SOLVER_STEPS` adaptive steps between
+    output times, its own failures (too many steps, a step size that underflowed) as one
+    ValueError saying what happened instead of a bare AssertionError or an endless loop."""
+    from torchdiffeq import odeint
+
+    if solver in ADAPTIVE_SOLVERS:
+        r, a = default_tolerances(x0.dtype)
+        kwargs.update(rtol=rtol or r, atol=atol or a,
+                      options={**kwargs.get("options", {}), "max_num_steps": MAX_SOLVER_STEPS})
+    try:
+        return odeint(f, x0, times, method=solver, **kwargs)
+    except AssertionError as e:
+        span = f"[{float(times[0]):g}, {float(times[-1]):g}]"
+        if "max_num_steps" in str(e):
+            raise ValueError(f"the ODE solver ({solver}) needs more than {MAX_SOLVER_STEPS:,} "
+                             f"steps over {span}: shorten the interval, ask for times in "
+                             f"between or loosen the tolerances") from None
+        if "underflow" in str(e):
+            raise ValueError(f"the ODE solver's ({solver}) step size underflowed over {span}: "
+                             f"the solution blows up or the fields are not smooth there") \
+                from None
+        raise
+
+
 def reference_solution(diffusion=None, convection=None, x0=None, times=None,
                        rtol: float | None = None, atol: float | None = None,
                        solver: str = "dopri5", *, fields=None) -> torch.Tensor:
     """The unsplit ODE ``dx/dt = sum_f F_f(t, x)`` (two-field form ``D(t, x) + C(t, x)``, or
     ``fields={"diffusion": D, "cross": X, "convection": C}``) solved by torchdiffeq at tight
-    tolerances (float64: rtol 1e-13, atol 1e-15 by default). Returns
+    tolerances (float64: rtol 1e-13, atol 1e-15 by default) with an adaptive ``solver``, in
+    at most :data:`MAX_SOLVER_STEPS` steps between two times. Returns
     ``(len(times), *x0.shape)``."""
-    from torchdiffeq import odeint
-
     if x0 is None or times is None:
         raise TypeError("reference_solution() needs x0 and times")
     check_state(x0, "x0")
     times = _check_times(times, x0)
+    check_solver(solver, rtol, atol)
     checked = [CheckedField(f, name) for name, f in
                _given_fields(diffusion, convection, fields).items()]
-    r, a = default_tolerances(x0.dtype)
 
     def rhs(t, x):
         out = checked[0](t, x)
@@ -100,7 +148,7 @@ def reference_solution(diffusion=None, convection=None, x0=None, times=None,
         return out
 
     with small_problem_threads(x0):
-        return odeint(rhs, x0, times, rtol=rtol or r, atol=atol or a, method=solver)
+        return odeint_bounded(rhs, x0, times, solver, rtol, atol)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,6 +202,8 @@ def leading_term(scheme, x: torch.Tensor, t: float = 0.0, *, fields) -> torch.Te
     scheme. Lie–Trotter with D first: ``E = 1/2 [D, C]``; the seed's Macaron decoder ``(c/2, d,
     x, c/2)``: ``E = 1/2 [D, X]`` -- its self- and cross-attention are a Lie–Trotter pair."""
     scheme = resolve(scheme)
+    check_state(x, "x")
+    t = check_time(t)
     given = _given_fields(None, None, fields)
     out = torch.zeros_like(x)
     for (a, b), w in pair_defects(scheme.stages).items():
@@ -164,6 +214,22 @@ def leading_term(scheme, x: torch.Tensor, t: float = 0.0, *, fields) -> torch.Te
 
 # ---------------------------------------------------------------------------------------------
 # Convergence study
+
+MAX_STEPS = 100_000     # steps of one global run at most (each a pass over every stage)
+
+
+def step_size_list(step_sizes, what: str = "step_sizes", least: int = 2) -> np.ndarray:
+    """At least ``least`` distinct step sizes (none twice), each a finite number > 0 (a list,
+    tuple or array; not a string), as a float array in the given order; ValueError naming the
+    problem."""
+    if isinstance(step_sizes, (str, bytes)) or not hasattr(step_sizes, "__len__"):
+        raise TypeError(f"{what} must be a list of step sizes, got {step_sizes!r}")
+    hs = np.asarray([check_step_size(h) for h in step_sizes], dtype=float)
+    if len(hs) < least or len(set(hs.tolist())) != len(hs):
+        raise ValueError(f"{what} needs at least {'two' if least == 2 else least} distinct "
+                         f"values" if least > 1 else f"{what} needs distinct values, at least "
+                         f"one")
+    return hs
 
 @dataclass
 class ConvergenceResult:
@@ -266,13 +332,14 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
         raise TypeError("convergence_study() needs x0 and step_sizes")
     get_method(method, **options)
     check_state(x0, "x0")
-    hs = np.asarray([check_step_size(h) for h in step_sizes], dtype=float)
-    if len(hs) < 2 or len(set(hs.tolist())) != len(hs):
-        raise ValueError("step_sizes needs at least two distinct values")
+    hs = step_size_list(step_sizes)
+    t0 = check_time(t0, "t0")
+    progress = check_flag("progress", progress)
     given = _given_fields(diffusion, convection, fields)
     ref_opts = {k: options[k] for k in ("rtol", "atol") if k in options}
     rtol = ref_opts.get("rtol") or default_tolerances(x0.dtype)[0]
-    floor = 10.0 * rtol * max(1.0, float(x0.norm())) if floor is None else floor
+    floor = 10.0 * rtol * max(1.0, float(x0.norm())) if floor is None else \
+        check_real("floor", floor, lo=0.0)
     counting = {name: CountingField(f, name) for name, f in given.items()}
     errors, evals = [], {name: [] for name in given}
 
@@ -281,9 +348,13 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
                                   fields=given, **ref_opts)[-1]
 
     if kind == "global":
-        t_final = t0 + 1.0 if t_final is None else float(t_final)
-        for h in hs:
-            n_steps_for((t0, t_final), h)   # every h must divide the interval: fail early
+        t_final = t0 + 1.0 if t_final is None else check_time(t_final, "t_final")
+        for h in hs:            # every h must divide the interval, in few enough steps
+            n = n_steps_for((t0, t_final), h)[2]
+            if n > MAX_STEPS:
+                raise ValueError(f"a global study at h={h:g} over [{t0:g}, {t_final:g}] takes "
+                                 f"{n:,} steps, more than {MAX_STEPS:,}: use larger step sizes "
+                                 f"or a shorter interval")
         ref_end = reference(t_final)
     it = hs
     if progress:
@@ -325,12 +396,22 @@ class WorkPrecisionPoint:
     error: float              # global error at t_final
 
 
+def _names(what: str, items) -> list:
+    """A non-empty list of names (a single string is taken as one name, not as letters)."""
+    items = [items] if isinstance(items, str) else list(items)
+    if not items:
+        raise ValueError(f"{what} is empty: give at least one")
+    return items
+
+
 def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: float = 0.0,
                    t_final: float = 1.0, progress: bool = True) -> list[WorkPrecisionPoint]:
     """Global error against the number of field evaluations, for every scheme x method.
     ``exact`` is excluded (its cost is the adaptive solver's, not the scheme's)."""
     points = []
-    combos = [(resolve(s), m) for s in schemes for m in methods]
+    progress = check_flag("progress", progress)
+    combos = [(resolve(s), m) for s in _names("schemes", schemes)
+              for m in _names("methods", methods)]
     for _, m in combos:
         if get_method(m).order is None:
             raise ValueError("work_precision compares fixed sub-step methods; 'exact' has no "
@@ -349,8 +430,10 @@ def work_precision(schemes, methods, diffusion, convection, x0, step_sizes, t0: 
     return points
 
 
-__all__ = ["ConvergenceResult", "WorkPrecisionPoint", "convergence_study", "leading_term",
-           "lie_bracket", "method_order", "reference_solution", "work_precision"]
+__all__ = ["ADAPTIVE_SOLVERS", "FIXED_SOLVERS", "MAX_SOLVER_STEPS", "MAX_STEPS",
+           "ConvergenceResult", "WorkPrecisionPoint", "check_solver", "convergence_study",
+           "leading_term", "lie_bracket", "method_order", "odeint_bounded", "reference_solution",
+           "step_size_list", "work_precision"]
 
 
 def __getattr__(name: str):

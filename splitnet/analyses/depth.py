@@ -16,11 +16,13 @@ import copy
 import dataclasses
 import itertools
 import math
+import numbers
 import sys
 from typing import Callable
 
 import torch
 
+from ..configs.options import check_real
 from ..nets.depth import RESTRICTIONS, at_depth, coarsen, prolong
 
 DEFAULT_COARSEN = (2, 4)
@@ -53,6 +55,32 @@ def _layers(model) -> int:
     return c.n_layers if hasattr(c, "n_layers") else c.n_encoder_layers + c.n_decoder_layers
 
 
+MAX_FACTOR = 64     # splitnet refine's --coarsen / --prolong take 2..64 too
+
+
+def factor_list(what: str, factors, lo: int = 2, hi: int = MAX_FACTOR) -> tuple[int, ...]:
+    """Depth factors: a list or tuple (not a string) of ints in [lo, hi] (1 is the model as
+    trained, already the study's first row); ValueError naming ``what`` otherwise. Without
+    this check a bad factor became a row saying it could not be built."""
+    if isinstance(factors, (str, bytes)) or not isinstance(factors, (list, tuple, range)):
+        raise ValueError(f"{what} must be a list of ints in [{lo}, {hi}], got {factors!r}")
+    for f in factors:
+        if isinstance(f, bool) or not isinstance(f, numbers.Integral) or not lo <= f <= hi:
+            raise ValueError(f"{what} must be ints in [{lo}, {hi}], got {f!r}")
+    return tuple(int(f) for f in factors)
+
+
+def loss_of(evaluate: Callable, m) -> float:
+    """``evaluate(m)`` as a float; NaN and inf are measurements (a network that diverges at
+    that depth), anything but a number is a TypeError."""
+    v = evaluate(m)
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"evaluate(model) must return a number (the mean loss), got {v!r:.80}")
+    return float(v)
+
+
 def _plan(coarsen_factors, prolong_factors, restrictions) -> list:
     out = [("trained", 1, None)]
     out += [("coarsen", f, r) for f in coarsen_factors for r in restrictions]
@@ -65,6 +93,13 @@ def depth_study(model, evaluate: Callable, coarsen_factors=DEFAULT_COARSEN,
     """``evaluate(m) -> mean loss`` of ``model`` as trained, coarsened by each of
     ``coarsen_factors`` under each restriction, and prolonged by each of ``prolong_factors``.
     Eval mode, no gradients; ``model`` is left as it was."""
+    coarsen_factors = factor_list("coarsen_factors", coarsen_factors)
+    prolong_factors = factor_list("prolong_factors", prolong_factors)
+    if isinstance(restrictions, str):
+        restrictions = (restrictions,)
+    if not callable(evaluate):
+        raise TypeError(f"evaluate must be a function model -> mean loss, got "
+                        f"{type(evaluate).__name__}")
     for r in restrictions:
         if r not in RESTRICTIONS:
             raise ValueError(f"restriction must be one of {', '.join(RESTRICTIONS)}, got {r!r}")
@@ -81,11 +116,11 @@ def depth_study(model, evaluate: Callable, coarsen_factors=DEFAULT_COARSEN,
         try:
             m = model if change == "trained" else \
                 coarsen(model, f, r) if change == "coarsen" else prolong(model, f)
-        except ValueError as e:      # a depth not divisible by f: a row that says so
+        except ValueError as e:      # a depth f does not divide (its stack): a row says so
             points.append(DepthPoint(change, f, r, 0, h, None, str(e)))
             continue
         with torch.no_grad():
-            loss = float(evaluate(m.eval()))
+            loss = loss_of(evaluate, m.eval())
         points.append(DepthPoint(change, f, r, _layers(m), m.config.step_size, loss))
         del m
     return points
@@ -93,7 +128,10 @@ def depth_study(model, evaluate: Callable, coarsen_factors=DEFAULT_COARSEN,
 
 def depth_table(points: list[DepthPoint], unit: str = "bpb", scale: float = 1.0) -> str:
     """The study as a text table: each network's layers, step, loss and its change against
-    the model as trained (losses times ``scale``, in ``unit``)."""
+    the model as trained (losses times ``scale``, a finite number > 0, in ``unit``)."""
+    if not points:
+        raise ValueError("depth_table needs the points of a depth study, got none")
+    scale = check_real("scale", scale, lo=0.0, lo_open=True)
     base = points[0].loss
     lines = [f"depth at inference ({unit}; coarsen: L / f layers at step f h, prolong: f L at "
              f"h / f)", f"{'network':<22} {'layers':>6} {'h':>8} {unit:>9} {'change':>9}"]
@@ -112,11 +150,20 @@ def prolongation_errors(model, x: torch.Tensor, factors=(1, 2, 4, 8, 16)):
     stack from the embedded input ``x`` for each of ``factors`` (each twice the one before),
     their successive differences ``|y_f - y_2f|`` and the observed rates ``log2`` of successive
     ratios -- the network's order (reversible: its scheme's; plain Euler sub-layers: 1) while
-    the differences lie in the asymptotic range and above round-off (use float64)."""
+    the differences lie in the asymptotic range and above round-off (use float64). A rate
+    between two differences one of which is exactly 0 is NaN (no rate to observe)."""
+    from ..integrators.validate import check_state
+
+    check_state(x, "x")
+    factors = factor_list("factors", factors, lo=1, hi=2**10)
+    if len(factors) < 2 or any(b != 2 * a for a, b in itertools.pairwise(factors)):
+        raise ValueError(f"factors must be at least two, each twice the one before (1, 2, 4, "
+                         f"...: the rates are log2 of successive ratios), got {factors}")
     with torch.no_grad():
         ys = [prolong(model, f).layers.run(x) for f in factors]
     diffs = [float((a - b).norm()) for a, b in itertools.pairwise(ys)]
-    return diffs, [math.log2(a / b) for a, b in itertools.pairwise(diffs)]
+    return diffs, [math.log2(a / b) if a > 0 and b > 0 else math.nan
+                   for a, b in itertools.pairwise(diffs)]
 
 
 def with_quadrature(model, points: int):
@@ -171,5 +218,6 @@ def vary_in_depth(model, scale: float = 0.5, seed: int = 0) -> None:
                 p[1:] += (scale * s * noise).to(p)
 
 
-__all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "DepthPoint", "depth_errors", "depth_study",
-           "depth_table", "prolongation_errors", "vary_in_depth", "with_quadrature"]
+__all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "MAX_FACTOR", "DepthPoint", "depth_errors",
+           "depth_study", "depth_table", "factor_list", "loss_of", "prolongation_errors",
+           "vary_in_depth", "with_quadrature"]

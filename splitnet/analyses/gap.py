@@ -80,6 +80,9 @@ def discretization_gap(model, idx, dtype: torch.dtype = torch.float64, progress:
     (``rtol``, ``atol``, ``solver``). See the module docstring for the definitions."""
     if not (hasattr(model, "layers") and hasattr(model, "embed") and hasattr(model, "step_size")):
         raise TypeError(f"discretization_gap needs a SplitTransformer, got {type(model).__name__}")
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"idx must be a torch.Tensor of int64 token ids, got "
+                        f"{type(idx).__name__}")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     unknown = sorted(set(options) - {"rtol", "atol", "solver"})

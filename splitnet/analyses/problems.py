@@ -35,21 +35,29 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..configs.options import check_flag, check_int, check_real
 from ..fields import Attention, CrossAttention, FeedForward
 from ..integrators.schemes import CustomScheme
 from ..integrators.schemes import get as get_scheme
 from ..integrators.subflows import SubflowMethod
+from ..integrators.validate import check_step_size, check_time
 from ..order.check import expm, random_matrices
 from ..order.fit import fit_slope
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
 
 
-def _check_sizes(seed, gain, **sizes) -> None:
-    """Each size an int >= 1 (None allowed for ``batch``), ``n_heads`` dividing ``d_model``, the
-    seed an int >= 0 and the gain finite: ValueError naming it (torch's own errors say only
-    'negative dimension' or 'manual_seed expected a long'; a NaN gain gave NaN weights)."""
-    from ..configs.options import check_int, check_real
+def _check_dtype(dtype) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype (torch.float64, ...), got "
+                        f"{dtype!r}")
 
+
+def _check_sizes(seed, gain, dtype=torch.float64, **sizes) -> None:
+    """Each size an int >= 1 (None allowed for ``batch``), ``n_heads`` dividing ``d_model``, the
+    seed an int >= 0, the gain finite and ``dtype`` a floating torch dtype: ValueError naming
+    it (torch's own errors say only 'negative dimension' or 'manual_seed expected a long'; a
+    NaN gain gave NaN weights)."""
+    _check_dtype(dtype)
     for name, v in sizes.items():
         check_int(name, v, none=name == "batch")
     if sizes["d_model"] % sizes["n_heads"]:
@@ -71,8 +79,8 @@ def particle_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff:
     above the solver-tolerance floor over h in [0.025, 0.2]. The weights do not depend on the
     global default dtype (they are drawn in float32, then cast to ``dtype``).
     """
-    _check_sizes(seed, gain, n_tokens=n_tokens, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
-                 batch=batch)
+    _check_sizes(seed, gain, dtype, n_tokens=n_tokens, d_model=d_model, n_heads=n_heads,
+                 d_ff=d_ff, batch=batch)
     g = torch.Generator().manual_seed(seed)
     default = torch.get_default_dtype()
     with torch.random.fork_rng(devices=[]):
@@ -112,8 +120,6 @@ def decoder_system(n_tokens: int = 6, d_model: int = 8, n_heads: int = 2, d_ff: 
     three pairwise non-commuting fields. The self-attention and feed-forward fields are those
     of :func:`particle_system` with the same arguments, so a two-field study and a three-field
     one share them."""
-    from ..configs.options import check_flag, check_int
-
     check_int("n_memory", n_memory)
     causal = check_flag("causal", causal)
     F, G, x0 = particle_system(n_tokens, d_model, n_heads, d_ff, seed, gain, dtype)
@@ -206,6 +212,14 @@ class LinearField(torch.nn.Module):
                  phase: float = 0.0):
         super().__init__()
         self.matrix = np.asarray(matrix, dtype=float)
+        if self.matrix.ndim != 2 or self.matrix.shape[0] != self.matrix.shape[1] or \
+                self.matrix.size == 0:
+            raise ValueError(f"matrix must be square and non-empty, got shape "
+                             f"{self.matrix.shape}")
+        if not np.isfinite(self.matrix).all():
+            raise ValueError("matrix has NaN or inf entries")
+        amp, freq, phase = (check_real(k, v) for k, v in (("amp", amp), ("freq", freq),
+                                                              ("phase", phase)))
         self.register_buffer("m", torch.as_tensor(self.matrix, dtype=torch.float64))
         self.amp, self.freq, self.phase = amp, freq, phase
 
@@ -264,7 +278,7 @@ class Problem:
 
 
 def matrix_problem(dim: int = 6, seed: int = 0) -> Problem:
-    a, b = random_matrices(dim, seed)
+    a, b = random_matrices(dim, seed)        # checks dim and seed
     x0 = torch.as_tensor(np.random.default_rng(seed + 1000).standard_normal(dim))
     p = Problem(f"matrix{dim}-seed{seed}", LinearField(a), LinearField(b), x0)
     p._matrix = (a, b)
@@ -277,6 +291,7 @@ def particle_problem(seed: int = 0) -> Problem:
 
 
 def time_dependent_linear(dim: int = 5, seed: int = 3, t0: float = 0.3) -> Problem:
+    t0 = check_time(t0, "t0")
     a, b = random_matrices(dim, seed)
     # A scale of 2 keeps the time-dependent part of the error well above the reference floor.
     D = LinearField(2 * a, amp=0.5, freq=1.0)
@@ -290,6 +305,8 @@ class Modulated(torch.nn.Module):
 
     def __init__(self, f, amp=0.0, freq=1.0, force=None, force_freq=1.0):
         super().__init__()
+        amp, freq, force_freq = (check_real(k, v) for k, v in (
+            ("amp", amp), ("freq", freq), ("force_freq", force_freq)))
         self.f, self.amp, self.freq = f, amp, freq
         self.force, self.force_freq = force, force_freq
 
@@ -302,6 +319,7 @@ class Modulated(torch.nn.Module):
 
 
 def time_dependent_particle(seed: int = 0, t0: float = 0.2) -> Problem:
+    t0 = check_time(t0, "t0")
     F, G, x0 = particle_system(seed=seed)
     b = torch.randn(x0.shape[-1], generator=torch.Generator().manual_seed(seed + 7),
                     dtype=torch.float64)
@@ -316,7 +334,11 @@ class WrongClock(CustomScheme):
     one clock for both fields, the scheme's overall progress before each stage
     (``stage_times`` shifted by one stage)."""
 
+    MODES = ("frozen", "shared")
+
     def __init__(self, scheme, mode: str):
+        if mode not in self.MODES:
+            raise ValueError(f"mode must be one of {', '.join(self.MODES)}, got {mode!r}")
         object.__setattr__(self, "_mode", mode)
         super().__init__(scheme.stages, order=scheme.order, name=f"{scheme.name}-{mode}-clock")
 
@@ -329,7 +351,10 @@ class WrongClock(CustomScheme):
 
 
 def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.ndarray:
-    """``||exact(t0 + h) - step(h)||`` for each h."""
+    """``||exact(t0 + h) - step(h)||`` for each h (distinct, each > 0)."""
+    from .convergence import step_size_list
+
+    step_sizes = step_size_list(step_sizes, least=1)
     out = []
     with torch.no_grad():
         for h in step_sizes:
@@ -340,8 +365,23 @@ def local_errors(scheme, problem: Problem, step_sizes, method="exact") -> np.nda
 
 
 def slope(step_sizes, errors, floor: float = 1e-12) -> float:
-    """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing)."""
-    return fit_slope(step_sizes, errors, floor)[0]
+    """Fitted log-log slope (the library's fit: points above ``floor``, strictly decreasing);
+    NaN when fewer than two points qualify (too few errors above the floor: undetermined).
+    Step sizes, errors and floor are checked first (as many errors as step sizes, each a
+    number, errors >= 0 or NaN, floor finite >= 0): ValueError naming the problem."""
+    from .convergence import step_size_list
+
+    hs = step_size_list(step_sizes, least=1)
+    try:
+        e = np.asarray(errors, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"errors must be numbers, got {errors!r:.80}") from None
+    if e.shape != hs.shape:
+        raise ValueError(f"errors has shape {e.shape}, step_sizes {hs.shape}: one error per "
+                         f"step size")
+    if (e < 0).any():
+        raise ValueError("errors must be >= 0 (norms)")
+    return fit_slope(hs, e, check_real("floor", floor, lo=0.0))[0]
 
 
 class NystromProblem:
@@ -356,6 +396,8 @@ class NystromProblem:
     the right one. numpy, float64."""
 
     def __init__(self, dim: int = 3, seed: int = 3):
+        check_int("dim", dim)
+        check_int("seed", seed, lo=0)
         rng = np.random.default_rng(seed)
         k = rng.standard_normal((dim, dim))
         self.K = k @ k.T / dim + np.eye(dim)
@@ -377,7 +419,10 @@ class NystromProblem:
 
     def local_error(self, stages, h: float, reference=None, substeps: int = 64) -> float:
         """``|(q, p)(h) - reference|`` from ``(q0, p0)``; the reference is ``substeps`` steps of
-        ``reference`` (default: the 10th-order ``kahan-li10``; error ~ (h/64)^11)."""
+        ``reference`` (default: the 10th-order ``kahan-li10``; error ~ (h/64)^11). ``h`` a
+        finite nonzero number (negative: a backward step), ``substeps`` an int >= 1."""
+        h = check_step_size(h, allow_negative=True)
+        substeps = check_int("substeps", substeps)
         ref = (reference if reference is not None else get_scheme("kahan-li10")).stages
         q, p = self.step(stages, self.q0, self.p0, h)
         qr, pr = self.q0, self.p0

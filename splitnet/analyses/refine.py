@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from ..configs.options import check_int, check_real
 from ..integrators.layers import SplitLayer
 from ..integrators.schemes import CustomScheme, SplittingScheme, resolve
 from ..integrators.splitting import OneField
@@ -77,10 +78,16 @@ class Refinement:
 # re-discretisation
 
 
+MAX_SUBSTEPS = 4096     # = splitnet refine's: each substep one more pass over the fields
+
+
 def check_substeps(substeps) -> int:
-    """``substeps`` as an int >= 1, else a ValueError naming it."""
+    """``substeps`` as an int in [1, :data:`MAX_SUBSTEPS`], else a ValueError naming it (a
+    billion substeps would build a billion stages before the first evaluation)."""
     if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
         raise ValueError(f"substeps must be an int >= 1, got {substeps!r}")
+    if substeps > MAX_SUBSTEPS:
+        raise ValueError(f"substeps must be <= {MAX_SUBSTEPS:,}, got {substeps:,}")
     return int(substeps)
 
 
@@ -223,8 +230,11 @@ def ode_model(model, method="exact"):
     for attr in stacks(model):
         ls = getattr(model, attr)
         layers[attr] = [layer.ode_layer(method) for layer in ls]
-        schemes[_STACKS[attr]] = CustomScheme([(f, 1.0) for f in ls[0].field_names], order=1,
-                                              name="ode")
+        names = ls[0].field_names
+        # one field (ConvS2S's encoder, a model without a feed-forward): its ODE is that
+        # field's flow, the step of OneField; two or more: their sum in one stage each
+        schemes[_STACKS[attr]] = OneField(names[0], name="ode") if len(names) == 1 else \
+            CustomScheme([(f, 1.0) for f in names], order=1, name="ode")
     return _with_layers(model, layers, schemes,
                         Refinement("ode", 1, get_method(method).name, "layer fields"))
 
@@ -234,13 +244,20 @@ def refinement_at(seed: int, step: int, prob: float, substeps: Sequence[int]) ->
     probability ``prob`` one of ``substeps`` (uniformly), else None (the model as built).
 
     Drawn from a generator seeded by ``(seed, step)`` alone (not torch's global RNG), so the
-    choice is the same on ``--resume`` and on every process, and ``prob = 0`` changes nothing."""
-    if prob <= 0:
+    choice is the same on ``--resume`` and on every process, and ``prob = 0`` changes nothing.
+    ``prob`` a number in [0, 1], ``substeps`` a non-empty list of ints >= 1, ``seed`` and
+    ``step`` ints: ValueError naming the one that is not (a NaN ``prob`` refined every step)."""
+    seed, step = check_int("seed", seed, lo=0), check_int("step", step, lo=0)
+    prob = check_real("prob", prob, lo=0.0, hi=1.0)
+    if isinstance(substeps, (str, bytes)) or not substeps:
+        raise ValueError(f"substeps must be a non-empty list of ints >= 1, got {substeps!r}")
+    substeps = [check_substeps(k) for k in substeps]
+    if prob == 0:
         return None
     r = random.Random(f"splitnet.analyses.refine:{int(seed)}:{int(step)}")
     if r.random() >= prob:
         return None
-    return int(r.choice(list(substeps)))
+    return int(r.choice(substeps))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,10 +401,12 @@ class _CallCounter:
 
 
 def _point(model, evaluate, scheme, k, method) -> RefinePoint:
+    from .depth import loss_of  # one rule for what evaluate returns
+
     m = ode_model(model) if scheme == "ode" else rediscretize(model, scheme, k, method)
     with torch.no_grad(), _CallCounter(m) as count:
         try:
-            loss = float(evaluate(m))
+            loss = loss_of(evaluate, m)
         except AssertionError as e:  # torchdiffeq: the adaptive step underflowed on fields
             if "underflow" not in str(e):   # that produce NaN/inf (a diverged network)
                 raise
@@ -395,7 +414,36 @@ def _point(model, evaluate, scheme, k, method) -> RefinePoint:
     return RefinePoint(m.refinement.scheme, m.refinement.method, k, count.per_layer(), loss)
 
 
-def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
+def one_field(model) -> str | None:
+    """The field of a network whose every stack has one field (a language model without a
+    feed-forward, ``convection_field="none"``), as ``"diffusion (conv)"``; None when a stack
+    has two or more (ConvS2S's decoder: self- and cross-attention). Works on a model built on
+    the meta device, so a command can ask before it loads any weight."""
+    fields = {getattr(model, _STACKS[a]).fields for a in stacks(model)}
+    if len(fields) != 1 or len(next(iter(fields))) != 1:
+        return None
+    f = next(iter(fields))[0]
+    kind = getattr(getattr(model, "config", None), f"{f}_field", None)
+    return f"{f} ({kind})" if kind else f
+
+
+def one_field_schemes(model, schemes, flag: str = "schemes", fix: str | None = None) -> None:
+    """Refuse named schemes for a network of one field per layer (:func:`one_field`): with one
+    field there is nothing to split, every scheme name is the same plain step, and a study of
+    several would print equal rows under different names. ``fix``: what to do instead
+    (default: refine's, ``"own"`` or no ``flag``)."""
+    f = one_field(model)
+    named = [s for s in schemes if s is not None and s != OWN]
+    if f is not None and named:
+        shown = ", ".join(s if isinstance(s, str) else s.name for s in named)
+        fix = fix or (f"give '{OWN}' or leave {flag} out (substeps, methods and the exact ODE "
+                      f"still apply)")
+        raise ValueError(f"{flag} {shown}: this model's layers advance one field, {f}; a "
+                         f"scheme splits a layer's fields, so with one there is nothing to "
+                         f"split (every scheme is its plain step): {fix}")
+
+
+def refinement_study(model, evaluate: Callable, schemes=None,
                      substeps=DEFAULT_SUBSTEPS, methods=DEFAULT_METHODS, exact_substeps=None,
                      label: str = "", unit: str = "bpb", scale: float = 1.0 / math.log(2.0),
                      ode: bool = True, progress: bool = True) -> RefinementResult:
@@ -403,9 +451,19 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
     re-discretisation of the grid (:func:`study_grid`) and, with ``ode``, with every layer
     replaced by the exact flow of its unsplit ODE (:func:`ode_model`). Any model source plugs
     in: a model and a function that evaluates it. The model is put in eval mode; its weights
-    are untouched. A reversible network keeps the Euler points of the grid only."""
-    grid = study_grid(schemes, substeps, methods, exact_substeps)
+    are untouched. A reversible network keeps the Euler points of the grid only.
+    ``schemes=None``: :data:`DEFAULT_SCHEMES`, or ``("own",)`` for a network of one field per
+    layer (:func:`one_field`), where schemes cannot differ; named schemes for such a network
+    are a ValueError (:func:`one_field_schemes`)."""
     _check_model(model)
+    if schemes is None:
+        schemes = (OWN,) if one_field(model) else DEFAULT_SCHEMES
+    one_field_schemes(model, schemes)
+    grid = study_grid(schemes, substeps, methods, exact_substeps)
+    check_real("scale", scale, lo=0.0, lo_open=True)
+    if not (callable(evaluate) and isinstance(unit, str) and isinstance(label, str)):
+        raise TypeError(f"evaluate must be a function model -> mean loss, unit and label "
+                        f"strings; got {evaluate!r:.40}, {unit!r:.40}, {label!r:.40}")
     own_stacks = [getattr(model, a) for a in stacks(model)]
     refused = [next(filter(None, (st.refuses(g[2]) for st in own_stacks)), None) for g in grid]
     if grid and all(refused):        # a reversible network: on shears only Euler is exact
@@ -432,8 +490,8 @@ def refinement_study(model, evaluate: Callable, schemes=DEFAULT_SCHEMES,
     return res
 
 
-__all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "OWN",
+__all__ = ["DEFAULT_METHODS", "DEFAULT_SCHEMES", "DEFAULT_SUBSTEPS", "MAX_SUBSTEPS", "OWN",
            "RefinePoint", "Refinement", "RefinementResult", "check_substeps",
-           "ode_model", "rediscretize", "refined",
+           "ode_model", "one_field", "one_field_schemes", "rediscretize", "refined",
            "refined_layer", "refinement_at", "refinement_study", "repeated", "scheme_label",
            "stacks", "study_grid"]

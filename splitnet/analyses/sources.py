@@ -7,6 +7,7 @@ directory (:func:`hf_source`); :func:`study_memory` estimates what a study holds
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -36,7 +37,10 @@ def study_memory(config, windows: int, context: int, batch_size: int) -> float:
     and targets, int64), the weights (float32, the model and a re-integrated copy's
     references) and one forward pass of ``batch_size`` windows without gradients (per token
     and attention: the heads' scores over the context, and a few states of width d_model and
-    d_ff)."""
+    d_ff). Counts must be ints >= 1 (ValueError naming the one that is not)."""
+    for name, v in (("windows", windows), ("context", context), ("batch_size", batch_size)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     d, ff = config.d_model, config.d_ff
     params = 2 * 256 * d + config.n_layers * 12 * d * d * max(1, ff / (4 * d))
     per_token = config.n_heads * context + 12 * d + 2 * ff

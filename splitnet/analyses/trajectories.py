@@ -43,12 +43,13 @@ clustering that Geshkovski et al. (2023) prove for self-attention dynamics.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..integrators.subflows import default_tolerances
+from ..configs.options import check_flag, check_int
 from ..nets.models import SplitTransformer
 
 DEFAULT_TEXT = "for i in range(n):"   # 18 bytes of the kind the default run was trained on
@@ -73,6 +74,10 @@ _VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}   # glyphs DejaVu San
 def token_label(token_id: int) -> str:
     """A printable label for a byte token: the character, ``␣`` for a space, ``⏎`` for a newline,
     ``\\xNN`` for a byte that is not printable on its own (e.g. half of a UTF-8 character)."""
+    if isinstance(token_id, torch.Tensor) and token_id.numel() == 1:
+        token_id = token_id.item()
+    if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
+        raise TypeError(f"a token id must be an int, got {token_id!r}")
     token_id = int(token_id)
     if not 0 <= token_id < 256:
         return f"#{token_id}"
@@ -224,7 +229,11 @@ def _as_sequence(model: SplitTransformer, idx, tokenizer=None, vocab: int | None
                              f"vocab_size {vocab}: pass token ids instead")
         idx = encode(idx)
     if not isinstance(idx, torch.Tensor):
-        idx = torch.as_tensor(idx)
+        try:
+            idx = torch.as_tensor(idx)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"the {what} must be a str or token ids (a tensor or list of ints), "
+                            f"got {type(idx).__name__}") from None
     if idx.dtype != torch.long:
         raise TypeError(f"token ids must be int64, got {idx.dtype}")
     if idx.dim() == 2:
@@ -260,13 +269,12 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
               layers=None, context=None):
     import functools
 
-    from torchdiffeq import odeint
+    from .convergence import ADAPTIVE_SOLVERS, odeint_bounded
 
     h = model.step_size
-    r, a = default_tolerances(x0.dtype)
-    kwargs = {"method": solver}
-    if solver in ("dopri5", "dopri8", "bosh3", "adaptive_heun", "fehlberg2"):
-        kwargs.update(rtol=rtol or r, atol=atol or a)
+    kwargs = {"solver": solver}
+    if solver in ADAPTIVE_SOLVERS:
+        kwargs.update(rtol=rtol, atol=atol)
     else:
         # Fixed-grid solver: 8 sub-steps between output points, fine against the layer's h.
         kwargs["options"] = {"step_size": h / (8 * points_per_layer)}
@@ -279,22 +287,48 @@ def _ode_path(model, x0, layer_starts, points_per_layer, solver, rtol, atol, res
             x = layer_starts[k]
         ts = torch.linspace(k * h, (k + 1) * h, points_per_layer + 1, dtype=torch.float64)
         f = functools.partial(f, **context) if context else f     # a decoder's memory
-        sol = odeint(f, x, ts.to(x.dtype), **kwargs)
+        sol = odeint_bounded(f, x, ts.to(x.dtype), **kwargs)
         pieces.append(stack.ode_read(sol[1:]))
         times.append(ts[1:])
         x = sol[-1]
     return torch.cat(pieces), torch.cat(times)
 
 
+MAX_POINTS_PER_LAYER = 4096   # ODE path points per layer at most (each a state of every token)
+
+
 def _check_path(model, points_per_layer, restart: bool) -> None:
     if isinstance(points_per_layer, bool) or not isinstance(points_per_layer, int) \
             or points_per_layer < 1:
         raise ValueError(f"points_per_layer must be a positive int, got {points_per_layer!r}")
+    if points_per_layer > MAX_POINTS_PER_LAYER:
+        raise ValueError(f"points_per_layer must be <= {MAX_POINTS_PER_LAYER:,}, got "
+                         f"{points_per_layer:,}")
     stack = model.decoder_layers if hasattr(model, "decoder_layers") else model.layers
     if restart and not stack.restartable:
         raise ValueError("restart=True restarts the ODE from each layer's input state; a "
                          "reversible network's states are the means of its pairs, not its "
                          "pairs: use restart=False (the ODE of the pair from the embedding)")
+
+
+def _check_collect(model, source, per_stage, continuous, points_per_layer, restart, solver,
+                   rtol, atol) -> tuple[bool, bool, bool]:
+    """:func:`collect`'s arguments checked before any work; its three switches as bools."""
+    seq2seq = hasattr(model, "decoder_layers")
+    if not isinstance(model, SplitTransformer) and not seq2seq:
+        raise TypeError(f"model must be a SplitTransformer or a SplitSeq2Seq, got "
+                        f"{type(model).__name__}")
+    per_stage, continuous, restart = (check_flag(k, v) for k, v in (
+        ("per_stage", per_stage), ("continuous", continuous), ("restart", restart)))
+    _check_path(model, points_per_layer, continuous and restart)
+    if continuous:
+        from .convergence import check_solver
+
+        check_solver(solver, rtol, atol, adaptive=False)
+    if seq2seq != (source is not None):
+        raise ValueError("an encoder–decoder model needs source= (the sentence its decoder "
+                         "tokens read)" if seq2seq else "source= is for encoder–decoder models")
+    return per_stage, continuous, restart
 
 
 @torch.no_grad()
@@ -338,14 +372,10 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
     Trajectories, with ``states`` of shape ``(n_points, T, D)``; the times are the model's
     :meth:`~splitnet.nets.models.SplitTransformer.state_times`.
     """
+    per_stage, continuous, restart = _check_collect(model, source, per_stage, continuous,
+                                                    points_per_layer, restart, solver, rtol,
+                                                    atol)
     seq2seq = hasattr(model, "decoder_layers")
-    if not isinstance(model, SplitTransformer) and not seq2seq:
-        raise TypeError(f"model must be a SplitTransformer or a SplitSeq2Seq, got "
-                        f"{type(model).__name__}")
-    _check_path(model, points_per_layer, continuous and restart)
-    if seq2seq != (source is not None):
-        raise ValueError("an encoder–decoder model needs source= (the sentence its decoder "
-                         "tokens read)" if seq2seq else "source= is for encoder–decoder models")
     vocab = model.tgt_vocab if seq2seq else None
     idx = _as_sequence(model, idx, tokenizer, vocab, "target" if seq2seq else "text")
     dev = next(model.parameters()).device
@@ -395,6 +425,9 @@ def collect(model: SplitTransformer, idx, per_stage: bool = True, continuous: bo
 def with_scheme(model: SplitTransformer, scheme) -> SplitTransformer:
     """The same trained fields run by another scheme (``weights="shared"`` only: then every
     scheme has the same parameters). Returns a new model on the same device."""
+    from .refine import one_field_schemes
+
+    one_field_schemes(model, [scheme], "scheme", "draw the model as it is")
     if model.weights != "shared":
         raise ValueError(f"cannot change the scheme of a model with weights={model.weights!r}: "
                          f"its stages have their own sub-layers; only shared-weight models can "
@@ -409,14 +442,14 @@ def fresh_model(scheme="lie-trotter", d_model: int = 64, n_heads: int = 4, n_lay
                 seed: int = 0, vocab_size: int = 256) -> SplitTransformer:
     """A freshly initialised byte-level model (seeded: the same seed gives the same fields for
     every scheme when ``weights="shared"``)."""
-    torch.manual_seed(seed)
+    torch.manual_seed(check_int("seed", seed, lo=0))
     return SplitTransformer(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads,
                             n_layers=n_layers, scheme=scheme, causal=causal, weights=weights,
                             step_size=step_size).eval()
 
 
-__all__ = ["DEFAULT_TEXT", "EMBEDDING", "Trajectories", "collect", "encode", "fresh_model",
-           "token_label", "token_labels", "with_scheme"]
+__all__ = ["DEFAULT_TEXT", "EMBEDDING", "MAX_POINTS_PER_LAYER", "Trajectories", "collect",
+           "encode", "fresh_model", "token_label", "token_labels", "with_scheme"]
 
 
 def __getattr__(name: str):

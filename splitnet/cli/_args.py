@@ -356,6 +356,80 @@ def add_output_option(p, flag: str, help: str, default: str | None = None,
     return action
 
 
+class _Replaced(argparse.Action):
+    """The old spelling of an option whose meaning it no longer has in this command: any use,
+    with or without a value, is a one-line error naming the new spelling (hidden from
+    --help). One flag name, one meaning, across every command: a script that used the old
+    spelling is told, never silently reinterpreted."""
+
+    replaced = True          # not an option of this command (tests/test_only_with.py)
+
+    def __init__(self, option_strings, dest, message: str = "", **kwargs):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?",
+                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        self.message = message
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(self.message)
+
+
+def add_replaced_option(p, flag: str, message: str) -> None:
+    """``flag`` refused in this command with ``message`` (what it is called here now, or what
+    it means elsewhere): :class:`_Replaced`."""
+    p.add_argument(flag, action=_Replaced, message=message)
+
+
+def one_scheme(text: str) -> str:
+    """One scheme (a name, a pattern or one stage string), as ``splitnet train --scheme``
+    takes it; a list of them, or ``all``, is the plural option's."""
+    items = scheme_list(text)
+    if len(items) > 1 or items == ["all"]:
+        _fail("expected one scheme, as splitnet train takes it (several, or all: --schemes)",
+              text)
+    return items[0]
+
+
+def one_method(text: str) -> str:
+    """One sub-flow method, as ``splitnet train --method`` takes it; several are --methods."""
+    items = csv(text)
+    if len(items) > 1:
+        _fail("expected one sub-flow method, as splitnet train takes it (several: --methods)",
+              text)
+    return items[0]
+
+
+class _Singular(argparse.Action):
+    """The singular spelling of a list option (``--scheme`` beside ``--schemes``): one value,
+    stored as a list of one in the plural's destination."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, [values])
+
+
+def add_singular(group, flag: str, plural_dest: str, one, what: str) -> None:
+    """``flag`` (``--scheme``, ``--method``) taking ONE value as every command's singular
+    spelling does (``one``: :func:`one_scheme`, :func:`one_method`), into the destination of
+    the plural list option ``plural_dest``; put both in one mutually exclusive ``group``."""
+    group.add_argument(flag, dest=plural_dest, type=one, action=_Singular, default=None,
+                       metavar=flag.strip("-").upper(),
+                       help=f"one {what} (the same as --{plural_dest} with one)")
+
+
+def add_progress_option(p) -> None:
+    """``--progress`` / ``--no-progress``: a progress bar on stderr, drawn even when stderr is
+    not a terminal / never; default: when stderr is a terminal (:func:`shows_progress`)."""
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def shows_progress(asked: bool | None) -> bool:
+    """What :func:`add_progress_option` asked for: True, False, or None (stderr a terminal or
+    a notebook, :func:`splitnet.runenv.draws_progress`)."""
+    from ..runenv import draws_progress
+
+    return draws_progress() if asked is None else bool(asked)
+
+
 def add_png_option(p, default: str) -> None:
     """``--out`` of a command that draws one figure: the PNG to write (checked by
     :func:`check_writable` before any work)."""
@@ -403,9 +477,10 @@ def torch_device(name: str):
 
 __all__ = ["MAX_COUNT", "NEGATIVE_NUMBER", "SCHEME_LIST_HELP", "OneLineParser",
            "add_config_options", "add_device_option", "add_model_source", "add_output_option",
-           "add_png_option",
+           "add_png_option", "add_progress_option", "add_replaced_option", "add_singular",
            "add_threads_option", "beam_width", "check_only_with", "check_writable", "csv",
            "csv_floats", "csv_positive_ints", "csv_seeds", "finite_float", "fixed_options",
            "float_in",
-           "given_args", "given_options", "nonempty", "nonnegative_int", "positive_int",
-           "scheme_list", "seed", "set_stdout_guard", "set_threads", "torch_device"]
+           "given_args", "given_options", "nonempty", "nonnegative_int", "one_method", "one_scheme",
+           "positive_int", "scheme_list", "seed", "set_stdout_guard", "set_threads",
+           "shows_progress", "torch_device"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -326,10 +327,33 @@ def _per_layer(scheme):
     if callable(getattr(scheme, "coefficients", None)):
         return tuple(_st.as_stages(layer) for layer in scheme.coefficients())
     if (isinstance(scheme, (tuple, list)) and scheme
-            and all(isinstance(x, (tuple, list)) and x and isinstance(x[0], Stage)
-                    for x in scheme)):
+            and all(isinstance(x, (tuple, list)) and x and _is_stage(x[0]) for x in scheme)):
         return tuple(_st.as_stages(layer) for layer in scheme)
     return None
+
+
+def _encoder_decoder(model) -> list:
+    """``[(label, per-layer stage lists, declared order)]`` of an encoder–decoder's two stacks
+    (a model with ``encoder_layers`` and ``decoder_layers``); [] for anything else."""
+    out = []
+    for label in ("encoder", "decoder"):
+        layers, scheme = (getattr(model, f"{label}_{a}", None) for a in ("layers", "scheme"))
+        if layers is None or scheme is None:
+            return []
+        stages = tuple(_st.as_stages(layer.current_stages() if hasattr(layer, "current_stages")
+                                     else layer.stages) for layer in layers)
+        out.append((label, stages, scheme.order))
+    return out
+
+
+def _is_stage(x) -> bool:
+    """A Stage or a ``(field, coeff)`` pair: the first item of a layer's stage list (a flat
+    stage list's first item is a field name)."""
+    return isinstance(x, Stage) or (isinstance(x, (tuple, list)) and len(x) == 2
+                                    and isinstance(x[0], str))
+
+
+CHECK_OPTIONS = ("seed", "dim", "step_sizes", "floor", "ceiling", "tolerance")
 
 
 def check_order(scheme, order: int | None = None, normalize: bool = False, **options):
@@ -348,17 +372,39 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     ``seed``, ``dim``, ``step_sizes``, ``floor``, ``ceiling``, ``tolerance``.
 
     A trained model (anything with ``coefficients()``: a SplitTransformer, learned
-    coefficients or not) or a sequence of per-layer stage lists (``model.coefficients()``) gives
-    a tuple of checks, one per layer (``layer 0``, ...), against ``order`` (default: the
-    model's scheme's declared order; for a bare list, none).
+    coefficients or not) or a sequence of per-layer stage lists (``model.coefficients()``, or
+    lists of ``(field, coeff)`` pairs) gives a tuple of checks, one per layer (``layer 0``,
+    ...), against ``order`` (default: the model's scheme's declared order; for a bare list,
+    none): a :class:`~splitnet.order.check.LayerChecks`, which prints as a table, a verdict
+    for each layer. An encoder–decoder (``SplitSeq2Seq``) gives its encoder's layers, then its
+    decoder's (``encoder layer 0``, ..., ``decoder layer 0``, ...), each against its own
+    stack's scheme. A layer of one field (``convection_field="none"``) is the exact flow of
+    that field: ``"ok"``, order infinite.
 
     >>> check_order("yoshida4").ok
     True
     """
     if not isinstance(normalize, bool):   # bool("no") is True: never switch it on silently
         raise ValueError(f"normalize must be True or False, got {normalize!r}")
+    unknown = sorted(set(options) - set(CHECK_OPTIONS))
+    if unknown:
+        raise TypeError(f"check_order got unknown option(s) {unknown}; it takes "
+                        f"{', '.join(CHECK_OPTIONS)}")
+    if scheme is None or isinstance(scheme, (bool, numbers.Number)) or not (
+            isinstance(scheme, (str, dict, SplittingScheme)) or hasattr(scheme, "__iter__")
+            or _encoder_decoder(scheme) or hasattr(scheme, "coefficients")):
+        raise TypeError(f"check_order takes a scheme, a registered name, a pattern or stage "
+                        f"string, a scheme dict, a list of (field, coeff) stages, per-layer "
+                        f"lists or a model; got {type(scheme).__name__}")
     from ..order.check import measure_layers, measure_order
 
+    stacks = _encoder_decoder(scheme)
+    if stacks:              # an encoder–decoder: each stack's layers against its own scheme
+        from ..order.check import LayerChecks
+
+        return LayerChecks(c for label, layers, own in stacks for c in measure_layers(
+            layers, order if order is not None else own, normalize=normalize,
+            prefix=f"{label} layer", **options))
     layers = _per_layer(scheme)
     if layers is not None:
         default = getattr(getattr(scheme, "scheme", None), "order", None)
@@ -369,7 +415,7 @@ def check_order(scheme, order: int | None = None, normalize: bool = False, **opt
     return measure_order(stages, declared, name=name, normalize=normalize, **options)
 
 
-__all__ = ["CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "LISTINGS",
+__all__ = ["CHECK_OPTIONS", "CONVECTION", "CORE", "CROSS", "DIFFUSION", "EXACT_ORDER", "LISTINGS",
            "PATTERN_LETTERS", "UNSPLIT", "BlanesMoan4", "CustomScheme", "LieTrotter", "Parallel",
            "SplittingScheme", "Stage", "Strang", "Suzuki4", "Yoshida4", "Yoshida6", "Yoshida8",
            "available", "check_aliases", "check_order", "from_pattern", "get", "measured_order",

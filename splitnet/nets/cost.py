@@ -1,7 +1,7 @@
 """What a SplitTransformer costs: parameters, field evaluations and FLOPs per token, in closed
 form from its field kinds (:mod:`splitnet.configs.kinds`) and its sub-flow method. Nothing is built
 and
-torch is not imported: ``splitnet describe --scheme all`` (every registry scheme, both weights
+torch is not imported: ``splitnet describe --schemes all`` (every registry scheme, both weights
 modes) takes well under a second (``benchmarks/bench_describe.py``).
 
 ``splitnet describe --scheme strang`` (command line, :mod:`splitnet.cli.commands.cmd_describe`) or

@@ -196,9 +196,10 @@ def lie_conditions(stages, max_degree: int, one=1.0, fields: Sequence[str] | Non
     return out
 
 
-def lie_defects(stages, max_degree: int, one=1.0) -> list:
-    """Largest |condition| of :func:`lie_conditions` per degree 1..max_degree."""
-    cond = lie_conditions(stages, max_degree, one)
+def lie_defects(stages, max_degree: int, one=1.0, fields: Sequence[str] | None = None) -> list:
+    """Largest |condition| of :func:`lie_conditions` per degree 1..max_degree (over ``fields``,
+    default :func:`alphabet`'s)."""
+    cond = lie_conditions(stages, max_degree, one, fields)
     return [max(abs(x) for x in cond[d]) if len(cond[d]) else one * 0
             for d in range(1, max_degree + 1)]
 

@@ -57,7 +57,15 @@ from ..stagelists.stages import (
     as_stages,
     coefficient_sums,
 )
-from .fit import CEILING, FLOOR, adaptive_errors, window_fit
+from .fit import (
+    CEILING,
+    FLOOR,
+    adaptive_errors,
+    check_declared,
+    check_fit,
+    usable_steps,
+    window_fit,
+)
 
 VERDICTS = ("ok", "mismatch", "undetermined", "inconsistent")
 SUM_TOL = 1e-12      # consistency: each field's coefficients sum to 1 within this
@@ -103,9 +111,21 @@ class OrderCheck:
         that (it includes the start of the asymptotic range)."""
         return self.verdict == "ok"
 
+    def __str__(self) -> str:
+        """``print(check)``: the verdict in words (:meth:`summary`)."""
+        return self.summary()
+
+    def __repr__(self) -> str:
+        """One line: the name, verdict, orders and fit; the arrays stay attributes
+        (``step_sizes``, ``errors``, ``used``), out of the way."""
+        d = _declared_text(self.declared)
+        n = int(np.sum(self.used))
+        return (f"OrderCheck({self.name!r}: {self.verdict}, declared {d}, measured "
+                f"{_order_text(self.measured)}, smallest h {_order_text(self.tail)}, {n} of "
+                f"{len(self.step_sizes)} points fitted)")
+
     def summary(self) -> str:
-        d = ("-" if self.declared is None else "exact (unsplit)" if self.declared >= EXACT_ORDER
-             else str(self.declared))
+        d = _declared_text(self.declared, unsplit="exact (unsplit)")
         sums = ", ".join(f"{f} {v:.15g}" for f, v in self.sums.items())
         head = f"{self.name}: declared order {d}"
         defect = ("" if math.isnan(self.condition_defect) else
@@ -124,9 +144,57 @@ class OrderCheck:
                 f"error ~{det}{defect}")
 
 
+def _declared_text(declared, unsplit: str = "exact") -> str:
+    return "-" if declared is None else unsplit if declared >= EXACT_ORDER else str(declared)
+
+
+def _order_text(x: float) -> str:
+    """A measured order: two decimals, ``exact`` (the step is the exact flow), ``-`` (none)."""
+    return "-" if math.isnan(x) else "exact" if math.isinf(x) else f"{x:.2f}"
+
+
+class LayerChecks(tuple):
+    """The checks of a trained model's layers (:func:`measure_layers`; ``sn.check_order(model)``):
+    a tuple of :class:`OrderCheck`, one per layer, that prints as a table, a verdict for each
+    layer. :attr:`ok`: every layer's verdict is ok."""
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self)
+
+    def table(self) -> str:
+        """One row per layer: verdict, measured order, the order at the smallest h, the largest
+        order condition (when a declared order gives its degree) and, for a layer that is not
+        ok, the reason."""
+        if not self:
+            return "no layers"
+        w = max(len("layer"), *(len(c.name) for c in self))
+        lines = [f"{len(self)} layer{'s' if len(self) > 1 else ''}: {sum(c.ok for c in self)} "
+                 f"ok", f"{'layer':<{w}} {'declared':>8} {'verdict':<13} {'measured':>9} "
+                        f"{'smallest h':>11} {'largest condition':>18}"]
+        for c in self:
+            cond = "-" if math.isnan(c.condition_defect) else f"{c.condition_defect:.1e}"
+            why = f"  {c.reason}" if c.verdict in ("inconsistent", "undetermined") else ""
+            lines.append(f"{c.name:<{w}} {_declared_text(c.declared):>8} "
+                         f"{c.verdict.upper():<13} {_order_text(c.measured):>9} "
+                         f"{_order_text(c.tail):>11} {cond:>18}{why}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    __repr__ = __str__
+
+
 def random_matrices(dim: int = 6, seed: int = 0, n: int = 2) -> tuple[np.ndarray, ...]:
     """``n`` random dense matrices of spectral norm 1 (they do not commute); the first two are
-    the same whatever ``n``."""
+    the same whatever ``n``. ``dim`` an int in [1, 4096], ``seed`` an int >= 0, ``n`` an int
+    >= 1: ValueError naming the one that is not (numpy would say only 'negative dimensions' or
+    run out of memory)."""
+    for name, v, lo, hi in (("dim", dim, 1, 4096), ("seed", seed, 0, 2**63 - 1),
+                            ("n", n, 1, 4096)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+            raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -324,21 +392,14 @@ def round_off_floor(stages, floor: float = FLOOR) -> float:
     return floor * max(1.0, n / 100.0) * max(1.0, size / 60.0)
 
 
-def _check_declared(declared) -> int | None:
-    if declared is None:
-        return None
-    if isinstance(declared, bool) or not isinstance(declared, numbers.Integral) or declared < 1:
-        raise ValueError(f"order must be a positive integer (the classical order p), got "
-                         f"{declared!r}")
-    return int(declared)
-
-
-def _usable_steps(step_sizes) -> np.ndarray:
-    """Given step sizes as floats; non-finite, non-positive or subnormal ones become NaN (the
-    check reports them unusable, never a slope from them)."""
-    hs = np.asarray(step_sizes, dtype=float).ravel()
-    bad = ~np.isfinite(hs) | (hs < np.finfo(float).tiny)
-    return np.where(bad, np.nan, hs)
+def _one_field_exact(sums: dict, declared) -> bool:
+    """A layer of one field whose coefficients sum to 1, with a declared order: what every
+    scheme means over one field (:class:`~splitnet.integrators.splitting.OneField`, declared
+    exact; a network without a feed-forward), whose step is the field's exact flow, of any
+    order. A bare stage list of one field with no declared order is taken for a splitting
+    that lost a field: inconsistent."""
+    return (len(sums) == 1 and declared is not None
+            and abs(next(iter(sums.values())) - 1.0) <= SUM_TOL)
 
 
 def measure_order(stages, declared: int | None = None, name: str = "custom", dim: int = 6,
@@ -357,11 +418,16 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
     twice that; fewer than 3 usable errors give "undetermined". A list whose step is the exact
     flow (e.g. one stage advancing the sum of all fields) is "ok" with infinite order.
     :func:`splitnet.check_order` is the front door (it also takes names and schemes)."""
-    declared = _check_declared(declared)
+    declared = check_declared(declared)
+    check_fit(floor, ceiling, tolerance)
     stages = as_stages(stages)
+    if not stages:
+        raise ValueError("no stages: give at least one (field, coeff) stage")
     sums, reason = consistency(stages)
     rescaled = bool(reason and normalize)
     floor = round_off_floor(stages) if floor is None else floor
+    if not ceiling > floor:
+        raise ValueError(f"ceiling must be above the floor ({floor:g}), got {ceiling!r}")
 
     def result(verdict, measured=float("nan"), tail=float("nan"), hs=None, errs=None,
                used=None, why="", det=float("nan"), det_why=""):
@@ -373,6 +439,9 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
 
     if rescaled and len(sums) >= 2:
         stages, reason = _normalized(stages, sums)
+    if reason and _one_field_exact(sums, declared):
+        return result("ok", math.inf, math.inf, why=f"one field, {next(iter(sums))}: nothing "
+                      f"to split; with exact sub-flows the step is that field's exact flow")
     if reason:
         return result("inconsistent", why=reason)
     mats = field_matrices(tuple(sums), dim, seed)
@@ -383,7 +452,7 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
         hs, errs = adaptive_errors(lambda h: local_error(stages, mats, h), floor, ceiling)
     else:
         ceiling = math.inf
-        hs = _usable_steps(step_sizes)
+        hs = usable_steps(step_sizes)
         errs = np.array([local_error(stages, mats, h) if np.isfinite(h) else np.nan
                          for h in hs])
     slope, used = window_fit(hs, errs, floor, ceiling)
@@ -399,9 +468,10 @@ def measure_order(stages, declared: int | None = None, name: str = "custom", dim
 
 
 def measure_layers(layers, declared: int | None = None, normalize: bool = False,
-                   **options) -> tuple[OrderCheck, ...]:
+                   prefix: str = "layer", **options) -> LayerChecks:
     """:func:`measure_order` of each layer's stage list (a trained model's coefficients,
-    ``model.coefficients()``), named ``layer 0``, ``layer 1``, ...: a verdict for each layer.
+    ``model.coefficients()``), named ``layer 0``, ``layer 1``, ...: a verdict for each layer
+    (:class:`LayerChecks`, a tuple that prints as a table).
     ``declared`` applies to every layer. Each check also carries the layer's largest order
     condition of degree <= ``declared`` (``condition_defect``; up to degree 8, 1 for an exact
     scheme; NaN without a declared order)."""
@@ -412,16 +482,19 @@ def measure_layers(layers, declared: int | None = None, normalize: bool = False,
         min(declared, MAX_DEGREE)
     out = []
     for k, stages in enumerate(layers):
-        check = measure_order(stages, declared, name=f"layer {k}", normalize=normalize,
+        check = measure_order(stages, declared, name=f"{prefix} {k}", normalize=normalize,
                               **options)
         if degree is not None:
+            # over the layer's own fields (ConvS2S's decoder: diffusion and cross; one field):
+            # a field it does not have is no condition it fails
+            present = tuple(check.sums) or None
             check = dataclasses.replace(check, condition_defect=float(max(
-                lie_defects(stages, degree))))
+                lie_defects(stages, degree, fields=present))))
         out.append(check)
-    return tuple(out)
+    return LayerChecks(out)
 
 
-__all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "OrderCheck", "consistency",
+__all__ = ["CEILING", "FLOOR", "SUM_TOL", "VERDICTS", "LayerChecks", "OrderCheck", "consistency",
            "detectable_error", "expm", "field_matrices", "is_mirrored", "local_error",
            "matrix_step", "measure_layers", "measure_order", "perturbation_direction",
            "random_matrices", "round_off_floor"]

@@ -7,6 +7,8 @@ plain least-squares slope of the points above a floor (:func:`fit_slope`). Used 
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -95,4 +97,40 @@ def adaptive_errors(error: Callable[[float], float], floor: float = FLOOR,
     return hs, np.array([cache[x] for x in hs])
 
 
-__all__ = ["CEILING", "FLOOR", "adaptive_errors", "fit_slope", "window_fit"]
+def check_declared(declared) -> int | None:
+    if declared is None:
+        return None
+    if isinstance(declared, bool) or not isinstance(declared, numbers.Integral) or declared < 1:
+        raise ValueError(f"order must be a positive integer (the classical order p), got "
+                         f"{declared!r}")
+    return int(declared)
+
+def check_fit(floor, ceiling, tolerance) -> None:
+    """The fit's window and tolerance: finite, ``0 <= floor < ceiling`` (``ceiling`` may be
+    inf), ``tolerance > 0``. A NaN floor fitted nothing after computing every error; a negative
+    one fitted round-off; a negative or NaN tolerance made every verdict a mismatch."""
+    def real(name, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
+            raise ValueError(f"{name} must be a number, got {v!r}")
+        return float(v)
+
+    if floor is not None and not (math.isfinite(real("floor", floor)) and floor >= 0):
+        raise ValueError(f"floor must be a finite number >= 0, got {floor!r}")
+    if not real("ceiling", ceiling) > (floor or 0.0):
+        raise ValueError(f"ceiling must be above the floor ({floor or 0:g}), got {ceiling!r}")
+    if not (math.isfinite(real("tolerance", tolerance)) and tolerance > 0):
+        raise ValueError(f"tolerance must be a finite number > 0, got {tolerance!r}")
+
+def usable_steps(step_sizes) -> np.ndarray:
+    """Given step sizes as floats; non-finite, non-positive or subnormal ones become NaN (the
+    check reports them unusable, never a slope from them). A string or a mapping is no list
+    of step sizes (TypeError)."""
+    if isinstance(step_sizes, (str, bytes, dict)):
+        raise TypeError(f"step_sizes must be a list of numbers, got {step_sizes!r}")
+    hs = np.asarray(step_sizes, dtype=float).ravel()
+    bad = ~np.isfinite(hs) | (hs < np.finfo(float).tiny)
+    return np.where(bad, np.nan, hs)
+
+
+__all__ = ["CEILING", "FLOOR", "adaptive_errors", "check_declared", "check_fit", "fit_slope",
+           "usable_steps", "window_fit"]

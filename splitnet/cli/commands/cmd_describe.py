@@ -12,8 +12,10 @@ from .._args import (
     SCHEME_LIST_HELP,
     add_config_options,
     add_model_source,
+    add_replaced_option,
     check_only_with,
     given_options,
+    one_scheme,
     positive_int,
     scheme_list,
 )
@@ -27,7 +29,7 @@ VOCAB = 256          # --vocab-size's default: bytes
 # options describe the model they build, not a trained or imported one
 _BUILT = ("without --checkpoint or --hf (a trained or imported model is described as it is)",
           lambda a: a.checkpoint is None and a.hf is None)
-ONLY_WITH = dict.fromkeys(("scheme", "weights", "vocab_size", "json",
+ONLY_WITH = dict.fromkeys(("scheme", "schemes", "weights", "vocab_size", "jsonl",
                            *(f.name for f in cli_fields(SplitConfig))), _BUILT)
 # and what a translation model's description (stack by stack) does not read
 _LM = ("to a language model (a translation model is described stack by stack)",
@@ -36,9 +38,12 @@ SEQ2SEQ_IGNORES = {"markdown": _LM, "world_size": _LM}
 
 
 def configure(p) -> None:
-    p.add_argument("--scheme", type=scheme_list, action="extend", default=None,
-                   help=f"schemes: {SCHEME_LIST_HELP}; or 'all' for the registry (default "
-                        f"lie-trotter)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--scheme", type=one_scheme, default=None,
+                       help="one scheme, as splitnet train takes it: a name, s/f pattern or "
+                            "stage string (default lie-trotter)")
+    which.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                       help=f"several schemes: {SCHEME_LIST_HELP}; or 'all' for the registry")
     p.add_argument("--weights", choices=[*WEIGHTS, "both"], default=None,
                    help="weights mode (default both)")
     g = p.add_argument_group("model (splitnet.nets.models.SplitConfig)")
@@ -49,7 +54,11 @@ def configure(p) -> None:
                    help="tokens per sequence (default 256)")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="print a markdown table")
-    form.add_argument("--json", action="store_true", help="print one JSON object per row")
+    form.add_argument("--jsonl", action="store_true",
+                      help="print one JSON object per row (JSON lines, on stdout)")
+    add_replaced_option(p, "--json", "--json FILE writes a file in every command (splitnet "
+                        "evaluate, splitnet refine); describe's one JSON object per row on "
+                        "stdout is --jsonl")
     p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="also the training memory per rank on N ranks (float32 weights, "
                         "gradients and AdamW state; activations aside)")
@@ -132,13 +141,18 @@ def _stage_lines(label: str, stages, declared: int, verdict: str,
     largest defect by degree; ``verdict`` and the verdict with each field rescaled to sum 1
     (two lines for a layer of one field: :func:`_one_field_lines`)."""
     from ...order.algebra import lie_defects
+    from ...order.check import consistency
     from ...stagelists.stages import coefficient_sums, field_names, format_stages
 
     if len(field_names(stages)) == 1:
         return _one_field_lines(label, stages, method)
 
     sums = ", ".join(f"{f} {v:.6g}" for f, v in coefficient_sums(stages).items())
-    defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared)))
+    # over the layer's own fields (built-in ones first, as check_order lists them): ConvS2S's
+    # decoder has no convection, and a field it does not have is no condition it fails
+    present = tuple(consistency(stages)[0])
+    defects = " ".join(f"{float(x):.1e}" for x in lie_defects(stages, _degrees(declared),
+                                                              fields=present))
     return [f"{label}: {format_stages(stages)}",
             f"  sums: {sums}; conditions by degree: {defects}",
             f"  check_order: {verdict}; {_rescaled_verdict(stages, declared)}"]
@@ -356,7 +370,7 @@ def run(args) -> int:
     if args.hf is not None:
         return _describe_hf(args)
 
-    given = args.scheme or ["lie-trotter"]
+    given = args.schemes or [args.scheme or "lie-trotter"]
     names = available() if given == ["all"] else given
     weights = WEIGHTS if args.weights in (None, "both") else (args.weights,)
     typed = given_options(args, SplitConfig, skip=("scheme", "weights"))
@@ -367,7 +381,7 @@ def run(args) -> int:
     if args.activations:
         require_measurable(configs, args.seq_len)
     rows = cost.table(names, weights=weights, seq_len=args.seq_len, **size)
-    if args.json:
+    if args.jsonl:
         for r in rows:
             print(json.dumps(r.as_dict()))
         return 0

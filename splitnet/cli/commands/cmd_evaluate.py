@@ -9,11 +9,13 @@ from .._args import (
     add_device_option,
     add_model_source,
     add_output_option,
+    add_progress_option,
     add_threads_option,
     nonempty,
     positive_int,
     seed,
     set_threads,
+    shows_progress,
     torch_device,
 )
 
@@ -53,8 +55,7 @@ def configure(p) -> None:
     add_output_option(p, "--json", "also write the records as JSON (atomically)",
                       metavar="FILE")
     add_device_option(p)
-    p.add_argument("--progress", action="store_true", default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    add_progress_option(p)
     add_threads_option(p)
 
 
@@ -93,7 +94,7 @@ def run(args) -> int:
     device = torch_device(args.device)
     set_threads(args.threads)
     model, tokens = _model(args, device)
-    show = sys.stderr.isatty() if args.progress is None else args.progress
+    show = shows_progress(args.progress)
     from tqdm.auto import tqdm
 
     def progress(name, total):

@@ -12,10 +12,13 @@ from ...integrators.subflows import METHODS
 from .._args import (
     SCHEME_LIST_HELP,
     add_png_option,
+    add_singular,
     add_threads_option,
     check_only_with,
     csv,
     csv_floats,
+    one_method,
+    one_scheme,
     positive_int,
     scheme_list,
     seed,
@@ -43,9 +46,11 @@ ONLY_WITH = {
 
 
 def configure(p) -> None:
-    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
-                   help=f"schemes: {SCHEME_LIST_HELP} (default: {DEFAULT_SCHEMES}; with "
-                        f"--fields 3: {DEFAULT_SCHEMES_3})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                       help=f"schemes: {SCHEME_LIST_HELP} (default: {DEFAULT_SCHEMES}; with "
+                            f"--fields 3: {DEFAULT_SCHEMES_3})")
+    add_singular(which, "--scheme", "schemes", one_scheme, "scheme")
     p.add_argument("--fields", type=int, choices=(2, 3), default=2,
                    help="2: attention + feed-forward (default); 3: a decoder layer, with "
                         "cross-attention to fixed memory particles")
@@ -62,9 +67,11 @@ def configure(p) -> None:
                         "partitioned_system). Each field is a shear, so an Euler sub-step is "
                         "its exact sub-flow and every scheme keeps its order; --fields 2, no "
                         "d+c sum stage (default method here: euler)")
-    p.add_argument("--method", type=csv, default=None,
-                   help=f"sub-flow method(s): {', '.join(METHODS)}; comma-separated "
-                        f"(default: exact; with --partitioned: euler)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--methods", type=csv, default=None, metavar="M,M,...",
+                       help=f"sub-flow methods, comma-separated, of {', '.join(METHODS)} "
+                            f"(default: exact; with --partitioned: euler)")
+    add_singular(which, "--method", "methods", one_method, "sub-flow method")
     p.add_argument("--kind", choices=["local", "global"], default="local",
                    help="local: one step, slope = order + 1; global: error at T = 1, slope = "
                         "order (default: local)")
@@ -96,8 +103,8 @@ def _validate(args):
     check_only_with(args, ONLY_WITH)
     if args.memory is None:
         args.memory = MEMORY
-    if args.method is None:     # the residual sub-layer is the point of --partitioned
-        args.method = ["euler"] if args.partitioned else ["exact"]
+    if args.methods is None:    # the residual sub-layer is the point of --partitioned
+        args.methods = ["euler"] if args.partitioned else ["exact"]
     if args.partitioned and args.fields != 2:
         raise ValueError("--partitioned takes --fields 2: the partitioned system has the "
                          "attention and feed-forward fields only")
@@ -131,7 +138,7 @@ def _validate(args):
             if set(s.fields) != want:
                 raise ValueError(f"scheme {s.name!r} advances {', '.join(s.fields)}; with "
                                  f"--fields 3 every scheme needs diffusion, cross and convection")
-    for m in args.method:
+    for m in args.methods:
         get_method(m)
     hs = args.step_sizes or ([0.2, 0.1, 0.05, 0.025] if args.kind == "local"
                              else [0.5, 0.25, 0.125, 0.0625])
@@ -206,7 +213,7 @@ def run(args) -> int:
     print(f"order p: the classical order (with these sub-flows); {slope} = "
           f"{'p + 1' if args.kind == 'local' else 'p'}: fitted log-log slope of the error")
     t0 = time.perf_counter()
-    combos = [(s, m) for s in schemes for m in args.method]
+    combos = [(s, m) for s in schemes for m in args.methods]
     results = [analysis.convergence_study(s, x0=x0, step_sizes=hs, kind=args.kind, method=m,
                                           fields=fields)
                for s, m in tqdm(combos, desc="convergence studies", unit="study",

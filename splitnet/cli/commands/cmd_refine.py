@@ -22,13 +22,18 @@ from .._args import (
     add_model_source,
     add_output_option,
     add_png_option,
+    add_progress_option,
+    add_singular,
     add_threads_option,
     check_only_with,
     csv,
     nonempty,
+    one_method,
+    one_scheme,
     positive_int,
     scheme_list,
     set_threads,
+    shows_progress,
     torch_device,
 )
 
@@ -83,15 +88,20 @@ def configure(p) -> None:
     p.add_argument("--text", metavar="FILE", type=nonempty, default=None,
                    help="with --hf: UTF-8 text file to evaluate on (default: the Python "
                         "standard library's validation split)")
-    p.add_argument("--schemes", type=scheme_list, action="extend", default=None,
-                   help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
-                        f"'{OWN}' = the layers' own stages with their own sub-layers (added by "
-                        f"default for per-stage models) (default {DEFAULT_SCHEMES})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--schemes", type=scheme_list, action="extend", default=None,
+                       help=f"schemes that integrate the layers' fields: {SCHEME_LIST_HELP}; "
+                            f"'{OWN}' = the layers' own stages with their own sub-layers (added "
+                            f"by default for per-stage models) (default {DEFAULT_SCHEMES}; a "
+                            f"network of one field per layer: {OWN}, the one there is)")
+    add_singular(which, "--scheme", "schemes", one_scheme, "scheme")
     p.add_argument("--substeps", type=substeps_list, default=[1, 2, 4, 8],
                    metavar="K,K,...", help="steps of the scheme per layer (default 1,2,4,8)")
-    p.add_argument("--methods", type=csv, default=list(STUDY_METHODS),
-                   help=f"sub-flow methods, of {', '.join(METHODS)} (default "
-                        f"{','.join(STUDY_METHODS)})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--methods", type=csv, default=list(STUDY_METHODS),
+                       help=f"sub-flow methods, of {', '.join(METHODS)} (default "
+                            f"{','.join(STUDY_METHODS)})")
+    add_singular(which, "--method", "methods", one_method, "sub-flow method")
     p.add_argument("--exact-substeps", type=substeps_list, default=None, metavar="K,K,...",
                    help="substeps for the exact method, which costs ~30-150 field evaluations "
                         "per sub-flow (default: --substeps)")
@@ -112,8 +122,7 @@ def configure(p) -> None:
     add_output_option(p, "--json", "also write the results as JSON")
     add_device_option(p)
     add_threads_option(p)
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar")
+    add_progress_option(p)
 
 
 def _grid(args) -> list:
@@ -127,9 +136,9 @@ def _grid(args) -> list:
     check_only_with(args, ONLY_WITH)
     grid = study_grid(args.schemes or scheme_list(DEFAULT_SCHEMES), args.substeps, args.methods,
                       args.exact_substeps)
-    for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
-        # every model refine takes has a stack over these two (a language model's layers, an
-        # encoder's); a decoder takes a two-field scheme over its three fields (_check_stacks)
+    for s in dict.fromkeys(s for s, _, _ in grid if s is not None and args.hf):
+        # a Hugging Face model is a language model, over these two; a checkpoint's stacks are
+        # read before its data (_peek) and each scheme checked against them (_check_stacks)
         if set(s.fields) != {"diffusion", "convection"}:
             raise ValueError(f"scheme {_name(s)!r} advances {', '.join(s.fields)} "
                              f"({len(s.fields)} field{'s' if len(s.fields) > 1 else ''}), but "
@@ -139,36 +148,84 @@ def _grid(args) -> list:
     return grid
 
 
+def _fields(names) -> str:
+    return f"{', '.join(names)} ({len(names)} field{'s' if len(names) > 1 else ''})"
+
+
 def _name(scheme) -> str:
     return scheme.diagram() if scheme.name == "custom" else scheme.name
 
 
 def _check_stacks(model, grid) -> None:
-    """Each scheme over the fields of each of the model's stacks (a decoder's three: a method
-    with a k-field form, :meth:`~splitnet.integrators.splitting.SplittingScheme.over`), checked
-    before the study starts."""
+    """Each scheme over the fields of each of the model's stacks, checked before the study
+    starts: a registry name is taken over them (a decoder's three: a method with a k-field
+    form, :meth:`~splitnet.integrators.splitting.SplittingScheme.over`); a stage string or
+    pattern names its fields and must name the stack's (ConvS2S's decoder: diffusion and
+    cross), never be relabelled onto others."""
     from ...analyses.refine import stacks
+    from ...integrators.schemes import registry_name
 
     for attr in stacks(model):
         own = getattr(model, attr.replace("layers", "scheme"))
+        whose = {"layers": "model"}.get(attr, attr.replace("_layers", ""))
         if len(own.fields) == 1:             # nothing to split: refined as plain sub-steps
             continue
         for s in dict.fromkeys(s for s, _, _ in grid if s is not None):
-            if set(s.fields) != set(own.fields):
-                try:
-                    s.over(own.fields)
-                except ValueError as e:
-                    raise ValueError(f"the {attr.replace('_layers', '')}'s layers advance "
-                                     f"{', '.join(own.fields)}: {e}") from None
+            if set(s.fields) == set(own.fields):
+                continue
+            head = (f"scheme {_name(s)!r} advances {_fields(s.fields)}, but the {whose}'s "
+                    f"layers advance {_fields(own.fields)}")
+            if registry_name(s.name) is None and len(s.fields) == len(own.fields):
+                raise ValueError(f"{head}: a stage string or pattern names its fields, so give "
+                                 f"one over those (a registry name such as strang is taken "
+                                 f"over any fields)")
+            try:
+                s.over(own.fields)
+            except ValueError as e:
+                raise ValueError(f"{head}: {e}") from None
 
 
-def _from_checkpoint(args, device):
+def _peek(args):
+    """The checkpoint's state and its network built on the meta device (no weight allocated,
+    no data read): what refine asks of the model before it loads anything else. None for the
+    network when the config is not valid (loading the model then says what is wrong)."""
+    import torch
+
+    from ...runs.checkpoint import checkpoint_file, load, model_classes
+
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    config_cls, model_cls = model_classes(state, checkpoint_file(args.checkpoint))
+    try:
+        cfg = config_cls.from_dict(state["model_config"])
+        with torch.device("meta"):
+            return state, model_cls.from_config(cfg)
+    except (ValueError, TypeError):
+        return state, None
+
+
+def _schemes(args, model) -> list:
+    """The schemes of the study: --schemes, or the default (a network of one field per layer:
+    its own step only, the one scheme there is; a per-stage one: its own stages too). Named
+    schemes for a one-field network are refused (``one_field_schemes``)."""
+    from ...analyses.refine import one_field, one_field_schemes
+
+    if args.schemes is not None:
+        one_field_schemes(model, args.schemes, "--schemes")
+        return list(args.schemes)
+    if one_field(model):
+        return [OWN]
+    schemes = scheme_list(DEFAULT_SCHEMES)
+    return schemes + [OWN] if model.config.weights == "per-stage" else schemes
+
+
+def _from_checkpoint(args, device, state=None):
     """The checkpoint's model and its validation loss; loss shown in bits per byte."""
     from ...analyses.sources import checkpoint_source
     from ...runs.checkpoint import load
 
-    if load(args.checkpoint, trust=args.trust_checkpoint).get("model_kind") == "seq2seq":
-        return _from_translation(args, device)
+    state = state or load(args.checkpoint, trust=args.trust_checkpoint)
+    if state.get("model_kind") == "seq2seq":
+        return _from_translation(args, device, state)
     model, evaluate, info = checkpoint_source(
         args.checkpoint, windows=args.windows, device=device, batch_size=args.batch_size,
         trust=args.trust_checkpoint, check_memory=True,
@@ -181,15 +238,14 @@ def _from_checkpoint(args, device):
     return model, evaluate, desc, "bpb", 1.0 / math.log(2.0)
 
 
-def _from_translation(args, device):
+def _from_translation(args, device, state):
     """A translation checkpoint: both stacks re-integrated; the loss is nats per target token
     on the first --windows validation pairs of its own corpus."""
-    from ...runs.checkpoint import load, model_from_state
+    from ...runs.checkpoint import model_from_state
     from ...training.config import TrainConfig
     from ...translate.batches import EncodedPairs
     from ...translate.translation import load_data, validation_loss
 
-    state = load(args.checkpoint, trust=args.trust_checkpoint)
     cfg = TrainConfig.from_dict({**state["train_config"], "out": str(args.checkpoint)})
     data = load_data(cfg, state, lambda msg: print(f"splitnet refine: {msg}", file=sys.stderr))
     n = args.windows or 256
@@ -205,7 +261,7 @@ def _from_translation(args, device):
     return model, evaluate, desc, "nats/token", 1.0
 
 
-def _from_hf(args, device):
+def _from_hf(args, device, state=None):
     """The imported model and its loss (nats per token) on the first windows of the text."""
     from ...analyses.sources import hf_source
 
@@ -230,7 +286,6 @@ def run(args) -> int:
     from ... import plots
     from ..._io import check_outputs
     from ...analyses.refine import refinement_study, scheme_label, stacks
-    from ...runenv import draws_progress
 
     grid = _grid(args)                              # every input checked before any work
     check_outputs([("--out", args.out), ("--json", args.json)], _inputs(args))
@@ -240,12 +295,16 @@ def run(args) -> int:
     if args.text and not args.hf:
         raise ValueError("--text goes with --hf (a checkpoint is evaluated on its own "
                          "validation windows)")
+    state = shell = None
+    if args.checkpoint:          # what the schemes ask of its network, before any load
+        state, shell = _peek(args)
+        if shell is not None:
+            _check_stacks(shell, grid)
+            _schemes(args, shell)
     source = _from_hf if args.hf else _from_checkpoint
-    model, evaluate, desc, unit, scale = source(args, device)
+    model, evaluate, desc, unit, scale = source(args, device, state)
     _check_stacks(model, grid)
-    schemes = list(args.schemes or scheme_list(DEFAULT_SCHEMES))
-    if model.config.weights == "per-stage" and OWN not in schemes and args.schemes is None:
-        schemes.append(OWN)
+    schemes = _schemes(args, model)
     layers = sum(len(getattr(model, a)) for a in stacks(model))
     print(f"model: {desc}; {scheme_label(model)} ({model.config.weights}, "
           f"{model.config.method}), {layers} layers, h = {model.config.step_size:g}; "
@@ -253,14 +312,14 @@ def run(args) -> int:
     res = refinement_study(model, evaluate, schemes=schemes, substeps=args.substeps,
                            methods=args.methods, exact_substeps=args.exact_substeps,
                            label=f"{scheme_label(model)} ({model.config.weights})", unit=unit,
-                           scale=scale, progress=draws_progress(args.progress))
+                           scale=scale, progress=shows_progress(args.progress))
     print(res.table())
     depth = []
     if args.coarsen or args.prolong:
         from ...analyses.depth import depth_study, depth_table
 
         depth = depth_study(model, evaluate, args.coarsen, args.prolong,
-                            progress=draws_progress(args.progress))
+                            progress=shows_progress(args.progress))
         print(depth_table(depth, unit, scale))
     if args.json:                  # the numbers first: a figure that fails must not lose them
         import dataclasses

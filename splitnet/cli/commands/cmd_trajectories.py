@@ -10,6 +10,7 @@ from .._args import (
     add_model_source,
     add_output_option,
     add_png_option,
+    add_replaced_option,
     add_threads_option,
     check_only_with,
     float_in,
@@ -43,12 +44,16 @@ def configure(p) -> None:
         "of the ODE the layers approximate. Without --checkpoint a freshly initialised model.")
     add_model_source(p, required=False, hf=", imported exactly; tokens from its own "
                                            "tokenizer when it has one, else bytes")
-    p.add_argument("--text", default=DEFAULT_TEXT, type=nonempty,
-                   help=f"input text; short (12-24 characters) reads best "
-                        f"(default {DEFAULT_TEXT!r}); a translation checkpoint: the source")
+    p.add_argument("--prompt", default=DEFAULT_TEXT, type=nonempty, metavar="TEXT",
+                   help=f"the text whose tokens are drawn (a string, as splitnet sample's "
+                        f"--prompt); short (12-24 characters) reads best (default "
+                        f"{DEFAULT_TEXT!r}); a translation checkpoint: the source")
+    add_replaced_option(p, "--text", "--text names a text file in every command (splitnet "
+                        "train, splitnet refine); the string whose tokens trajectories draws is "
+                        "--prompt TEXT")
     p.add_argument("--target", default=None, metavar="TEXT",
                    help="a translation checkpoint: the decoder's tokens (default: the model's "
-                        "own greedy translation of --text); the encoder's output is drawn as "
+                        "own greedy translation of --prompt); the encoder's output is drawn as "
                         "the fixed memory")
     add_png_option(p, "trajectories.png")
     p.add_argument("--scheme", default=None, type=nonempty,
@@ -128,6 +133,10 @@ def _model(args):
         # read first (a missing checkpoint is what is wrong), then what does not apply to it
         check_only_with(args, {**ONLY_WITH, "target": (ONLY_WITH["target"][0],
                                                        lambda a: seq2seq)})
+        from ...analyses.refine import one_field_schemes
+
+        one_field_schemes(model, [s for s in (scheme, *compare) if s is not None],
+                          "--scheme / --compare", "drop them (the model is drawn as it is)")
         if scheme is not None:
             model = tr.with_scheme(model, scheme)
         if compare and model.weights != "shared":
@@ -164,7 +173,7 @@ def _translation_input(model, tok, args):
     """``(decoder ids with bos first, source ids)`` of a translation model."""
     import torch
 
-    src = torch.tensor(tok.encode(args.text)[:model.config.max_len], dtype=torch.long)
+    src = torch.tensor(tok.encode(args.prompt)[:model.config.max_len], dtype=torch.long)
     if args.target is None:
         out = model.eval().generate(src[None], model.config.max_len - 1)[0].tolist()
         tgt = [t for t in out if t not in (tok.pad_id, tok.eos_id)]
@@ -206,7 +215,7 @@ def memory_estimate(cfg, n_tokens: int, points_per_layer: int, ode: bool) -> flo
 def _require_memory(args, cfg) -> None:
     from ...runenv import require_memory
 
-    n = len(args.text.encode("utf-8", "surrogateescape"))
+    n = len(args.prompt.encode("utf-8", "surrogateescape"))
     require_memory(memory_estimate(cfg, n, args.points_per_layer, not args.no_ode),
                    f"a model of {cfg.n_layers} layers of width {cfg.d_model} and its trajectories",
                    "lower --n-layers or --d-model")
@@ -258,8 +267,8 @@ def run(args) -> int:
     if hasattr(model, "decoder_layers"):
         idx, source = _translation_input(model, tokenizer, args)
     else:
-        idx = tr.encode(args.text) if tokenizer is None else \
-            torch.tensor(tokenizer.encode(args.text), dtype=torch.long)
+        idx = tr.encode(args.prompt) if tokenizer is None else \
+            torch.tensor(tokenizer.encode(args.prompt), dtype=torch.long)
 
     def collect(m, ids):
         return tr.collect(m, ids, per_stage=not args.per_layer, continuous=not args.no_ode,
@@ -271,21 +280,21 @@ def run(args) -> int:
         raise ValueError(f"--from-layer {args.from_layer}: the model has {n_layers} "
                          f"layers (use 0..{n_layers - 1})")
     if len(idx) > model.max_len:
-        raise ValueError(f"the text has {len(idx)} tokens but the model's context is "
-                         f"{model.max_len}: shorten the text")
+        raise ValueError(f"--prompt has {len(idx)} tokens but the model's context is "
+                         f"{model.max_len}: shorten it")
     traj = collect(model, idx)
     trajs = _compare(args, model, compare, idx, collect) if compare else {}
-    _print_table(traj, clustering(traj), origin, model, args.text)
+    _print_table(traj, clustering(traj), origin, model, args.prompt)
     written = {"png": plots.save_trajectory_plot(
         traj.since(args.from_layer) if args.from_layer else traj, args.out,
-        dim=3 if args.three_d else 2, text=args.text)}
+        dim=3 if args.three_d else 2, text=args.prompt)}
     if args.diagnostics:
         plots.plot_clustering(traj, args.diagnostics)
         written["diagnostics"] = args.diagnostics
     if trajs:
         same = "same fields" if model.weights == "shared" else "own per-stage sub-layers"
         plots.plot_scheme_comparison(trajs, compare_path(args.out),
-                                     suptitle=f"same input {args.text!r}, {same}")
+                                     suptitle=f"same input {args.prompt!r}, {same}")
         written["compare"] = compare_path(args.out)
     if args.gif:
         written["gif"] = plots.animate(traj, args.gif)

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .._args import (
     add_device_option,
     add_model_source,
+    add_progress_option,
     add_threads_option,
     beam_width,
     check_only_with,
     float_in,
     positive_int,
     set_threads,
+    shows_progress,
     torch_device,
 )
 
@@ -45,9 +46,7 @@ def configure(p) -> None:
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="B",
                    help="lines translated together (default 32)")
     add_device_option(p)
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                   default=None, help="progress bar on stderr (default: when stderr is a "
-                                      "terminal)")
+    add_progress_option(p)
     add_threads_option(p)
 
 
@@ -127,7 +126,7 @@ def run(args) -> int:
     device = torch_device(args.device)
     set_threads(args.threads)
     model, tok = _load(args, device)
-    show = sys.stderr.isatty() if args.progress is None else args.progress
+    show = shows_progress(args.progress)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(refs) if refs else None, unit="line", disable=not show,
