@@ -142,9 +142,18 @@ class IntegratorOptions:
     grow_at: tuple[int, ...] = _opt((), "double the depth after each of these steps (each layer "
                                     "copied at half the step size, its AdamW moments with it)",
                                     metavar="STEP,...", parse=int_list)
+    train_depths: tuple[int, ...] = _opt((), "train at several depths: each step runs the "
+                                         "finest (the network's own depth) and one other drawn "
+                                         "by (seed, step) (the sandwich rule; "
+                                         "splitnet.training.elastic)", metavar="N,N,...",
+                                         parse=int_list)
+    depth_distill: bool = _opt(False, "with --train-depths: each coarser depth also learns the "
+                               "finest's next-token distribution (KL, the finest detached)")
     ONLY_WITH: ClassVar[dict] = {
         "refine_substeps": ("with --refine-prob > 0 (ODE-consistent training)",
                             lambda c: c.refine_prob > 0),
+        "depth_distill": ("with --train-depths (training at several depths)",
+                          lambda c: bool(c.train_depths)),
     }
 
     def __post_init__(self) -> None:
@@ -162,6 +171,11 @@ class IntegratorOptions:
             raise ValueError(f"--grow-at {','.join(map(str, g))} must be strictly increasing "
                              f"(sorted, no step twice)")
         set_(self, "grow_at", g)
+        d = () if not self.train_depths else positive_ints("train_depths", self.train_depths)
+        if len(set(d)) != len(d):
+            raise ValueError(f"--train-depths {','.join(map(str, d))} names a depth twice")
+        set_(self, "train_depths", tuple(sorted(d)))
+        check_bools(self)
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ class TrainConfig:
                              "hold the coefficients fixed; choose one of the two")
         self._check_growth()
         self._check_fsdp()
+        self._check_depths()
         if self.accel.compile_mode in CUDAGRAPH_MODES and self.optim.grad_accum > 1:
             raise ValueError(f"compile_mode {self.accel.compile_mode} captures CUDA graphs, "
                              f"whose outputs (the gradients) a second micro-batch's replay may "
@@ -137,6 +138,36 @@ class TrainConfig:
             raise ValueError(f"--grow-at does not take {', '.join(clash)} yet (the grown model's "
                              f"shards or bf16 copy would be rebuilt mid-run); use --parallel "
                              f"ddp and --param-dtype float32")
+
+    def _check_depths(self) -> None:
+        """--train-depths: the finest is the network's depth (every stack's), a layered
+        network's others divide it (coarsened views), and what the views cannot share is
+        refused."""
+        d, m = self.integrator.train_depths, self.model
+        if not d:
+            return
+        own = [m.n_layers] if hasattr(m, "n_layers") else [m.n_encoder_layers,
+                                                          m.n_decoder_layers]
+        if any(n != d[-1] for n in own):
+            raise ValueError(f"--train-depths {','.join(map(str, d))}: the finest must be the "
+                             f"network's depth ({'/'.join(map(str, own))} layers), got {d[-1]}")
+        if m.depth_basis is None and any(d[-1] % n for n in d):
+            raise ValueError(f"--train-depths {','.join(map(str, d))} on a layered network: "
+                             f"each depth must divide {d[-1]} (coarsened views); with "
+                             f"--depth-basis any depths")
+        clash = [n for n, v in (("--parallel fsdp", self.parallel == "fsdp"), ("--tp", self.tp > 1),
+                                ("--grow-at", bool(self.grow_at)),
+                                ("--refine-prob", self.refine_prob > 0),
+                                ("--param-dtype bfloat16", self.param_dtype == "bfloat16"),
+                                ("--compile", self.compile),
+                                ("--learn-coefficients", getattr(m, "learn_coefficients", False)))
+                 if v]
+        if clash:
+            raise ValueError(f"--train-depths does not take {', '.join(clash)} yet (the views "
+                             f"at other depths share the model's own modules)")
+        if self.integrator.depth_distill and self.task != "lm":
+            raise ValueError(f"--depth-distill distils next-token distributions: --task lm "
+                             f"only, got --task {self.task}")
 
     def _check_fsdp(self) -> None:
         """What FSDP (splitnet.training.sharding) does not take yet."""

@@ -28,6 +28,8 @@ def record(run, p, loss: float, gnorm, dt: float) -> dict:
            "tokens": p.step * tokens, "tok_per_s": tokens / dt, "step_s": dt}
     if gnorm is not None:
         rec["grad_norm"] = gnorm
+    if p.fpt is not None:        # --train-depths: the FLOPs of the depths this step ran
+        rec["step_flops"] = p.fpt * tokens
     if run.peak:
         rec["mfu"] = run.fpt * rec["tok_per_s"] / run.peak
     return rec

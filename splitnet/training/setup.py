@@ -314,6 +314,10 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         # between runs, so each compiled run starts afresh.
         torch._dynamo.reset()
     fwd = get_task(cfg.task).loss(compute, cfg)
+    if cfg.train_depths:        # the network at each depth, one module (splitnet.training.elastic)
+        from .elastic import DepthsLoss
+
+        fwd = DepthsLoss(get_task(cfg.task), compute, cfg, cfg.train_depths, cfg.depth_distill)
     if scope == "regional":
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
     if scope == "regional" and hasattr(fwd, "head_loss"):     # LMLoss: the last region

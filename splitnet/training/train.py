@@ -51,7 +51,7 @@ from ..runs import lock as run_lock
 from ..runs import shards as shard_store
 from ..tasks.contract import check_held_out, fits_loss
 from ..tasks.task import Task, get_task
-from . import depths, growth, report, sharding
+from . import depths, elastic, growth, report, sharding
 from .config import TrainConfig, stored_options
 from .report import PEAK_BF16, TrainingError
 from .setup import (
@@ -102,6 +102,7 @@ class _Run:
     step_tokens: list = field(default_factory=list)   # target tokens of each step this session
     fitted: bool = False          # the task's batch has met its loss (tasks.contract.fits_loss)
     scores: dict | None = None    # the task's scores after the last step (BLEU, chrF)
+    depth_fpt: dict | None = None  # --train-depths: training FLOPs per token at each depth
 
 
 def _setup(cfg: TrainConfig, state: dict | None, corpus: D.Corpus, env: RunEnv, signals,
@@ -152,6 +153,7 @@ class _Pending:
     gnorm: torch.Tensor | None
     lr: float
     tokens: int                   # tokens the step trained on (all ranks)
+    fpt: float | None = None      # --train-depths: the step's FLOPs per token (its depths)
 
 
 def _train_step(run: _Run) -> _Pending:
@@ -163,6 +165,7 @@ def _train_step(run: _Run) -> _Pending:
     micro = cfg.batch_size // (env.replicas * accum)
     batch, tokens = step_batch(cfg, run.corpus, run.step, env)
     loss_sum = torch.zeros((), device=env.device)
+    fpt = elastic.begin_step(run, flops_per_token)   # --train-depths: the depths, by (seed, step)
     # ODE-consistent training: this step's forward may run a refinement of the own scheme
     k = refinement_at(cfg.seed, run.step, cfg.refine_prob, cfg.refine_substeps)
     with run.signals.interruptible(), refined(run.model, k) if k and k > 1 else nullcontext():
@@ -199,7 +202,7 @@ def _train_step(run: _Run) -> _Pending:
     run.sched.step()
     run.opt.zero_grad(set_to_none=True)
     run.step += 1
-    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"], tokens)
+    return _Pending(run.step, loss_t.detach(), gnorm, run.opt.param_groups[0]["lr"], tokens, fpt)
 
 
 def _verify_directory(run: _Run) -> None:
