@@ -218,6 +218,59 @@ def vary_in_depth(model, scale: float = 0.5, seed: int = 0) -> None:
                 p[1:] += (scale * s * noise).to(p)
 
 
+def steps_study(model, evaluate: Callable) -> list[tuple[int, float]]:
+    """``(n, evaluate(at_depth(model, n)))`` for n = 1, 2, 4, ... up to twice the model's depth
+    (its first stack's), the depths it can run at (any with ``depth_basis``; a layered network
+    its depth's divisors and multiples). Eval mode, no gradients."""
+    from ..nets.depth import at_depth, depths
+
+    if not callable(evaluate):
+        raise TypeError(f"evaluate must be a function model -> mean loss, got "
+                        f"{type(evaluate).__name__}")
+    L = next(iter(depths(model.config).values()))
+    layered = model.config.depth_basis is None
+    model.eval()
+    out, n = [], 1
+    with torch.no_grad():
+        while n <= 2 * L:
+            if not layered or L % n == 0 or n % L == 0:
+                out.append((n, float(evaluate(at_depth(model, n).eval()))))
+            n *= 2
+    return out
+
+
+def gap_rates(points) -> tuple[list, list, float | None]:
+    """The gaps ``|loss(n) - loss(2n)|`` of successive points, the observed rates ``log2`` of
+    successive gaps' ratios, and the fitted rate: the least-squares slope of ``-log2 gap``
+    against ``log2 n`` over every positive gap (None with fewer than two)."""
+    gaps = [(a[0], abs(a[1] - b[1])) for a, b in itertools.pairwise(points) if b[0] == 2 * a[0]]
+    rates = [math.log2(g0 / g1) if g0 > 0 and g1 > 0 else float("nan")
+             for (_, g0), (_, g1) in itertools.pairwise(gaps)]
+    pos = [(math.log2(n), -math.log2(g)) for n, g in gaps if g > 0]
+    if len(pos) < 2:
+        return gaps, rates, None
+    mx, my = sum(x for x, _ in pos) / len(pos), sum(y for _, y in pos) / len(pos)
+    fit = sum((x - mx) * (y - my) for x, y in pos) / sum((x - mx) ** 2 for x, _ in pos)
+    return gaps, rates, fit
+
+
+def steps_table(points, unit: str = "bpb", scale: float = 1.0) -> str:
+    """:func:`steps_study` as a text table: the loss at each n, the gap to 2n and its rate."""
+    scale = check_real("scale", scale, lo=0.0, lo_open=True)
+    gaps, rates, fit = gap_rates(points)
+    gap = dict(gaps)
+    rate = {n: r for (n, _), r in zip(gaps[1:], rates)}
+    lines = [f"loss at n steps over the same time ({unit}; gap: |loss(n) - loss(2n)|, rate: "
+             f"log2 of the gap's fall)", f"{'steps':>6} {unit:>9} {'gap to 2n':>10} {'rate':>6}"]
+    for n, loss in points:
+        g = f"{gap[n] * scale:10.4f}" if n in gap else f"{'':>10}"
+        r = f"{rate[n]:6.2f}" if n in rate else ""
+        lines.append(f"{n:>6} {loss * scale:9.4f} {g} {r}".rstrip())
+    lines.append(f"fitted rate of the gap: {fit:.2f}" if fit is not None else
+                 "fitted rate of the gap: - (fewer than two gaps)")
+    return "\n".join(lines)
+
+
 __all__ = ["DEFAULT_COARSEN", "DEFAULT_PROLONG", "MAX_FACTOR", "DepthPoint", "depth_errors",
-           "depth_study", "depth_table", "factor_list", "loss_of", "prolongation_errors",
-           "vary_in_depth", "with_quadrature"]
+           "depth_study", "depth_table", "factor_list", "gap_rates", "loss_of",
+           "prolongation_errors", "steps_study", "steps_table", "vary_in_depth", "with_quadrature"]

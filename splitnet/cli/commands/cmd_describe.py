@@ -303,8 +303,23 @@ def _describe_checkpoint(args) -> int:
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
+    trained = state.get("train_config", {}).get("train_depths") or ()
     return _describe_model(args, model, f"{ck.checkpoint_file(args.checkpoint)}: step "
-                                        f"{state.get('step')}")
+                                        f"{state.get('step')}", trained)
+
+
+def depth_line(config, train_depths=()) -> str | None:
+    """What ``describe`` says of a network's depth: its basis (weights as functions of depth)
+    and the depths it was trained at (``--train-depths``); None when it has neither."""
+    basis, L = config.depth_basis, getattr(config, "n_layers", None)
+    parts = []
+    if basis is not None:
+        parts.append(f"depth basis {basis}: every weight a function of depth, "
+                     f"{basis.split(':')[1]} coefficients; runs at any number of steps "
+                     f"(--at-depth N){f'; {L} as built' if L else ''}")
+    if train_depths:
+        parts.append(f"trained at {', '.join(map(str, train_depths))} steps (--train-depths)")
+    return "; ".join(parts) or None
 
 
 def _describe_hf(args) -> int:
@@ -315,9 +330,11 @@ def _describe_hf(args) -> int:
                                         f"as a splitting network")
 
 
-def _describe_model(args, model, title: str) -> int:
+def _describe_model(args, model, title: str, train_depths=()) -> int:
     from ...nets import cost
 
+    line = depth_line(model.config, train_depths)
+    title = title if line is None else f"{title}\n{line}"
     seq_len = min(args.seq_len, model.config.max_len)
     if args.activations or model.config.reversible:
         require_measurable([model.config], seq_len)     # before anything is printed
@@ -391,6 +408,8 @@ def run(args) -> int:
           f"vocab={r0.vocab_size} seq_len={r0.seq_len} method={r0.method}; fields: {kinds}; "
           f"FLOPs = matmul FLOPs per token in closed form (FlopCounterMode's convention, dense "
           f"attention)")
+    if depth_line(configs[0]) is not None:
+        print(depth_line(configs[0]))
     print(cost.format_table(rows, markdown=args.markdown))
     print()
     for s in dict.fromkeys(r.scheme for r in rows):
@@ -410,5 +429,5 @@ def run(args) -> int:
 
 
 __all__ = ["HELP", "ONLY_WITH", "RANK", "SEQ2SEQ_IGNORES", "SIZE", "VOCAB", "activation_lines",
-           "coefficient_lines", "configure", "memory_lines", "require_measurable", "run",
+           "coefficient_lines", "configure", "depth_line", "memory_lines", "require_measurable", "run",
            "stack_lines"]

@@ -18,6 +18,7 @@ from .._args import (
     shows_progress,
     torch_device,
 )
+from .._depth import add_at_depth_option, at_depth_of
 
 RANK = 62   # place in `splitnet --help`
 HELP = "score a masked language model's encoder on offline WordNet tasks"
@@ -54,6 +55,7 @@ def configure(p) -> None:
                    help="split, sample and initialisation seed (default 0)")
     add_output_option(p, "--json", "also write the records as JSON (atomically)",
                       metavar="FILE")
+    add_at_depth_option(p)
     add_device_option(p)
     add_progress_option(p)
     add_threads_option(p)
@@ -74,7 +76,7 @@ def _model(args, device):
         model = type(model)(config=model.config)
     from ...mlm.tokens import text_tokens
 
-    return model.to(device).eval(), text_tokens(state)
+    return at_depth_of(model.to(device).eval(), args.at_depth), text_tokens(state)
 
 
 def run(args) -> int:

@@ -36,6 +36,7 @@ from .._args import (
     shows_progress,
     torch_device,
 )
+from .._depth import add_at_depth_option, at_depth_of
 
 RANK = 80   # place in `splitnet --help`
 HELP = "re-integrate a trained model's own fields with other schemes, substeps and methods"
@@ -120,6 +121,7 @@ def configure(p) -> None:
                         "layer copied) (default 2)")
     add_png_option(p, "refine.png")
     add_output_option(p, "--json", "also write the results as JSON")
+    add_at_depth_option(p)
     add_device_option(p)
     add_threads_option(p)
     add_progress_option(p)
@@ -303,6 +305,11 @@ def run(args) -> int:
             _schemes(args, shell)
     source = _from_hf if args.hf else _from_checkpoint
     model, evaluate, desc, unit, scale = source(args, device, state)
+    if model.config.depth_basis is not None:      # one network at any depth: its loss at each
+        from ...analyses.depth import steps_study, steps_table
+
+        print(steps_table(steps_study(model, evaluate), unit, scale))
+    model = at_depth_of(model, args.at_depth)
     _check_stacks(model, grid)
     schemes = _schemes(args, model)
     layers = sum(len(getattr(model, a)) for a in stacks(model))

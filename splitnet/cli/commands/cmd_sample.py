@@ -18,6 +18,7 @@ from .._args import (
     set_threads,
     torch_device,
 )
+from .._depth import add_at_depth_option, at_depth_of
 
 RANK = 60   # place in `splitnet --help`
 HELP = "generate text from a trained checkpoint"
@@ -61,6 +62,7 @@ def configure(p) -> None:
                    help="sample from the K most likely bytes only (default: all)")
     p.add_argument("--seed", type=seed, default=None, metavar="S",
                    help="seed of the sampling RNG (default 0): same seed, same text")
+    add_at_depth_option(p)
     add_device_option(p)
     add_threads_option(p)
 
@@ -118,6 +120,8 @@ def run(args) -> int:
     device = torch_device(args.device)
     set_threads(args.threads)
     if args.hf is not None:
+        if args.at_depth is not None:
+            raise ValueError("--at-depth takes a splitnet checkpoint (--checkpoint), not --hf")
         return _sample_hf(args, device)
     model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
     if hasattr(model, "decoder_layers"):
@@ -129,6 +133,7 @@ def run(args) -> int:
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
                          f"{model.vocab_size}")
+    model = at_depth_of(model, args.at_depth)
     prompt = prompt_bytes(args.prompt)
     idx = torch.tensor([list(prompt)], dtype=torch.long, device=device)
     gen = torch.Generator(device).manual_seed(args.seed)

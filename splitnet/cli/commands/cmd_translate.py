@@ -18,6 +18,7 @@ from .._args import (
     shows_progress,
     torch_device,
 )
+from .._depth import add_at_depth_option, at_depth_of
 
 RANK = 65   # place in `splitnet --help`
 HELP = "translate lines with a checkpoint of 'splitnet train --task translate'"
@@ -45,6 +46,7 @@ def configure(p) -> None:
                    help="tokens per translation at most (default: the model's max_len)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="B",
                    help="lines translated together (default 32)")
+    add_at_depth_option(p)
     add_device_option(p)
     add_progress_option(p)
     add_threads_option(p)
@@ -126,6 +128,7 @@ def run(args) -> int:
     device = torch_device(args.device)
     set_threads(args.threads)
     model, tok = _load(args, device)
+    model = at_depth_of(model, args.at_depth)
     show = shows_progress(args.progress)
     from tqdm.auto import tqdm
 
