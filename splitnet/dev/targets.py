@@ -108,6 +108,10 @@ TARGETS = {t.name: t for t in [
     Target("elastic-start", "docs/elastic.md (the table of bases trained at one depth, from "
            "experiments/cache/elastic_start; without it, trains the 30 runs again: ~30 min on "
            "one thread)", "seconds", (("experiments/elastic_start.py",),)),
+    Target("elastic-study", "docs/elastic.md, docs/figures/elastic_study.png (the study of one "
+           "network at several depths, from experiments/cache/elastic; 'python3 "
+           "experiments/elastic_study.py' trains what is missing)", "seconds",
+           (("experiments/elastic_study.py", "--report-only"),)),
     Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
            "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
            (("experiments/llama_study.py",),)),
