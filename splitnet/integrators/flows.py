@@ -200,7 +200,8 @@ def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method
          clocks: Sequence[float] | None = None, check: bool = True, states: list | None = None,
          name: str = "scheme", **options):
     """One step ``x(t) -> x(t + h)``: stage i advances its field (or sum of fields) by
-    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock). ``fields``:
+    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock); a field
+    given as a :class:`Flow` by its own flow, the others by the sub-flow method. ``fields``:
     field name -> callable (or one per stage, see :func:`stage_fields`). Appends the state
     after each stage to ``states`` if given. A negative step runs the adjoint direction; zero
     is an error."""
@@ -210,24 +211,40 @@ def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method
         raise TypeError("step() needs the state x")
     h = check_step_size(step_size, allow_negative=True)
     t = check_time(t)
-    m = get_method(method, **options)
-    fields = stage_fields(stages, fields, name, h)
-    clocks = stage_clocks(stages) if clocks is None else clocks
-    flow = [is_flow(f) for f in fields]
     if check:
         check_state(x, "x")
-        check_method_for(m, x, not all(flow))
-        fields = [CheckedFlow(f, st.field) if fl else CheckedField(f, st.field)
-                  for f, st, fl in zip(fields, stages, flow)]
-    with small_problem_threads(x):
-        for f, st, clock, fl in zip(fields, stages, clocks, flow):
-            # a flow advances its stage itself; a vector field by the sub-flow method
-            x = f(t + h * clock, x, h * st.coeff) if fl else m(f, t + h * clock, x, h * st.coeff)
-            if states is not None:
-                states.append(x)
-    if check and not arrays.all_finite(x):
-        raise ValueError(f"NaN/inf in the state after a {name} step from t={t:.6g}")
-    return x
+    run = _Stepper(stages, fields, h, get_method(method, **options), clocks, check, name, x)
+    return run(x, t, states)
+
+
+class _Stepper:
+    """One step planned once for a step size: the stage callables (checked when ``check``),
+    whether each is a flow, and the start times ``h clock``. :func:`integrate` reuses it for
+    every step, so only the stages themselves run in the loop."""
+
+    def __init__(self, stages, fields, h, m, clocks, check, name, x):
+        fields = stage_fields(stages, fields, name, h)
+        clocks = stage_clocks(stages) if clocks is None else clocks
+        flow = [is_flow(f) for f in fields]
+        if check:
+            check_method_for(m, x, not all(flow))
+            fields = [CheckedFlow(f, st.field) if fl else CheckedField(f, st.field)
+                      for f, st, fl in zip(fields, stages, flow)]
+        self.plan = [(f, h * clock, h * st.coeff, fl)
+                     for f, st, clock, fl in zip(fields, stages, clocks, flow)]
+        self.m, self.check, self.name = m, check, name
+
+    def __call__(self, x, t, states=None):
+        m = self.m
+        with small_problem_threads(x):
+            for f, start, dt, fl in self.plan:
+                # a flow advances its stage itself; a vector field by the sub-flow method
+                x = f(t + start, x, dt) if fl else m(f, t + start, x, dt)
+                if states is not None:
+                    states.append(x)
+        if self.check and not arrays.all_finite(x):
+            raise ValueError(f"NaN/inf in the state after a {self.name} step from t={t:.6g}")
+        return x
 
 
 def check_method_for(method, x, any_field: bool) -> None:
@@ -265,7 +282,7 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
         raise TypeError("integrate() needs x0 and t_span")
     t0, h, n = n_steps_for(t_span, step_size)
     check_state(x0, "x0")
-    get_method(method, **options)  # fail before stepping on a bad method/option
+    run = _Stepper(stages, fields, h, get_method(method, **options), clocks, check, name, x0)
     out = [x0]
     x = x0
     it = range(n)
@@ -274,8 +291,7 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
 
         it = tqdm(it, desc=f"{name}/{method}", unit="step")
     for k in it:
-        x = step(stages, fields, x, t0 + k * h, h, method, clocks=clocks, check=check,
-                 name=name, **options)
+        x = run(x, t0 + k * h)
         out.append(x)
     return arrays.stack(out)
 
