@@ -8,8 +8,9 @@ split into its two exact flows (the state is ``(Re psi, Im psi)``, shape ``(2, n
 * nonlinear: ``psi_t = i |psi|^2 psi``   -> ``exp(i |psi|^2 dt) psi`` (|psi| is constant)
 
 The exact solution is the travelling soliton
-``a sech(a (x - c t)) exp(i (c x + (a^2 - c^2) t / 2))`` (its tails, ``sech(a L / 2)``, and its spectrum, at n = 512 on L = 60 below 1e-13). Lie–Trotter
-converges at order 1, Strang at 2, Yoshida4 at 4.
+``a sech(a (x - c t)) exp(i (c x + (a^2 - c^2) t / 2))`` (its tails, ``sech(a L / 2)``, and
+its spectrum, at n = 512 on L = 60 below 1e-13). Lie–Trotter converges at order 1, Strang at 2,
+Yoshida4 at 4.
 
     python3 examples/nls_split_step.py        # the measured orders of three schemes
 """
