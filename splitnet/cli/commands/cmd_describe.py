@@ -429,5 +429,5 @@ def run(args) -> int:
 
 
 __all__ = ["HELP", "ONLY_WITH", "RANK", "SEQ2SEQ_IGNORES", "SIZE", "VOCAB", "activation_lines",
-           "coefficient_lines", "configure", "depth_line", "memory_lines", "require_measurable", "run",
-           "stack_lines"]
+           "coefficient_lines", "configure", "depth_line", "memory_lines", "require_measurable",
+           "run", "stack_lines"]
