@@ -90,3 +90,23 @@ def load_script(path: Path):
     sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture
+def exact_norms(monkeypatch):
+    """transformers' RMSNorms computed in their input's dtype (float64 here): it casts to
+    float32 even from float64, so float64 comparisons of the Llama family would check float32
+    rounding rather than the map."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers.models.llama import modeling_llama
+    from transformers.models.mistral import modeling_mistral
+    from transformers.models.qwen2 import modeling_qwen2
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
+                                              self.variance_epsilon))
+
+    for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
+                     (modeling_mistral, "MistralRMSNorm")):
+        monkeypatch.setattr(getattr(mod, cls), "forward", forward)
