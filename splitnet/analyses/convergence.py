@@ -331,13 +331,6 @@ def method_order(scheme, method: str, fields: dict) -> int:
     return scheme.effective_order(method)
 
 
-def _torch_dtype(x) -> torch.dtype:
-    """The torch dtype of a state's precision (numpy's float64 -> torch.float64)."""
-    if arrays.is_torch(x):
-        return x.dtype
-    return torch.float64 if np.dtype(x.dtype) == np.float64 else torch.float32
-
-
 def _reference_at(given: dict, x0, t0: float, reference, ref_opts: dict):
     """``t1 -> x(t1)``: the user's exact solution ``reference(t1)`` (checked against ``x0``),
     else :func:`reference_solution` of the vector fields (torch states only)."""
@@ -405,7 +398,7 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
     progress = check_flag("progress", progress)
     given = _given_fields(diffusion, convection, fields, flows)
     ref_opts = {k: options[k] for k in ("rtol", "atol") if k in options}
-    rtol = ref_opts.get("rtol") or default_tolerances(_torch_dtype(x0))[0]
+    rtol = ref_opts.get("rtol") or default_tolerances(arrays.torch_dtype(x0))[0]
     floor = 10.0 * rtol * max(1.0, arrays.norm(x0)) if floor is None else \
         check_real("floor", floor, lo=0.0)
     counting = {name: CountingField(f, name) for name, f in given.items()}
