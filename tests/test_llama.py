@@ -23,8 +23,14 @@ FAMILIES = {
                           {"attention_bias": True, "tie_word_embeddings": True}),
     "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config, {"rope_theta": 1e6}),
     "mistral": (tf.MistralForCausalLM, tf.MistralConfig, {"sliding_window": None}),
+    # issue 61: heads of their own width (16, not 32 / 4), q/k RMSNorm per head
+    "llama-wide-heads": (tf.LlamaForCausalLM, tf.LlamaConfig, {"head_dim": 16}),
+    "qwen3": (tf.Qwen3ForCausalLM, tf.Qwen3Config, {"head_dim": 16, "rope_theta": 1e6}),
+    "qwen3-biased-tied": (tf.Qwen3ForCausalLM, tf.Qwen3Config,
+                          {"attention_bias": True, "tie_word_embeddings": True}),
 }
-EXPECT = {"llama": "none", "llama-biased-tied": "all", "qwen2": "qkv", "mistral": "none"}
+EXPECT = {"llama": "none", "llama-biased-tied": "all", "qwen2": "qkv", "mistral": "none",
+          "llama-wide-heads": "none", "qwen3": "none", "qwen3-biased-tied": "all"}
 
 
 def _tiny(name, seed=0, **extra):
@@ -51,13 +57,14 @@ def exact_norms(monkeypatch):
     from transformers.models.llama import modeling_llama
     from transformers.models.mistral import modeling_mistral
     from transformers.models.qwen2 import modeling_qwen2
+    from transformers.models.qwen3 import modeling_qwen3
 
     def forward(self, x):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
                                               self.variance_epsilon))
 
     for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
-                     (modeling_mistral, "MistralRMSNorm")):
+                     (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm")):
         monkeypatch.setattr(getattr(mod, cls), "forward", forward)
 
 
@@ -73,6 +80,9 @@ def test_equal_logits_in_float64_from_the_object(name, exact_norms):
     assert (c.norm, c.convection_field, c.n_kv_heads, c.positions, c.rotary_pct) == \
         ("rms", "swiglu", 2, "none", 1.0)
     assert c.attention_bias == EXPECT[name] and c.tie_head == src.config.tie_word_embeddings
+    assert c.qk_norm == ("head" if name.startswith("qwen3") else "none")
+    width = getattr(src.config, "head_dim", None) or 8                # 32 / 4 by default
+    assert c.head_dim == (None if width == 8 else width)
     idx = _idx()
     with torch.no_grad():
         ref = src(idx).logits
@@ -87,7 +97,7 @@ def test_equal_logits_against_transformers_as_shipped():
                                    rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "qwen3"])
 def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_norms):
     src = _tiny(name, seed=2)
     src.save_pretrained(tmp_path, max_shard_size="20KB")       # several safetensors files
@@ -99,7 +109,7 @@ def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_no
         assert (m(idx) - ref).abs().max() <= 1e-10 * ref.abs().max()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "qwen3-biased-tied"])
 def test_greedy_cached_generation_equals_transformers(name, exact_norms):
     src = _tiny(name, seed=4)
     m = sn.interop.from_hf(src)
@@ -118,7 +128,8 @@ def test_a_sliding_window_that_binds_within_the_context_caps_the_context():
 
 
 WINDOWED = [("mistral", {"sliding_window": 4}),
-            ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1})]
+            ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
+            ("qwen3", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1})]
 
 
 @pytest.mark.parametrize("name,extra", WINDOWED, ids=[n for n, _ in WINDOWED])
@@ -169,7 +180,6 @@ def test_sample_refuses_to_run_past_an_imported_window(tmp_path, capsys):
                           "original_max_position_embeddings": 32}}, "rope_type 'llama3'"),
     ({"mlp_bias": True}, "mlp_bias=True"),
     ({"hidden_act": "gelu"}, "hidden_act 'gelu'"),
-    ({"head_dim": 16}, "head_dim 16"),
 ])
 def test_what_cannot_be_mapped_exactly_is_refused_by_name(extra, says):
     with pytest.raises(ValueError, match=says):

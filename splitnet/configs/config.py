@@ -24,6 +24,7 @@ from . import kinds as _kinds
 from . import plan as _plan
 from .depth import check_depth_basis
 from .options import (
+    QK_NORMS,
     check_bools,
     check_network,
     check_projection,
@@ -120,6 +121,14 @@ class SplitConfig:
     attention_bias: str = option("all", "biases of self-attention's projections: all (q, k, v "
                                  "and output: GPT-2), qkv (Qwen2) or none (Llama, Mistral)",
                                  choices=ATTENTION_BIASES)
+    head_dim: int | None = option(None, "width of each attention head when it is not d_model "
+                                  "/ n_heads (Qwen3, Gemma): queries n_heads head_dim wide, "
+                                  "keys and values n_kv_heads head_dim; default d_model / "
+                                  "n_heads")
+    qk_norm: str = option("none", "queries and keys normalised (the norm kind) before rotary: "
+                          "head (over each head, one weight shared by the heads: Qwen3, Gemma "
+                          "3), projection (over the whole projection: OLMo 2) or none",
+                          choices=QK_NORMS)
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")
@@ -181,6 +190,10 @@ class SplitConfig:
                              f"head serves n_heads / n_kv_heads query heads)")
         set_(self, "n_kv_heads", None if kv == self.n_heads else kv)
         _choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
+        _choice("qk_norm", self.qk_norm, QK_NORMS)
+        hd = _int("head_dim", self.head_dim, none=True)   # the default width is None, one way
+        set_(self, "head_dim", None if hd is not None and hd * self.n_heads == self.d_model
+             else hd)
 
     def _check_stack(self) -> None:
         """The stack kind (:mod:`splitnet.configs.stacks`): ``reversible=True`` is

@@ -17,7 +17,7 @@ module a network builds for it. A :class:`FieldKind` says, from a
 ==========  ==========  ===========================  ===================================
 kind        serves      parameters                   forward FLOPs per token
 ==========  ==========  ===========================  ===================================
-attention   diffusion   2 d^2 + 2 d e + 4 d + N      4 d^2 + 4 d e + 4 n d
+attention   diffusion   2 d q + 2 d e + 4 d + N      4 d q + 4 d e + 4 n q
 conv        diffusion   (2 k + 1) d^2 + 3 d + N      (4 k + 2) d^2
   convs2s   diffusion   2 k d^2 + 2 d + N            4 k d^2
 feedforward convection  2 d w + w + d + N            4 d w
@@ -28,13 +28,14 @@ none        convection  0                            0
 ==========  ==========  ===========================  ===================================
 
 (``convs2s``: the conv kind under ``init="convs2s"``, ConvS2S's block without an output
-projection.
-d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
-tokens, e = the keys' width d n_kv_heads / n_heads (d without grouped-query attention), N =
-the norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases, 2 d + 2 e of the 4 d counted
-here when all are kept: ``attention_bias="qkv"`` drops the output's d, ``"none"`` all of
-them.) A self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters
-and ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
+projection.) d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel,
+m = memory tokens, q = d_h n_heads the queries' width and e = d_h n_kv_heads the keys' (d_h =
+head_dim, default d / n_heads: q = d, and e = d without grouped-query attention), N = the
+norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases d + q + 2 e are the "4 d" when all
+are kept (``attention_bias="qkv"`` drops the output's d, ``"none"`` all); ``qk_norm`` adds a
+norm over d_h channels twice (``"head"``) or over q + e (``"projection"``). A
+self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters and
+``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.
 
 This module is pure Python: the configs' choices, ``splitnet describe`` (the whole registry in
@@ -80,10 +81,11 @@ def present(config, fields: Sequence[str]) -> tuple[str, ...]:
                                 False))
 
 
-def norm_params(config) -> int:
-    """The parameters of one norm of ``config``: LayerNorm's scale and shift, RMSNorm's scale,
-    none's nothing."""
-    return {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2) * config.d_model
+def norm_params(config, channels: int | None = None) -> int:
+    """The parameters of one norm of ``config`` over ``channels`` (default d_model):
+    LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
+    return {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2) * (
+        config.d_model if channels is None else channels)
 
 
 class FieldKind:
@@ -159,41 +161,53 @@ class AttentionKind(FieldKind):
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
 
     @staticmethod
-    def rotary_dims(config) -> int:
+    def head_width(config) -> int:                 # head_dim, or d_model / n_heads
+        return getattr(config, "head_dim", None) or config.d_model // config.n_heads
+
+    @classmethod
+    def rotary_dims(cls, config) -> int:
         """Channels per head that rotary position embeddings turn: ``int(head_dim *
         rotary_pct)`` (GPT-NeoX's rounding), 0 when off."""
-        return int(config.d_model // config.n_heads * config.rotary_pct)
+        return int(cls.head_width(config) * config.rotary_pct)
 
     def check(self, config) -> None:
         r = self.rotary_dims(config)
         if config.rotary_pct > 0 and (r < 2 or r % 2):
             raise ValueError(f"rotary_pct {config.rotary_pct:g} of head_dim "
-                             f"{config.d_model // config.n_heads} gives {r} rotary channels; "
+                             f"{self.head_width(config)} gives {r} rotary channels; "
                              f"rotary needs an even number >= 2 of them")
+        if getattr(config, "qk_norm", "none") != "none" == getattr(config, "norm", "layer"):
+            raise ValueError(f"qk_norm {config.qk_norm!r} normalises queries and keys with "
+                             f"the norm kind, and norm is 'none': give --norm rms or layer")
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
                 "dropout": config.dropout, "norm_eps": config.norm_eps,
                 "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base,
-                "n_kv_heads": getattr(config, "n_kv_heads", None),
                 "bias": getattr(config, "attention_bias", "all"),
-                "norm": getattr(config, "norm", "layer")}
+                "norm": getattr(config, "norm", "layer"),
+                **{k: getattr(config, k, v) for k, v in (
+                    ("n_kv_heads", None), ("head_dim", None), ("qk_norm", "none"))}}
 
-    @staticmethod
-    def kv_width(config) -> int:
-        """The keys' (and values') width: ``d n_kv_heads / n_heads``."""
+    @classmethod
+    def widths(cls, config) -> tuple[int, int]:
+        """The queries' width ``q = d_h n_heads`` and the keys' (and values') ``e = d_h
+        n_kv_heads``."""
         kv = getattr(config, "n_kv_heads", None) or config.n_heads
-        return config.d_model // config.n_heads * kv
+        return cls.head_width(config) * config.n_heads, cls.head_width(config) * kv
 
     def params(self, config, width=None):
-        d, e = config.d_model, self.kv_width(config)
+        d, (q, e) = config.d_model, self.widths(config)
         bias = getattr(config, "attention_bias", "all")
-        biases = {"all": 2 * d + 2 * e, "qkv": d + 2 * e, "none": 0}[bias]
-        return 2 * d * d + 2 * d * e + biases + norm_params(config)   # q, out d^2; k, v d e
+        biases = {"all": d + q + 2 * e, "qkv": q + 2 * e, "none": 0}[bias]
+        qk = {"none": 0, "head": 2 * self.head_width(config), "projection": q + e}[
+            getattr(config, "qk_norm", "none")]
+        # q and out d q; k, v d e
+        return 2 * d * q + 2 * d * e + biases + norm_params(config, qk) + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
-        d, e = config.d_model, self.kv_width(config)
-        return 4.0 * d * d + 4.0 * d * e + 4.0 * seq_len * d   # projections; QK^T, AV 2 n d
+        d, (q, e) = config.d_model, self.widths(config)
+        return 4.0 * d * q + 4.0 * d * e + 4.0 * seq_len * q   # projections; QK^T, AV 2 n q
 
 
 class ConvKind(FieldKind):

@@ -32,6 +32,9 @@ INITS = ("gpt2", "xavier", "convs2s")
 # layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias),
 # none = no normalisation at all (ConvS2S, which keeps its activations' variance by scaling).
 NORMS = ("layer", "rms", "none")
+# self-attention's query/key normalisation (splitnet.fields.attention): none, per head (Qwen3,
+# Gemma 3) or over the whole projection (OLMo 2)
+QK_NORMS = ("none", "head", "projection")
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
@@ -118,7 +121,8 @@ def network_option(name: str, default=_SAME):
 # seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
 # error naming the option, not an overflow deep inside torch).
 MAX_SEED = 2**63 - 1
-LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
+LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "head_dim": 2**14,
+          "n_layers": 2**14,
           "src_vocab": 2**24, "tgt_vocab": 2**24, "n_encoder_layers": 2**14,
           "n_decoder_layers": 2**14,
           "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
@@ -312,7 +316,7 @@ def check_network(cfg) -> None:
     ``init``, ``norm_eps``, the field kinds (``<field>_field``) -- checked and normalised in
     place on the frozen dataclass ``cfg``."""
     set_ = object.__setattr__
-    if cfg.d_model % cfg.n_heads:
+    if getattr(cfg, "head_dim", None) is None and cfg.d_model % cfg.n_heads:
         raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
     check_choice("weights", cfg.weights, WEIGHTS)
     if isinstance(cfg.step_size, bool) or not isinstance(cfg.step_size, numbers.Real):
@@ -330,7 +334,7 @@ def check_network(cfg) -> None:
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "REVERSIBLE_GRID_HELP",
+           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "QK_NORMS", "REVERSIBLE_GRID_HELP",
            "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
            "check_choice", "check_flag", "check_int", "check_network", "check_projection",
            "check_real", "config_from_dict", "flag", "init_rule", "int_list",

@@ -1,5 +1,6 @@
-"""The Llama family in: ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``MistralForCausalLM`` as
-SplitTransformers with equal logits (:func:`splitnet.interop.convert.from_hf` dispatches here).
+"""The Llama family in: ``LlamaForCausalLM``, ``Qwen2ForCausalLM``, ``MistralForCausalLM`` and
+``Qwen3ForCausalLM`` as SplitTransformers with equal logits
+(:func:`splitnet.interop.convert.from_hf` dispatches here).
 
 A Llama block is a Lie–Trotter step of two fields, pre-norm inside each::
 
@@ -10,11 +11,14 @@ so the map is ``scheme="lie-trotter"``, ``norm="rms"``, ``convection_field="swig
 ``n_kv_heads``, ``positions="none"``, ``rotary_pct=1`` at the model's ``rope_theta`` (the
 rotate-half convention of GPT-NeoX, which ``splitnet.fields.rotary`` implements), the
 projections' biases as the family has them (Llama: ``attention_bias`` for q, k, v and the output;
-Qwen2: q, k, v; Mistral: none), the head tied or not. q, k and v stack into one ``qkv`` matrix.
+Qwen2: q, k, v; Mistral: none; Qwen3: all four by ``attention_bias``), the head tied or not, a
+head width of the config's own (``head_dim``, Qwen3-0.6B's 128 of 1024 / 16 = 64). q, k and v
+stack into one ``qkv`` matrix. Qwen3 normalises each head's queries and keys (RMSNorm over
+``head_dim``, one weight shared by the heads, before rotary): ``qk_norm="head"``.
 
 Anything the map would not reproduce exactly is a one-line ValueError naming it, never an
 approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``yarn``...),
-partial rotary, a head width other than ``hidden_size / num_attention_heads``, MLP biases, an
+partial rotary, MLP biases, an
 activation other than SiLU, sliding-window attention that binds within the context. A Mistral or
 Qwen2 window ``W`` shorter than ``max_position_embeddings`` is exact on contexts of up to ``W``
 tokens, so the model's ``max_len`` is ``W`` then (no token is ever out of another's window), and
@@ -30,7 +34,8 @@ from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
-FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none"}
+FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None}
+QK_NORMED = ("qwen3",)        # families whose attention normalises q and k per head
 
 
 def _rope(c) -> float:
@@ -77,8 +82,6 @@ def llama_options(c) -> dict:
     bad = [why for why, wrong in (
         (f"hidden_act {c.hidden_act!r} (the Llama family's SwiGLU gates with silu)",
          c.hidden_act != "silu"),
-        (f"head_dim {head_dim} (splitnet's heads are hidden_size / num_attention_heads = "
-         f"{d // heads} wide)", head_dim * heads != d),
         ("mlp_bias=True (splitnet's SwiGLU has no biases)", bool(getattr(c, "mlp_bias", False))),
         ) if wrong]
     if bad:
@@ -94,7 +97,8 @@ def llama_options(c) -> dict:
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,
-        "tie_head": bool(c.tie_word_embeddings), "activation": "silu"}
+        "tie_head": bool(c.tie_word_embeddings), "activation": "silu", "head_dim": head_dim,
+        "qk_norm": "head" if family in QK_NORMED else "none"}
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
@@ -105,7 +109,8 @@ def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
 
 
 def from_llama(src) -> SplitTransformer:
-    """A ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM`` (a model object) as
+    """A ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM`` /
+    ``Qwen3ForCausalLM`` (a model object) as
     a SplitTransformer with its weights, in its dtype."""
     model = SplitTransformer(**llama_options(src.config))
     body = src.model
@@ -130,6 +135,9 @@ def _copy_block(layer, block, prefix: str) -> None:
         _param(att.qkv.bias, torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]),
                f"{prefix}.self_attn.q_proj/k_proj/v_proj.bias")
     _param(att.proj.weight, a.o_proj.weight, f"{prefix}.self_attn.o_proj.weight")
+    if att.qk_norm != "none":
+        _param(att.q_norm.weight, a.q_norm.weight, f"{prefix}.self_attn.q_norm.weight")
+        _param(att.k_norm.weight, a.k_norm.weight, f"{prefix}.self_attn.k_norm.weight")
     if att.proj.bias is not None:
         _param(att.proj.bias, a.o_proj.bias, f"{prefix}.self_attn.o_proj.bias")
     _param(ffn.norm.weight, block.post_attention_layernorm.weight,
@@ -139,4 +147,4 @@ def _copy_block(layer, block, prefix: str) -> None:
                f"{prefix}.mlp.{theirs}.weight")
 
 
-__all__ = ["FAMILIES", "from_llama", "llama_options"]
+__all__ = ["FAMILIES", "QK_NORMED", "from_llama", "llama_options"]
