@@ -83,6 +83,8 @@ def test_closed_forms_are_exact_for_every_registry_scheme(scheme):
     {"head_dim": 12, "n_kv_heads": 1, "qk_norm": "head", "norm": "rms", "attention_bias": "qkv"},
     {"head_dim": 6, "qk_norm": "projection", "scheme": "strang", "weights": "per-stage"},
     {"qk_norm": "head", "attention_bias": "none", "positions": "none", "rotary_pct": 1.0},
+    {"norm_position": "sandwich", "norm": "rms", "convection_field": "swiglu"},
+    {"norm_position": "post", "scheme": "strang", "qk_norm": "projection"},
 ])
 def test_closed_forms_are_exact_for_sum_stages_and_options(options):
     _assert_exact(**options)

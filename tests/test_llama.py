@@ -28,9 +28,16 @@ FAMILIES = {
     "qwen3": (tf.Qwen3ForCausalLM, tf.Qwen3Config, {"head_dim": 16, "rope_theta": 1e6}),
     "qwen3-biased-tied": (tf.Qwen3ForCausalLM, tf.Qwen3Config,
                           {"attention_bias": True, "tie_word_embeddings": True}),
+    # q/k RMSNorm over the whole projection, the block's norms on the sub-layers' outputs
+    "olmo2": (tf.Olmo2ForCausalLM, tf.Olmo2Config, {"rope_theta": 5e5}),
+    "olmo2-biased": (tf.Olmo2ForCausalLM, tf.Olmo2Config, {"attention_bias": True}),
 }
+# the parts beyond Llama's: (qk_norm, norm_position)
+PARTS = {"qwen3": ("head", "pre"), "qwen3-biased-tied": ("head", "pre"),
+         "olmo2": ("projection", "post"), "olmo2-biased": ("projection", "post")}
 EXPECT = {"llama": "none", "llama-biased-tied": "all", "qwen2": "qkv", "mistral": "none",
-          "llama-wide-heads": "none", "qwen3": "none", "qwen3-biased-tied": "all"}
+          "llama-wide-heads": "none", "qwen3": "none", "qwen3-biased-tied": "all",
+          "olmo2": "none", "olmo2-biased": "all"}
 
 
 def _tiny(name, seed=0, **extra):
@@ -56,6 +63,7 @@ def exact_norms(monkeypatch):
     """transformers' RMSNorms computed in their input's dtype (float64 here)."""
     from transformers.models.llama import modeling_llama
     from transformers.models.mistral import modeling_mistral
+    from transformers.models.olmo2 import modeling_olmo2
     from transformers.models.qwen2 import modeling_qwen2
     from transformers.models.qwen3 import modeling_qwen3
 
@@ -64,7 +72,8 @@ def exact_norms(monkeypatch):
                                               self.variance_epsilon))
 
     for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
-                     (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm")):
+                     (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm"),
+                     (modeling_olmo2, "Olmo2RMSNorm")):
         monkeypatch.setattr(getattr(mod, cls), "forward", forward)
 
 
@@ -80,7 +89,7 @@ def test_equal_logits_in_float64_from_the_object(name, exact_norms):
     assert (c.norm, c.convection_field, c.n_kv_heads, c.positions, c.rotary_pct) == \
         ("rms", "swiglu", 2, "none", 1.0)
     assert c.attention_bias == EXPECT[name] and c.tie_head == src.config.tie_word_embeddings
-    assert c.qk_norm == ("head" if name.startswith("qwen3") else "none")
+    assert (c.qk_norm, c.norm_position) == PARTS.get(name, ("none", "pre"))
     width = getattr(src.config, "head_dim", None) or 8                # 32 / 4 by default
     assert c.head_dim == (None if width == 8 else width)
     idx = _idx()
@@ -97,7 +106,7 @@ def test_equal_logits_against_transformers_as_shipped():
                                    rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "qwen3", "olmo2"])
 def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_norms):
     src = _tiny(name, seed=2)
     src.save_pretrained(tmp_path, max_shard_size="20KB")       # several safetensors files
@@ -109,7 +118,7 @@ def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_no
         assert (m(idx) - ref).abs().max() <= 1e-10 * ref.abs().max()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "qwen3-biased-tied"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "qwen3-biased-tied", "olmo2"])
 def test_greedy_cached_generation_equals_transformers(name, exact_norms):
     src = _tiny(name, seed=4)
     m = sn.interop.from_hf(src)

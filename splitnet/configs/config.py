@@ -24,6 +24,7 @@ from . import kinds as _kinds
 from . import plan as _plan
 from .depth import check_depth_basis
 from .options import (
+    NORM_POSITIONS,
     QK_NORMS,
     check_bools,
     check_network,
@@ -129,6 +130,10 @@ class SplitConfig:
                           "head (over each head, one weight shared by the heads: Qwen3, Gemma "
                           "3), projection (over the whole projection: OLMo 2) or none",
                           choices=QK_NORMS)
+    norm_position: str = option("pre", "where each field's norm sits: pre (on its input: GPT-2, "
+                                "Llama), post (on its output, inside the residual: OLMo 2's x + "
+                                "N(f(x))) or sandwich (both, two norms: Gemma 2 / 3's x + "
+                                "N2(f(N1(x))))", choices=NORM_POSITIONS)
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")
@@ -191,6 +196,10 @@ class SplitConfig:
         set_(self, "n_kv_heads", None if kv == self.n_heads else kv)
         _choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
         _choice("qk_norm", self.qk_norm, QK_NORMS)
+        _choice("norm_position", self.norm_position, NORM_POSITIONS)
+        if self.norm_position != "pre" and self.diffusion_field == "conv":
+            raise ValueError(f"norm_position {self.norm_position!r} is read by attention and "
+                             f"the feed-forward kinds; the conv field normalises its input only")
         hd = _int("head_dim", self.head_dim, none=True)   # the default width is None, one way
         set_(self, "head_dim", None if hd is not None and hd * self.n_heads == self.d_model
              else hd)

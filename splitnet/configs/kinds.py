@@ -38,16 +38,12 @@ self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` paramet
 ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.
 
-This module is pure Python: the configs' choices, ``splitnet describe`` (the whole registry in
-well under a second) and the command line's ``--help`` read it without torch. A network asks
-:func:`splitnet.configs.plan.layer_fields` what one layer is made of;
-:mod:`splitnet.nets.models` builds it and :mod:`splitnet.nets.cost` counts it, from the same
-answer.
-
-Each kind also declares its ``residual_outputs`` (the matrices whose output a residual
-sub-layer adds: GPT-2's initialisation scales exactly these, :mod:`splitnet.nets.init`) and
-``gpt2``, how its module maps onto a GPT-2 block (``None``: it does not, and
-:func:`splitnet.interop.convert.gpt2_mismatch` names it).
+Pure Python: the configs' choices, ``splitnet describe`` and ``--help`` read it without torch.
+A network asks :func:`splitnet.configs.plan.layer_fields` what one layer is made of;
+:mod:`splitnet.nets.models` builds it and :mod:`splitnet.nets.cost` counts it from that answer.
+Each kind declares its ``residual_outputs`` (the matrices whose output a residual sub-layer
+adds, which GPT-2's initialisation scales, :mod:`splitnet.nets.init`) and ``gpt2``, its map
+onto a GPT-2 block (``None``: none, :func:`splitnet.interop.convert.gpt2_mismatch` says so).
 
 **Adding a kind** (a gated convolution, say): an ``nn.Module`` with ``forward(t, x)`` in
 ``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
@@ -82,10 +78,17 @@ def present(config, fields: Sequence[str]) -> tuple[str, ...]:
 
 
 def norm_params(config, channels: int | None = None) -> int:
-    """The parameters of one norm of ``config`` over ``channels`` (default d_model):
-    LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
-    return {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2) * (
-        config.d_model if channels is None else channels)
+    """The parameters of a field's norms of ``config`` (two under ``norm_position="sandwich"``),
+    or of one over ``channels``: LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
+    each = {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2)
+    sandwich = getattr(config, "norm_position", "pre") == "sandwich"
+    return each * (config.d_model * (1 + sandwich) if channels is None else channels)
+
+
+def norm_arguments(config) -> dict:
+    """A field's norm: its kind, epsilon and position (pre, post or sandwich)."""
+    return {"norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer"),
+            "norm_position": getattr(config, "norm_position", "pre")}
 
 
 class FieldKind:
@@ -182,17 +185,14 @@ class AttentionKind(FieldKind):
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
-                "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "dropout": config.dropout, "bias": getattr(config, "attention_bias", "all"),
                 "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base,
-                "bias": getattr(config, "attention_bias", "all"),
-                "norm": getattr(config, "norm", "layer"),
-                **{k: getattr(config, k, v) for k, v in (
-                    ("n_kv_heads", None), ("head_dim", None), ("qk_norm", "none"))}}
+                **norm_arguments(config), **{k: getattr(config, k, None) for k in (
+                    "n_kv_heads", "head_dim")}, "qk_norm": getattr(config, "qk_norm", "none")}
 
     @classmethod
     def widths(cls, config) -> tuple[int, int]:
-        """The queries' width ``q = d_h n_heads`` and the keys' (and values') ``e = d_h
-        n_kv_heads``."""
+        """The queries' width ``q = d_h n_heads``, the keys' (values') ``e = d_h n_kv_heads``."""
         kv = getattr(config, "n_kv_heads", None) or config.n_heads
         return cls.head_width(config) * config.n_heads, cls.head_width(config) * kv
 
@@ -262,9 +262,8 @@ class FeedForwardKind(FieldKind):
         return config.d_ff
 
     def arguments(self, config, width):
-        return {"d_model": config.d_model, "d_ff": self._width(config, width),
-                "activation": config.activation, "dropout": config.dropout,
-                "norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer")}
+        return {"d_model": config.d_model, "d_ff": self._width(config, width), **norm_arguments(
+            config), "activation": config.activation, "dropout": config.dropout}
 
     def params(self, config, width=None):
         d, w = config.d_model, self._width(config, width)
@@ -289,8 +288,7 @@ class SwiGLUKind(FieldKind):
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "d_ff": self._width(config, width),
-                "dropout": config.dropout, "norm_eps": config.norm_eps,
-                "norm": getattr(config, "norm", "layer")}
+                "dropout": config.dropout, **norm_arguments(config)}
 
     def params(self, config, width=None):
         return 3 * config.d_model * self._width(config, width) + norm_params(config)

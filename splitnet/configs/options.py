@@ -35,6 +35,9 @@ NORMS = ("layer", "rms", "none")
 # self-attention's query/key normalisation (splitnet.fields.attention): none, per head (Qwen3,
 # Gemma 3) or over the whole projection (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
+# where a field's norm sits (splitnet.fields.norms.make_norms): on its input (pre, GPT-2,
+# Llama), on its output inside the residual (post, OLMo 2), or both (sandwich, Gemma 2 / 3)
+NORM_POSITIONS = ("pre", "post", "sandwich")
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
@@ -334,8 +337,9 @@ def check_network(cfg) -> None:
 
 
 __all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "QK_NORMS", "REVERSIBLE_GRID_HELP",
-           "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "check_applicable", "check_bools",
+           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "NORM_POSITIONS",
+           "QK_NORMS", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS",
+           "check_applicable", "check_bools",
            "check_choice", "check_flag", "check_int", "check_network", "check_projection",
            "check_real", "config_from_dict", "flag", "init_rule", "int_list",
            "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..configs.options import QK_NORMS
 from .dropout import drop
-from .norms import make_norm
+from .norms import make_norm, make_norms, post
 from .rotary import Rotary
 
 
@@ -54,6 +54,10 @@ class Attention(nn.Module):
     ``n_heads d_h`` channels for the queries and ``n_kv_heads d_h`` for the keys (OLMo 2);
     ``"none"`` (default) not at all. Both keep the field a function of the token states
     alone: a layer with them is the same splitting step of a different diffusion field.
+
+    ``norm_position``: the norm on the input (``"pre"``), on the output (``"post"``: OLMo 2's
+    ``x + N(attn(x))``) or both (``"sandwich"``: Gemma's ``x + N2(attn(N1(x)))``), weights
+    ``norm`` and ``post_norm`` (:func:`splitnet.fields.norms.make_norms`).
     """
 
     uses_memory = False
@@ -68,7 +72,8 @@ class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
                  bias: bool | str = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
                  rotary_base: float = 10000.0, n_kv_heads: int | None = None,
-                 norm: str = "layer", head_dim: int | None = None, qk_norm: str = "none"):
+                 norm: str = "layer", head_dim: int | None = None, qk_norm: str = "none",
+                 norm_position: str = "pre"):
         super().__init__()
         if head_dim is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -83,7 +88,7 @@ class Attention(nn.Module):
         self.head_dim = d_model // n_heads if head_dim is None else int(head_dim)
         self.q_width = self.head_dim * n_heads           # queries' width (d unless head_dim)
         self.kv_width = self.head_dim * kv               # keys' (and values') width
-        self.norm = make_norm(norm, d_model, norm_eps)
+        self.norm, self.post_norm = make_norms(norm, d_model, norm_eps, norm_position)
         self.qkv = nn.Linear(d_model, self.q_width + 2 * self.kv_width, bias=bias != "none")
         self.proj = nn.Linear(self.q_width, d_model, bias=bias == "all")
         if qk_norm not in QK_NORMS:
@@ -134,7 +139,7 @@ class Attention(nn.Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal, **self._gqa)
         y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
-        return drop(self.resid_dropout, self.proj(y))
+        return drop(self.resid_dropout, post(self.post_norm, self.proj(y)))
 
     def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:
         """New tokens ``x`` (B, n, d) at positions ``cache.length ..``: query i attends to every
@@ -145,7 +150,7 @@ class Attention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"cached Attention expects new tokens of shape (batch, n, "
                              f"{self.d_model}), got shape {tuple(x.shape)}")
-        b, n, d = x.shape
+        b, n, _ = x.shape
         hd = self.head_dim
         q, k, v = self.qkv(self.norm(x)).split((self.q_width, self.kv_width, self.kv_width),
                                                dim=-1)
@@ -162,8 +167,8 @@ class Attention(nn.Module):
             mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            is_causal=past == 0 and n > 1, **self._gqa)
-        return drop(self.resid_dropout,
-                    self.proj(y.transpose(1, 2).reshape(b, n, self.q_width)))
+        return drop(self.resid_dropout, post(self.post_norm,
+                                             self.proj(y.transpose(1, 2).reshape(b, n, -1))))
 
     def _split(self, qkv: torch.Tensor):
         """q, k, v of the projected states: thirds (d' = d, or this rank's heads' width under

@@ -85,7 +85,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
-                        f"Qwen3ForCausalLM, a "
+                        f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model
@@ -248,6 +248,8 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"attention_bias {c.attention_bias!r} (GPT-2: every projection biased)")
     if c.head_dim is not None:
         reasons.append(f"head_dim {c.head_dim} (GPT-2's heads are d_model / n_heads wide)")
+    if c.norm_position != "pre":
+        reasons.append(f"norm_position {c.norm_position!r} (GPT-2 normalises inputs only)")
     if c.qk_norm != "none":
         reasons.append(f"qk_norm {c.qk_norm!r} (GPT-2 normalises no queries or keys)")
     if c.learn_coefficients:

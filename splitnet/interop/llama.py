@@ -14,7 +14,11 @@ projections' biases as the family has them (Llama: ``attention_bias`` for q, k, 
 Qwen2: q, k, v; Mistral: none; Qwen3: all four by ``attention_bias``), the head tied or not, a
 head width of the config's own (``head_dim``, Qwen3-0.6B's 128 of 1024 / 16 = 64). q, k and v
 stack into one ``qkv`` matrix. Qwen3 normalises each head's queries and keys (RMSNorm over
-``head_dim``, one weight shared by the heads, before rotary): ``qk_norm="head"``.
+``head_dim``, one weight shared by the heads, before rotary): ``qk_norm="head"``. OLMo 2
+normalises the queries and keys over the whole projection (``qk_norm="projection"``) and puts
+each block's norms on the sub-layers' outputs, inside the residual (``norm_position="post"``):
+``x += N(attn(x)); x += N(mlp(x))``, still a Lie–Trotter step, of the fields ``N o attn`` and
+``N o mlp``.
 
 Anything the map would not reproduce exactly is a one-line ValueError naming it, never an
 approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``yarn``...),
@@ -34,8 +38,9 @@ from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
-FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None}
-QK_NORMED = ("qwen3",)        # families whose attention normalises q and k per head
+FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None}
+# model_type -> (qk_norm, norm_position) where not Llama's ("none", "pre")
+PARTS = {"qwen3": ("head", "pre"), "olmo2": ("projection", "post")}
 
 
 def _rope(c) -> float:
@@ -98,7 +103,7 @@ def llama_options(c) -> dict:
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,
         "tie_head": bool(c.tie_word_embeddings), "activation": "silu", "head_dim": head_dim,
-        "qk_norm": "head" if family in QK_NORMED else "none"}
+        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre"))))}
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
@@ -128,7 +133,16 @@ def from_llama(src) -> SplitTransformer:
 def _copy_block(layer, block, prefix: str) -> None:
     att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
     a, m = block.self_attn, block.mlp
-    _param(att.norm.weight, block.input_layernorm.weight, f"{prefix}.input_layernorm.weight")
+    if att.post_norm is None:          # pre-norm: the block's input norm is the field's
+        _param(att.norm.weight, block.input_layernorm.weight,
+               f"{prefix}.input_layernorm.weight")
+        _param(ffn.norm.weight, block.post_attention_layernorm.weight,
+               f"{prefix}.post_attention_layernorm.weight")
+    else:                              # OLMo 2: norms on the sub-layers' outputs only
+        _param(att.post_norm.weight, block.post_attention_layernorm.weight,
+               f"{prefix}.post_attention_layernorm.weight")
+        _param(ffn.post_norm.weight, block.post_feedforward_layernorm.weight,
+               f"{prefix}.post_feedforward_layernorm.weight")
     _param(att.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
            f"{prefix}.self_attn.q_proj/k_proj/v_proj.weight")
     if att.qkv.bias is not None:
@@ -140,11 +154,9 @@ def _copy_block(layer, block, prefix: str) -> None:
         _param(att.k_norm.weight, a.k_norm.weight, f"{prefix}.self_attn.k_norm.weight")
     if att.proj.bias is not None:
         _param(att.proj.bias, a.o_proj.bias, f"{prefix}.self_attn.o_proj.bias")
-    _param(ffn.norm.weight, block.post_attention_layernorm.weight,
-           f"{prefix}.post_attention_layernorm.weight")
     for ours, theirs in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
         _param(getattr(ffn, ours).weight, getattr(m, theirs).weight,
                f"{prefix}.mlp.{theirs}.weight")
 
 
-__all__ = ["FAMILIES", "QK_NORMED", "from_llama", "llama_options"]
+__all__ = ["FAMILIES", "PARTS", "from_llama", "llama_options"]
