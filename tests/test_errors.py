@@ -383,8 +383,7 @@ CASES = [
     ("a zero tolerance for the reference solution (was the default)",
      lambda: _reference(rtol=0.0), ValueError, r"rtol must be a positive number, got 0.0"),
     ("a fixed-grid solver for the reference solution", lambda: _reference(solver="rk4"),
-     ValueError, r"solver must be one of dopri5, dopri8, bosh3, adaptive_heun, fehlberg2, "
-                 r"got 'rk4'"),
+     ValueError, r"solver must be one of (\w+, )*dopri5, (\w+, )*got 'rk4'"),
     ("a global study of more steps than a study runs (ran for ever)",
      lambda: _study(kind="global", step_sizes=[1e-6, 2e-6]), ValueError,
      r"a global study at h=1e-06 over \[0, 1\] takes 1,000,000 steps, more than 100,000"),

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torchdiffeq._impl.odeint import SOLVERS as _TORCHDIFFEQ
+from torchdiffeq._impl.solvers import FixedGridODESolver as _Fixed
 
 from ..configs.options import check_flag, check_real
 from ..integrators.flows import n_steps_for
@@ -79,10 +81,13 @@ def _given_fields(diffusion, convection, fields) -> dict:
     return given
 
 
-# torchdiffeq's solvers: the adaptive ones take tolerances, the fixed-grid ones a step size
-ADAPTIVE_SOLVERS = ("dopri5", "dopri8", "bosh3", "adaptive_heun", "fehlberg2")
-FIXED_SOLVERS = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams",
-                 "implicit_adams")
+# torchdiffeq's solvers, read from the registry its odeint dispatches on (a private module, so a
+# renamed one fails here at import, loudly): the fixed-grid ones take a step size, the adaptive
+# ones tolerances; scipy_solver needs scipy's own method name, so it is not offered.
+
+FIXED_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items() if issubclass(c, _Fixed))
+ADAPTIVE_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items()
+                         if not issubclass(c, _Fixed) and n != "scipy_solver")
 # adaptive steps between two output times at most: a solution that needs more (an interval
 # of 1e9 time units, a tolerance below round-off) is refused, not waited for. The built-in
 # particle system takes ~80 steps per unit of time at rtol 1e-13; 20,000 cost ~20 s there.
