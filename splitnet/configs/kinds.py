@@ -494,5 +494,5 @@ def kind_of(config, field: str) -> FieldKind:
 
 __all__ = ["HALF", "KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind",
            "FieldKind", "GatedKind", "MultiStepKind", "NoneKind", "Serving", "SwiGLUKind",
-           "check_option", "convs2s", "get_kind", "kind_of", "norm_params", "option_help",
-           "option_name", "present", "serving"]
+           "check_option", "convs2s", "get_kind", "kind_of", "norm_arguments", "norm_params",
+           "option_help", "option_name", "present", "serving"]
