@@ -38,6 +38,10 @@ QK_NORMS = ("none", "head", "projection")
 # where a field's norm sits (splitnet.fields.norms.make_norms): on its input (pre, GPT-2,
 # Llama), on its output inside the residual (post, OLMo 2), or both (sandwich, Gemma 2 / 3)
 NORM_POSITIONS = ("pre", "post", "sandwich")
+# what splitnet.interop.to_hf and `splitnet export --format` write: the Llama family's formats
+# (splitnet.interop.llama.OUT, in this order), and all of them
+FAMILY_FORMATS = ("llama", "qwen2", "qwen3", "olmo2")
+EXPORT_FORMATS = ("auto", "gpt2", "splitnet", *FAMILY_FORMATS)
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
@@ -336,7 +340,8 @@ def check_network(cfg) -> None:
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
-__all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
+__all__ = ["ACTIVATIONS", "EXPORT_FORMATS", "FAMILY_FORMATS", "FIXED", "FREE", "INITS",
+           "INIT_HELP", "LEGACY", "LIMITS",
            "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "NORM_POSITIONS",
            "QK_NORMS", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS",
            "check_applicable", "check_bools",

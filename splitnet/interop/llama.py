@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from ..configs.options import FAMILY_FORMATS
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
 
@@ -159,4 +160,105 @@ def _copy_block(layer, block, prefix: str) -> None:
                f"{prefix}.mlp.{theirs}.weight")
 
 
-__all__ = ["FAMILIES", "PARTS", "from_llama", "llama_options"]
+
+
+# ---------------------------------------------------------------------------------------------
+# out: a SplitTransformer with exactly a family's block as that family's transformers model
+
+# export format (its model_type) -> (config class, model class, the attention biases it holds,
+# qk_norm, norm_position): the inverse of the import's map
+OUT = dict(zip(FAMILY_FORMATS, (
+    ("LlamaConfig", "LlamaForCausalLM", ("none", "all"), "none", "pre"),
+    ("Qwen2Config", "Qwen2ForCausalLM", ("qkv",), "none", "pre"),
+    ("Qwen3Config", "Qwen3ForCausalLM", ("none", "all"), "head", "pre"),
+    ("Olmo2Config", "Olmo2ForCausalLM", ("none", "all"), "projection", "post"))))
+
+
+def llama_mismatch(model, family: str) -> str | None:
+    """Why ``model`` (a SplitTransformer) is not exactly a ``family`` model (:data:`OUT`), or
+    None when it is: a causal Lie–Trotter step at h = 1 with Euler sub-steps of attention
+    (RMSNorm, rotary on every channel, no position table) and SwiGLU, nothing else, and the
+    family's biases, q/k norm and norm position."""
+    from ..configs.kinds import GatedKind
+    from ..configs.options import init_rule
+    from ..stagelists.stages import Stage
+
+    c, (_, _, biases, qk, where) = model.config, OUT[family]
+    kinds = {(lf.field, lf.kind.name, isinstance(lf.kind, GatedKind))
+             for k in range(c.n_layers) for lf in c.plan.layer(k)}
+    lt = (Stage(DIFFUSION, 1.0), Stage(CONVECTION, 1.0))
+    bad = [why for why, wrong in (
+        (f"scheme {model.scheme.name!r} is not Lie–Trotter (a {family} block is x += attn; "
+         f"x += mlp)", tuple(model.scheme.stages) != lt),
+        (f"step size {c.step_size:g} (a residual block: 1)", c.step_size != 1.0),
+        (f"sub-flow method {c.method!r} (a residual block: euler)", c.method != "euler"),
+        ("bidirectional attention", not c.causal),
+        ("fields other than attention and swiglu, or gated ones", kinds != {
+            (DIFFUSION, "attention", False), (CONVECTION, "swiglu", False)}),
+        (f"norm {c.norm!r} (RMSNorm)", c.norm != "rms"),
+        ("learned positions or partial rotary (rotary on every channel, no position table)",
+         c.positions != "none" or c.rotary_pct != 1.0),
+        (f"attention_bias {c.attention_bias!r} ({family}: {' or '.join(biases)})",
+         c.attention_bias not in biases),
+        (f"qk_norm {c.qk_norm!r} ({family}: {qk})", c.qk_norm != qk),
+        (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
+        (f"init {c.init!r} scales the token embedding", init_rule(c) != "gpt2"),
+        ("learned stage coefficients", c.learn_coefficients),
+        ("a reversible network", c.reversible),
+        (f"depth_basis {c.depth_basis!r}", c.depth_basis is not None)) if wrong]
+    return "; ".join(bad) or None
+
+
+def to_llama(model, transformers, family: str):
+    """The ``family`` model of ``transformers`` with ``model``'s weights (an exact one:
+    :func:`llama_mismatch` None)."""
+    c = model.config
+    cfg_name, cls_name, *_ = OUT[family]
+    cfg = getattr(transformers, cfg_name)(
+        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
+        num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads,
+        num_key_value_heads=c.n_kv_heads or c.n_heads,
+        head_dim=c.head_dim or c.d_model // c.n_heads, max_position_embeddings=c.max_len,
+        rms_norm_eps=c.norm_eps, hidden_act="silu", tie_word_embeddings=c.tie_head,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rotary_base},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        **({} if family == "qwen2" else {"attention_bias": c.attention_bias == "all"}))
+    out = getattr(transformers, cls_name)(cfg).to(next(model.parameters()).dtype)
+    body = out.model
+    with torch.no_grad():
+        body.embed_tokens.weight.copy_(model.tok_emb.weight)
+        body.norm.weight.copy_(model.norm.weight)
+        if not c.tie_head:
+            out.lm_head.weight.copy_(model.head.weight)
+        for layer, block in zip(model.layers, body.layers):
+            _export_block(layer, block)
+    return out.eval()
+
+
+def _export_block(layer, block) -> None:
+    att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
+    a, m = block.self_attn, block.mlp
+    q, k, v = att.qkv.weight.split((att.q_width, att.kv_width, att.kv_width))
+    pairs = [(a.q_proj.weight, q), (a.k_proj.weight, k), (a.v_proj.weight, v),
+             (a.o_proj.weight, att.proj.weight)]
+    if att.qkv.bias is not None:
+        qb, kb, vb = att.qkv.bias.split((att.q_width, att.kv_width, att.kv_width))
+        pairs += [(a.q_proj.bias, qb), (a.k_proj.bias, kb), (a.v_proj.bias, vb)]
+    if att.proj.bias is not None:
+        pairs.append((a.o_proj.bias, att.proj.bias))
+    if att.qk_norm != "none":
+        pairs += [(a.q_norm.weight, att.q_norm.weight), (a.k_norm.weight, att.k_norm.weight)]
+    if att.post_norm is None:
+        pairs += [(block.input_layernorm.weight, att.norm.weight),
+                  (block.post_attention_layernorm.weight, ffn.norm.weight)]
+    else:
+        pairs += [(block.post_attention_layernorm.weight, att.post_norm.weight),
+                  (block.post_feedforward_layernorm.weight, ffn.post_norm.weight)]
+    pairs += [(getattr(m, f"{n}_proj").weight, getattr(ffn, n).weight)
+              for n in ("gate", "up", "down")]
+    for theirs, ours in pairs:
+        theirs.copy_(ours)
+
+
+__all__ = ["FAMILIES", "OUT", "PARTS", "from_llama", "llama_mismatch", "llama_options",
+           "to_llama"]
