@@ -93,3 +93,52 @@ def test_the_parts_are_named_where_they_do_not_apply():
                             norm_position="sandwich")
     reason = sn.interop.gpt2_mismatch(m)
     assert all(w in reason for w in ("head_dim 6", "qk_norm 'head'", "norm_position 'sandwich'"))
+
+
+def test_offset_rmsnorm_and_the_embedding_scale_are_gemmas():
+    """``norm="rms_offset"`` is Gemma 3's RMSNorm ``(1 + w) x / rms(x)`` (its formula in float64:
+    transformers casts to float32 inside), ``w`` from zero; ``scale_embedding`` multiplies the
+    token embedding by sqrt(d) as Gemma's scaled embedding does; both counted in closed form."""
+    from transformers.models.gemma3 import modeling_gemma3 as g
+
+    from splitnet import cost
+    from splitnet.fields.norms import OffsetRMSNorm
+
+    theirs, ours = g.Gemma3RMSNorm(24, eps=1e-6).double(), OffsetRMSNorm(24, 1e-6).double()
+    assert torch.equal(ours.weight, torch.zeros(24))
+    with torch.no_grad():
+        theirs.weight.copy_(0.3 * torch.randn(24))
+        ours.weight.copy_(theirs.weight)
+    x = torch.randn(3, 5, 24, dtype=torch.float64)
+
+    def formula(x):          # Gemma3RMSNorm.forward without its float32 round trip
+        return theirs._norm(x) * (1.0 + theirs.weight)
+
+    assert (ours(x) - formula(x)).abs().max() <= 1e-15
+    assert (ours(x.float()) - theirs(x.float())).abs().max() <= 1e-6        # as shipped
+    emb = g.Gemma3TextScaledWordEmbedding(11, 24, padding_idx=0, embed_scale=24 ** 0.5).double()
+    c = SplitConfig(vocab_size=11, d_model=24, n_heads=4, n_layers=1, max_len=8,
+                    norm="rms_offset", scale_embedding=True, norm_position="sandwich",
+                    qk_norm="head")
+    m = sn.SplitTransformer.from_config(c).double()
+    assert count_params_of(c) == m.n_params() and cost.describe(c, seq_len=8).params == m.n_params()
+    with torch.no_grad():
+        m.tok_emb.weight.copy_(emb.weight)
+    idx = torch.randint(0, 11, (2, 7))
+    assert m.embed_scale == 24 ** 0.5
+    # Gemma holds sqrt(d) as a float32 buffer (rounded: 4.898979663848877 for d = 24), splitnet
+    # as a Python float; the products differ by that rounding only
+    scale32 = float(torch.tensor(24 ** 0.5))
+    assert torch.equal(m.tok_emb(idx) * scale32, emb(idx))
+    assert (m.tok_emb(idx) * m.embed_scale / emb(idx) - 1).abs().max() <= 4e-8
+    assert "scale_embedding scales the token embedding" in sn.interop.gpt2_mismatch(m)
+    norms = [mod for mod in m.modules() if isinstance(mod, OffsetRMSNorm)]
+    assert len(norms) == 1 + 2 * 2 + 2       # the head's, two per field (sandwich), q and k
+    fresh = sn.SplitTransformer.from_config(c)      # initialised: every offset at zero
+    assert all(not mod.weight.any() for mod in fresh.modules() if isinstance(mod, OffsetRMSNorm))
+
+
+def count_params_of(c):
+    from splitnet.nets.cost import count_params
+
+    return count_params(c)[0]

@@ -134,6 +134,8 @@ class SplitConfig:
                                 "Llama), post (on its output, inside the residual: OLMo 2's x + "
                                 "N(f(x))) or sandwich (both, two norms: Gemma 2 / 3's x + "
                                 "N2(f(N1(x))))", choices=NORM_POSITIONS)
+    scale_embedding: bool = option(False, "the token embedding multiplied by sqrt(d_model) "
+                                   "in forward (Gemma; init xavier does it too)")
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")

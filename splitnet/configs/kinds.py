@@ -80,7 +80,7 @@ def present(config, fields: Sequence[str]) -> tuple[str, ...]:
 def norm_params(config, channels: int | None = None) -> int:
     """The parameters of a field's norms of ``config`` (two under ``norm_position="sandwich"``),
     or of one over ``channels``: LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
-    each = {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2)
+    each = {"rms": 1, "rms_offset": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2)
     sandwich = getattr(config, "norm_position", "pre") == "sandwich"
     return each * (config.d_model * (1 + sandwich) if channels is None else channels)
 

@@ -31,7 +31,7 @@ INITS = ("gpt2", "xavier", "convs2s")
 # Normalisations inside every field and at the end (splitnet.fields.norms), the one list:
 # layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias),
 # none = no normalisation at all (ConvS2S, which keeps its activations' variance by scaling).
-NORMS = ("layer", "rms", "none")
+NORMS = ("layer", "rms", "rms_offset", "none")
 # self-attention's query/key normalisation (splitnet.fields.attention): none, per head (Qwen3,
 # Gemma 3) or over the whole projection (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
@@ -105,7 +105,8 @@ NETWORK_OPTIONS = {
     "activation": ("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                    {"choices": ACTIVATIONS}),
     "norm": ("layer", "normalisation inside every field and before the head: layer "
-             "(LayerNorm, GPT-2), rms (RMSNorm, Llama) or none (ConvS2S)", {"choices": NORMS}),
+             "(LayerNorm, GPT-2), rms (RMSNorm, Llama), rms_offset (RMSNorm with scale 1 + w, "
+             "w from zero: Gemma) or none (ConvS2S)", {"choices": NORMS}),
     "norm_eps": (1e-5, "epsilon of the norms", {}),
     "conv_kernel": (3, "kernel width of the conv diffusion field: token i sees i-k+1..i (odd "
                     "when not causal: i-(k-1)/2..i+(k-1)/2)", {}),

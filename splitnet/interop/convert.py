@@ -43,7 +43,8 @@ from pathlib import Path
 import torch
 
 from ..configs.kinds import KINDS, GatedKind
-from ..configs.options import EXPORT_FORMATS, init_rule
+from ..configs.options import EXPORT_FORMATS
+from ..nets.init import embed_scale
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .folder import llama_classes, load_pretrained, require_hf
@@ -229,9 +230,9 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"sub-flow method {c.method!r} (GPT-2: euler, the residual sub-layer)")
     if not c.causal:
         reasons.append("bidirectional attention")
-    if init_rule(c) != "gpt2":
-        reasons.append(f"init {c.init!r} scales the token embedding by sqrt(d_model) (GPT-2: "
-                       f"init 'gpt2', unscaled)")
+    if embed_scale(c) != 1.0:
+        who = "scale_embedding" if c.scale_embedding else f"init {c.init!r}"
+        reasons.append(f"{who} scales the token embedding by sqrt(d_model) (GPT-2: unscaled)")
     if c.activation not in ACT_TO_HF:
         reasons.append(f"activation {c.activation!r}")
     if c.positions != "learned" or c.rotary_pct > 0:

@@ -180,7 +180,7 @@ def llama_mismatch(model, family: str) -> str | None:
     (RMSNorm, rotary on every channel, no position table) and SwiGLU, nothing else, and the
     family's biases, q/k norm and norm position."""
     from ..configs.kinds import GatedKind
-    from ..configs.options import init_rule
+    from ..nets.init import embed_scale
     from ..stagelists.stages import Stage
 
     c, (_, _, biases, qk, where) = model.config, OUT[family]
@@ -202,7 +202,7 @@ def llama_mismatch(model, family: str) -> str | None:
          c.attention_bias not in biases),
         (f"qk_norm {c.qk_norm!r} ({family}: {qk})", c.qk_norm != qk),
         (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
-        (f"init {c.init!r} scales the token embedding", init_rule(c) != "gpt2"),
+        ("the token embedding scaled by sqrt(d_model)", embed_scale(c) != 1.0),
         ("learned stage coefficients", c.learn_coefficients),
         ("a reversible network", c.reversible),
         (f"depth_basis {c.depth_basis!r}", c.depth_basis is not None)) if wrong]
