@@ -85,6 +85,8 @@ def test_closed_forms_are_exact_for_every_registry_scheme(scheme):
     {"qk_norm": "head", "attention_bias": "none", "positions": "none", "rotary_pct": 1.0},
     {"norm_position": "sandwich", "norm": "rms", "convection_field": "swiglu"},
     {"norm_position": "post", "scheme": "strang", "qk_norm": "projection"},
+    {"convection_field": "geglu", "norm": "rms_offset", "scale_embedding": True,
+     "weights": "per-stage", "scheme": "strang"},
 ])
 def test_closed_forms_are_exact_for_sum_stages_and_options(options):
     _assert_exact(**options)

@@ -142,3 +142,29 @@ def count_params_of(c):
     from splitnet.nets.cost import count_params
 
     return count_params(c)[0]
+
+
+def test_geglu_is_gemmas_mlp():
+    """``convection_field="geglu"`` is Gemma 3's MLP ``down(gelu_tanh(gate x) * up x)`` in float64
+    on the same weights (our pre-norm set to the identity: the block holds theirs)."""
+    from transformers.models.gemma3 import modeling_gemma3 as g
+
+    from splitnet.configs.kinds import get_kind
+
+    c = tf.Gemma3TextConfig(hidden_size=24, intermediate_size=40,
+                            hidden_activation="gelu_pytorch_tanh")
+    torch.manual_seed(0)
+    theirs = g.Gemma3MLP(c).double()
+    cfg = SplitConfig(d_model=24, n_heads=4, d_ff=40, convection_field="geglu", norm="rms")
+    ours = get_kind("geglu").build(cfg).double()
+    ours.norm = torch.nn.Identity()
+    with torch.no_grad():
+        for n in ("gate", "up", "down"):
+            getattr(ours, n).weight.copy_(getattr(theirs, f"{n}_proj").weight)
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    ref = theirs(x)
+    assert (ours(0.0, x) - ref).abs().max() <= 1e-14 * ref.abs().max()
+    silu = get_kind("swiglu").build(cfg.replace(convection_field="swiglu")).double()
+    silu.load_state_dict(ours.state_dict(), strict=False)
+    silu.norm = torch.nn.Identity()
+    assert (silu(0.0, x) - ref).abs().max() > 1e-3       # the gate's activation matters

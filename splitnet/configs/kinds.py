@@ -22,6 +22,7 @@ conv        diffusion   (2 k + 1) d^2 + 3 d + N      (4 k + 2) d^2
   convs2s   diffusion   2 k d^2 + 2 d + N            4 k d^2
 feedforward convection  2 d w + w + d + N            4 d w
 swiglu      convection  3 d w + N                    6 d w
+geglu       convection  3 d w + N                    6 d w
 cross       cross       4 d^2 + 4 d + N              4 d^2 + 4 m d + 4 d^2 m / n
 multistep   cross       2 d^2 + 2 d + N              4 d^2 + 4 m d
 none        convection  0                            0
@@ -45,13 +46,10 @@ Each kind declares its ``residual_outputs`` (the matrices whose output a residua
 adds, which GPT-2's initialisation scales, :mod:`splitnet.nets.init`) and ``gpt2``, its map
 onto a GPT-2 block (``None``: none, :func:`splitnet.interop.convert.gpt2_mismatch` says so).
 
-**Adding a kind** (a gated convolution, say): an ``nn.Module`` with ``forward(t, x)`` in
-``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
-nothing else. Each config has the option ``<field>_field`` for the fields its network has
-(:func:`splitnet.configs.options.kind_options`: ``SplitConfig.diffusion_field`` /
-``convection_field``, ``Seq2SeqConfig.convection_field`` / ``cross_field``), whose choices are
-:class:`Serving`, a live view of this registry, on the command line too; its default is the
-first kind registered for the field.
+**Adding a kind**: an ``nn.Module`` with ``forward(t, x)`` in ``splitnet/fields/``, a
+:class:`FieldKind` subclass here, its line in :data:`KINDS`, nothing else: each config's
+``<field>_field`` option (:func:`splitnet.configs.options.kind_options`) has :class:`Serving`,
+a live view of this registry, as its choices (the first kind registered is the default).
 """
 
 from __future__ import annotations
@@ -107,14 +105,11 @@ class FieldKind:
     memory_parts: int = 1           # the memory it reads: 1 = the encoder output, 2 = [z | e]
     absent: bool = False            # "none": the field is left out of the network
     reversible: bool = True         # its module runs in a reversible network's pair
-    # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
-    # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
-    # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
+    # the matrices whose output is the field's value (what a residual sub-layer adds; GPT-2's
+    # initialisation scales them by 1/sqrt(n residual sub-layers), splitnet.nets.init)
     residual_outputs: tuple[str, ...] = ()
-    # How the module maps onto a GPT-2 block (transformers' GPT2Block): (module attribute,
-    # block attribute path) pairs whose parameters are equal, e.g. ("qkv", "attn.c_attn"); None
-    # when the kind has no GPT-2 counterpart (export then writes a splitnet directory, and
-    # format="gpt2" is refused naming the kind). splitnet.interop.convert reads it.
+    # its map onto transformers' GPT2Block: (module attribute, block path) pairs of equal
+    # parameters, e.g. ("qkv", "attn.c_attn"); None: none (format="gpt2" refused, naming it)
     gpt2: tuple[tuple[str, str], ...] | None = None
 
     def cacheable(self, config) -> bool:
@@ -280,7 +275,7 @@ class SwiGLUKind(FieldKind):
 
     name, serves, module = "swiglu", CONVECTION, "splitnet.fields.feedforward:SwiGLU"
     summary = "the gated feed-forward network of Llama (SwiGLU, no biases), width d_ff"
-    mixes_tokens = False
+    mixes_tokens, gate = False, "silu"          # gate: the activation of the gate branch
     residual_outputs = ("down.weight",)
 
     def default_width(self, config):
@@ -288,13 +283,19 @@ class SwiGLUKind(FieldKind):
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "d_ff": self._width(config, width),
-                "dropout": config.dropout, **norm_arguments(config)}
+                "dropout": config.dropout, **norm_arguments(config), "activation": self.gate}
 
     def params(self, config, width=None):
         return 3 * config.d_model * self._width(config, width) + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         return 6.0 * config.d_model * self._width(config, width)   # gate, up, down
+
+
+class GeGLUKind(SwiGLUKind):
+    """Gemma's gated feed-forward network: ``down(gelu_tanh(gate(x)) * up(x))``, no biases."""
+
+    name, gate, summary = "geglu", "gelu_tanh", "Gemma's gated feed-forward (GeGLU), width d_ff"
 
 
 class CrossKind(FieldKind):
@@ -418,6 +419,7 @@ KINDS: dict[str, type[FieldKind]] = {
     "cross": CrossKind,
     "conv": ConvKind,
     "swiglu": SwiGLUKind,
+    "geglu": GeGLUKind,
     "multistep": MultiStepKind,
     "none": NoneKind,
 }
@@ -493,6 +495,6 @@ def kind_of(config, field: str) -> FieldKind:
 
 
 __all__ = ["HALF", "KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind",
-           "FieldKind", "GatedKind", "MultiStepKind", "NoneKind", "Serving", "SwiGLUKind",
-           "check_option", "convs2s", "get_kind", "kind_of", "norm_arguments", "norm_params",
-           "option_help", "option_name", "present", "serving"]
+           "FieldKind", "GatedKind", "GeGLUKind", "MultiStepKind", "NoneKind", "Serving",
+           "SwiGLUKind", "check_option", "convs2s", "get_kind", "kind_of", "norm_arguments",
+           "norm_params", "option_help", "option_name", "present", "serving"]

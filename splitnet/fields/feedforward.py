@@ -60,15 +60,17 @@ class FeedForward(nn.Module):
 class SwiGLU(nn.Module):
     """The gated feed-forward network of Llama, Qwen2 and Mistral (Shazeer 2020), pre-norm
     inside (convection field): ``G(x) = W_down (silu(W_gate n(x)) * W_up n(x))``, no biases,
-    hidden width ``d_ff``. Its kind: :class:`splitnet.configs.kinds.SwiGLUKind`."""
+    hidden width ``d_ff``; ``activation="gelu_tanh"``: Gemma's GeGLU. Its kinds:
+    :class:`splitnet.configs.kinds.SwiGLUKind`, :class:`~splitnet.configs.kinds.GeGLUKind`."""
 
     uses_memory = False
     mixes_tokens = False       # each particle alone
     supports_cache = False
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, norm_eps: float = 1e-5,
-                 norm: str = "rms", norm_position: str = "pre"):
+                 norm: str = "rms", norm_position: str = "pre", activation: str = "silu"):
         super().__init__()
+        self.act, self.activation = activation_function(activation), activation
         self.norm, self.post_norm = make_norms(norm, d_model, norm_eps, norm_position)
         self.gate = nn.Linear(d_model, d_ff, bias=False)
         self.up = nn.Linear(d_model, d_ff, bias=False)
@@ -80,7 +82,7 @@ class SwiGLU(nn.Module):
             raise ValueError(f"SwiGLU expects states of width d_model={self.gate.in_features}, "
                              f"got shape {tuple(x.shape)}")
         h = self.norm(x)
-        return drop(self.dropout, post(self.post_norm, self.down(F.silu(self.gate(h)) *
+        return drop(self.dropout, post(self.post_norm, self.down(self.act(self.gate(h)) *
                                                                  self.up(h))))
 
 
