@@ -31,13 +31,16 @@ FAMILIES = {
     # q/k RMSNorm over the whole projection, the block's norms on the sub-layers' outputs
     "olmo2": (tf.Olmo2ForCausalLM, tf.Olmo2Config, {"rope_theta": 5e5}),
     "olmo2-biased": (tf.Olmo2ForCausalLM, tf.Olmo2Config, {"attention_bias": True}),
+    # q, k, v fused in one matrix, gate and up in another
+    "phi3": (tf.Phi3ForCausalLM, tf.Phi3Config, {"rope_theta": 2e4, "pad_token_id": 0,
+                                                  "eos_token_id": 1, "bos_token_id": 2}),
 }
 # the parts beyond Llama's: (qk_norm, norm_position)
 PARTS = {"qwen3": ("head", "pre"), "qwen3-biased-tied": ("head", "pre"),
          "olmo2": ("projection", "post"), "olmo2-biased": ("projection", "post")}
 EXPECT = {"llama": "none", "llama-biased-tied": "all", "qwen2": "qkv", "mistral": "none",
           "llama-wide-heads": "none", "qwen3": "none", "qwen3-biased-tied": "all",
-          "olmo2": "none", "olmo2-biased": "all"}
+          "olmo2": "none", "olmo2-biased": "all", "phi3": "none"}
 
 
 def _tiny(name, seed=0, **extra):
@@ -64,6 +67,7 @@ def exact_norms(monkeypatch):
     from transformers.models.llama import modeling_llama
     from transformers.models.mistral import modeling_mistral
     from transformers.models.olmo2 import modeling_olmo2
+    from transformers.models.phi3 import modeling_phi3
     from transformers.models.qwen2 import modeling_qwen2
     from transformers.models.qwen3 import modeling_qwen3
 
@@ -73,7 +77,7 @@ def exact_norms(monkeypatch):
 
     for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
                      (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm"),
-                     (modeling_olmo2, "Olmo2RMSNorm")):
+                     (modeling_olmo2, "Olmo2RMSNorm"), (modeling_phi3, "Phi3RMSNorm")):
         monkeypatch.setattr(getattr(mod, cls), "forward", forward)
 
 
@@ -106,7 +110,7 @@ def test_equal_logits_against_transformers_as_shipped():
                                    rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "qwen3", "olmo2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "qwen3", "olmo2", "phi3"])
 def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_norms):
     src = _tiny(name, seed=2)
     src.save_pretrained(tmp_path, max_shard_size="20KB")       # several safetensors files
@@ -118,7 +122,8 @@ def test_equal_logits_from_a_sharded_safetensors_folder(name, tmp_path, exact_no
         assert (m(idx) - ref).abs().max() <= 1e-10 * ref.abs().max()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "qwen3-biased-tied", "olmo2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "qwen3-biased-tied", "olmo2",
+                                  "phi3"])
 def test_greedy_cached_generation_equals_transformers(name, exact_norms):
     src = _tiny(name, seed=4)
     m = sn.interop.from_hf(src)
@@ -138,7 +143,8 @@ def test_a_sliding_window_that_binds_within_the_context_caps_the_context():
 
 WINDOWED = [("mistral", {"sliding_window": 4}),
             ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
-            ("qwen3", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1})]
+            ("qwen3", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
+            ("phi3", {"sliding_window": 4})]
 
 
 @pytest.mark.parametrize("name,extra", WINDOWED, ids=[n for n, _ in WINDOWED])

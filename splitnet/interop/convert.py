@@ -86,7 +86,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
-                        f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a "
+                        f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a Phi3ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model

@@ -49,7 +49,7 @@ def llama_classes(transformers) -> tuple:
     """The model classes of :data:`splitnet.interop.llama.FAMILIES`, in its order."""
     return (transformers.LlamaForCausalLM, transformers.Qwen2ForCausalLM,
             transformers.MistralForCausalLM, transformers.Qwen3ForCausalLM,
-            transformers.Olmo2ForCausalLM)
+            transformers.Olmo2ForCausalLM, transformers.Phi3ForCausalLM)
 
 
 def check_directory(path) -> Path:

@@ -18,7 +18,8 @@ stack into one ``qkv`` matrix. Qwen3 normalises each head's queries and keys (RM
 normalises the queries and keys over the whole projection (``qk_norm="projection"``) and puts
 each block's norms on the sub-layers' outputs, inside the residual (``norm_position="post"``):
 ``x += N(attn(x)); x += N(mlp(x))``, still a Lie–Trotter step, of the fields ``N o attn`` and
-``N o mlp``.
+``N o mlp``. Phi-3 fuses q, k, v into ``qkv_proj`` (rows in splitnet's order) and gate and up
+into ``gate_up_proj`` (gate first), which are split on the way in.
 
 Anything the map would not reproduce exactly is a one-line ValueError naming it, never an
 approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``yarn``...),
@@ -39,7 +40,8 @@ from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
-FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None}
+FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None,
+            "phi3": "none"}
 # model_type -> (qk_norm, norm_position) where not Llama's ("none", "pre")
 PARTS = {"qwen3": ("head", "pre"), "olmo2": ("projection", "post")}
 
@@ -144,8 +146,11 @@ def _copy_block(layer, block, prefix: str) -> None:
                f"{prefix}.post_attention_layernorm.weight")
         _param(ffn.post_norm.weight, block.post_feedforward_layernorm.weight,
                f"{prefix}.post_feedforward_layernorm.weight")
-    _param(att.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-           f"{prefix}.self_attn.q_proj/k_proj/v_proj.weight")
+    if hasattr(a, "qkv_proj"):          # Phi-3: q, k, v fused in this order already
+        _param(att.qkv.weight, a.qkv_proj.weight, f"{prefix}.self_attn.qkv_proj.weight")
+    else:
+        _param(att.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+               f"{prefix}.self_attn.q_proj/k_proj/v_proj.weight")
     if att.qkv.bias is not None:
         _param(att.qkv.bias, torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]),
                f"{prefix}.self_attn.q_proj/k_proj/v_proj.bias")
@@ -155,11 +160,15 @@ def _copy_block(layer, block, prefix: str) -> None:
         _param(att.k_norm.weight, a.k_norm.weight, f"{prefix}.self_attn.k_norm.weight")
     if att.proj.bias is not None:
         _param(att.proj.bias, a.o_proj.bias, f"{prefix}.self_attn.o_proj.bias")
+    if hasattr(m, "gate_up_proj"):      # Phi-3: [gate; up] fused (its forward chunks it so)
+        gate, up = m.gate_up_proj.weight.chunk(2)
+        _param(ffn.gate.weight, gate, f"{prefix}.mlp.gate_up_proj.weight[:d_ff]")
+        _param(ffn.up.weight, up, f"{prefix}.mlp.gate_up_proj.weight[d_ff:]")
+        _param(ffn.down.weight, m.down_proj.weight, f"{prefix}.mlp.down_proj.weight")
+        return
     for ours, theirs in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
         _param(getattr(ffn, ours).weight, getattr(m, theirs).weight,
                f"{prefix}.mlp.{theirs}.weight")
-
-
 
 
 # ---------------------------------------------------------------------------------------------
