@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 # The extras CI installs (.ci/run); their modules are read from pyproject.toml.
-REQUIRED_EXTRAS = ("hf", "peers", "tensorboard", "translate")
+REQUIRED_EXTRAS = ("hf", "peers", "tensorboard", "translate", "jax")
 
 
 def pytest_addoption(parser):
@@ -90,3 +90,27 @@ def load_script(path: Path):
     sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture
+def exact_norms(monkeypatch):
+    """transformers' RMSNorms computed in their input's dtype (float64 here): it casts to
+    float32 even from float64, so float64 comparisons of the Llama family would check float32
+    rounding rather than the map."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers.models.llama import modeling_llama
+    from transformers.models.mistral import modeling_mistral
+    from transformers.models.olmo2 import modeling_olmo2
+    from transformers.models.phi3 import modeling_phi3
+    from transformers.models.qwen2 import modeling_qwen2
+    from transformers.models.qwen3 import modeling_qwen3
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
+                                              self.variance_epsilon))
+
+    for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
+                     (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm"),
+                     (modeling_olmo2, "Olmo2RMSNorm"), (modeling_phi3, "Phi3RMSNorm")):
+        monkeypatch.setattr(getattr(mod, cls), "forward", forward)

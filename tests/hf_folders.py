@@ -146,6 +146,19 @@ def _not_a_model(tmp: Path):
 
 
 _not_a_model.text = "sn.interop.from_hf(42)"
+
+
+def _config_raised(tmp: Path):
+    import splitnet as sn
+
+    tf = pytest.importorskip("transformers")
+    m = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2,
+                                         n_positions=16, bos_token_id=0, eos_token_id=0))
+    m.config.n_layer = 2
+    return sn.interop.from_hf(m)
+
+
+_config_raised.text = "sn.interop.from_hf(model) after model.config.n_layer = 2 (1 layer built)"
 DAMAGE = list(HF_DAMAGE.items())
 HF_CASES = [
     # (what is wrong, a call of from_hf or a command line, exception or exit status, regex)
@@ -223,6 +236,8 @@ HF_CASES = [
     ("refine: --hf with an empty --text",
      ["refine", "--hf", "{tmp}/hf-folders/gpt2", "--text", "{tmp}/hf-folders/empty.txt",
       "--out", "{tmp}/hf-folders/r.png"], 2, r"--text \S+/empty.txt is empty: give a text"),
+    ("an object whose config asks for more layers than it holds", _config_raised, ValueError,
+     r"this GPT2LMHeadModel lacks tensors its config needs: transformer.h.1.\* \(\d+ tensors\)"),
 ]
 
 

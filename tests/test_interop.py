@@ -96,15 +96,28 @@ def test_gpt2_directory_imports_offline_in_its_dtype(tf, tmp_path):
     ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
     ({"scale_attn_weights": False}, "scale_attn_weights"),
     ({"activation_function": "quick_gelu"}, "no exact splitnet counterpart"),
-    ({"tie_word_embeddings": False}, "not tied"),
 ])
 def test_a_gpt2_that_is_not_a_pre_norm_transformer_is_refused(tf, kw, pattern):
-    g = _gpt2(tf, **kw)
-    if not kw.get("tie_word_embeddings", True):
-        with torch.no_grad():
-            g.lm_head.weight.add_(1.0)
     with pytest.raises(ValueError, match=pattern):
-        sn.interop.from_hf(g)
+        sn.interop.from_hf(_gpt2(tf, **kw))
+
+
+def test_an_untied_gpt2_imports_untied_and_exports_as_splitnet(tf, tmp_path):
+    """tie_word_embeddings=False with its own head: the head is copied (was refused)."""
+    import warnings
+
+    g = _gpt2(tf, tie_word_embeddings=False)
+    with torch.no_grad():
+        g.lm_head.weight.add_(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)   # the config says untied: nothing to say
+        m = sn.interop.from_hf(g)
+    assert not m.config.tie_head
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert (m(idx) - g(idx).logits).abs().max() < 1e-10
+    assert "an untied head" in sn.interop.gpt2_mismatch(m)
+    assert sn.interop.to_hf(m, tmp_path / "out") == "splitnet"
 
 
 def test_bad_directories_are_one_clear_error(tf, tmp_path):

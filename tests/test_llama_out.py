@@ -32,21 +32,6 @@ def _llama_parts(seed=0, **extra):
     return m
 
 
-@pytest.fixture
-def exact_norms(monkeypatch):
-    """transformers' RMSNorms in their input's dtype (they cast to float32 inside)."""
-    import importlib
-
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
-                                              self.variance_epsilon))
-
-    for fam, cls in (("llama", "Llama"), ("qwen2", "Qwen2"), ("qwen3", "Qwen3"),
-                     ("olmo2", "Olmo2")):
-        mod = importlib.import_module(f"transformers.models.{fam}.modeling_{fam}")
-        monkeypatch.setattr(getattr(mod, f"{cls}RMSNorm"), "forward", forward)
-
-
 @pytest.mark.parametrize("family", list(PARTS))
 def test_out_and_back_in_with_equal_logits_and_tokens(family, tmp_path, exact_norms):
     m = _llama_parts(**PARTS[family])

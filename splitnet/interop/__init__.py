@@ -4,6 +4,8 @@ equal logits, and any SplitTransformer back (``sn.interop.from_hf``, ``sn.intero
 * :mod:`~splitnet.interop.convert` -- the mappings and the byte tokenizer.
 * :mod:`~splitnet.interop.imported` -- imported models for the analyses (a folder, its
   tokenizer, the loss of any re-discretised copy). Both modules' public names are served here.
+* :mod:`~splitnet.interop.agree` -- a source's config and its tensors agree, or the import
+  follows transformers and warns (a head its config calls tied, tensors its config does not use).
 * :mod:`~splitnet.interop.hf` -- the ``transformers`` classes of any scheme (needs the ``hf``
   extra; registered with the Auto classes on import).
 """

@@ -47,6 +47,7 @@ from ..configs.options import EXPORT_FORMATS
 from ..nets.init import embed_scale
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
+from .agree import check_object, follow_head, warn_unused
 from .folder import llama_classes, load_pretrained, require_hf
 from .llama import OUT, from_llama, llama_mismatch, to_llama
 
@@ -70,11 +71,18 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     """A SplitTransformer with the logits of a ``transformers`` GPT-2 (``GPT2LMHeadModel``, or a
     directory written by ``save_pretrained``), or the SplitTransformer inside a ``splitnet``
     directory written by :func:`to_hf`. In eval mode, on the CPU, in the source's dtype (or
-    ``dtype``). Raises ValueError for a model it cannot map exactly, naming why."""
+    ``dtype``). Raises ValueError for a model it cannot map exactly, naming why. Where the
+    source's config and tensors disagree it imports what transformers runs and warns
+    (:mod:`splitnet.interop.agree`): a head the config calls tied but that is another tensor
+    is kept untied; tensors the config does not use are named and not imported."""
     transformers, hf = require_hf()
-    src = model_or_path
+    src, where = model_or_path, None
     if isinstance(src, (str, Path)):
-        src = load_pretrained(src)
+        src, unused, weights = load_pretrained(src)      # its missing tensors refused
+        warn_unused(unused, weights)
+        where = f"{Path(model_or_path).expanduser() / 'config.json'}"
+    elif isinstance(src, torch.nn.Module) and hasattr(src, "config"):
+        check_object(src)                 # the object's tensors against its own config
     if isinstance(src, hf.SplitTransformerForCausalLM):
         model = src.model
     elif isinstance(src, transformers.GPT2LMHeadModel):
@@ -88,6 +96,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
                         f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a Phi3ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
+    model = follow_head(src, model, where)     # a head its config calls tied, kept as it is
     model = model.cpu().eval()
     return model.to(dtype) if dtype is not None else model
 
@@ -111,10 +120,7 @@ def _gpt2_config_check(c) -> str:
 def _from_gpt2(src) -> SplitTransformer:
     c = src.config
     activation = _gpt2_config_check(c)
-    gpt, head = src.transformer, src.lm_head.weight
-    if head is not gpt.wte.weight and not torch.equal(head, gpt.wte.weight):
-        raise ValueError("this GPT-2's output head is not tied to its token embedding; "
-                         "a SplitTransformer's head is tied")
+    gpt = src.transformer                 # an untied head: from_hf's follow_head copies it
     drops = {c.resid_pdrop, c.embd_pdrop, c.attn_pdrop}
     model = SplitTransformer(
         vocab_size=c.vocab_size, d_model=c.n_embd, n_heads=c.n_head, n_layers=c.n_layer,

@@ -115,7 +115,7 @@ def read_config(p: Path):
     transformers, _ = require_hf()
     _check_keys(p, transformers)
     try:
-        with _quiet():      # its remarks on the values it reads, before a one-line refusal
+        with quiet():      # its remarks on the values it reads, before a one-line refusal
             return transformers.AutoConfig.from_pretrained(p, local_files_only=True)
     except OSError as e:
         raise ValueError(f"{p / 'config.json'} cannot be read ({first_line(e)})") from None
@@ -125,8 +125,10 @@ def read_config(p: Path):
 
 
 def load_pretrained(path):
-    """The model of a local directory: GPT-2, GPT-NeoX, the Llama family or splitnet, nothing
-    else, nothing downloaded."""
+    """The model of a local directory (GPT-2, GPT-NeoX, the Llama family or splitnet, nothing
+    else, nothing downloaded), the tensors of its file that its config does not use (dropped
+    by transformers; :func:`splitnet.interop.agree.warn_unused` names them) and the file's
+    name."""
     transformers, hf = require_hf()
     p = check_directory(path)
     cfg = read_config(p)
@@ -144,7 +146,7 @@ def load_pretrained(path):
     if problem:
         raise ValueError(f"{p}: the weights do not fit its config.json ({problem}); nothing "
                          f"was imported")
-    return model
+    return model, sorted(info.get("unexpected_keys") or ()), _weights_file(p)
 
 
 def _check_buildable(cls, cfg, p: Path) -> None:
@@ -154,14 +156,14 @@ def _check_buildable(cls, cfg, p: Path) -> None:
     import torch
 
     try:
-        with _quiet(), torch.device("meta"):
+        with quiet(), torch.device("meta"):
             cls(cfg)
     except Exception as e:   # the model's own checks raise ValueError, AssertionError, ...
         raise ValueError(f"{p / 'config.json'} describes a model transformers cannot build "
                          f"({_config_error(e)})") from None
 
 
-class _quiet:
+class quiet:
     """transformers' notes and progress bars off inside (restored after)."""
 
     def __enter__(self):
@@ -192,7 +194,7 @@ def _from_pretrained_quietly(cls, p: Path):
     "newly initialized" for a missing tensor and carry on with random weights) or its bar; a
     weights file that cannot be read (cut short, damaged, absent) is one ValueError saying so."""
     try:
-        with _quiet():
+        with quiet():
             return cls.from_pretrained(p, local_files_only=True, output_loading_info=True,
                                        ignore_mismatched_sizes=True)
     except OSError as e:
@@ -205,7 +207,8 @@ def _from_pretrained_quietly(cls, p: Path):
 def _loading_problem(info: dict) -> str | None:
     """What in ``from_pretrained``'s loading report changes the model: a tensor the file does
     not hold (transformers would initialise it at random) or one of another shape. Tensors
-    the model does not use (``unexpected_keys``) change nothing and are allowed."""
+    the model does not use (``unexpected_keys``) are dropped as transformers does, by the
+    caller with a warning naming them (:func:`splitnet.interop.agree.warn_unused`)."""
     missing = sorted(info.get("missing_keys") or ())
     mismatched = sorted(info.get("mismatched_keys") or ())
     parts = []
@@ -223,4 +226,4 @@ def _loading_problem(info: dict) -> str | None:
 
 
 __all__ = ["REQUIRED", "check_directory", "first_line", "llama_classes", "load_pretrained",
-           "read_config", "require_hf"]
+           "quiet", "read_config", "require_hf"]
