@@ -188,3 +188,14 @@ def test_families_not_mapped_are_refused_by_name(make, tmp_path):
     src.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=f"holds a '{src.config.model_type}' model"):
         sn.interop.from_hf(tmp_path)
+
+
+def test_attentions_options_are_refused_where_no_attention_reads_them():
+    from splitnet.configs.options import check_applicable
+
+    c = SplitConfig(d_model=32, n_heads=4, diffusion_field="conv", qk_norm="head", head_dim=6)
+    with pytest.raises(ValueError, match=r"--head-dim, --qk-norm only apply with "
+                                         r"--diffusion-field attention"):
+        check_applicable(c, {"head_dim", "qk_norm"}, SplitConfig.ONLY_WITH)
+    check_applicable(c.replace(diffusion_field="attention"), {"head_dim", "qk_norm"},
+                     SplitConfig.ONLY_WITH)

@@ -158,6 +158,8 @@ class SplitConfig:
         "conv_kernel": ("with --diffusion-field conv", lambda c: c.diffusion_field == "conv"),
         "rotary_base": ("with --rotary-pct > 0 (rotary positions on)",
                         lambda c: c.rotary_pct > 0),
+        **dict.fromkeys(("head_dim", "qk_norm"), ("with --diffusion-field attention",
+                                                  lambda c: c.diffusion_field == "attention")),
     }
 
     def __post_init__(self) -> None:
