@@ -93,16 +93,13 @@ def _given_fields(diffusion, convection, fields, flows=None) -> dict:
     return given
 
 
-# torchdiffeq's solvers, read from the registry its odeint dispatches on (a private module, so a
-# renamed one fails here at import, loudly): the fixed-grid ones take a step size, the adaptive
-# ones tolerances; scipy_solver needs scipy's own method name, so it is not offered.
-
+# torchdiffeq's solvers, from the registry its odeint reads (fixed-grid: a step size; adaptive:
+# tolerances; scipy_solver needs scipy's own method name, so it is not offered)
 FIXED_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items() if issubclass(c, _Fixed))
 ADAPTIVE_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items()
                          if not issubclass(c, _Fixed) and n != "scipy_solver")
-# adaptive steps between two output times at most: a solution that needs more (an interval
-# of 1e9 time units, a tolerance below round-off) is refused, not waited for. The built-in
-# particle system takes ~80 steps per unit of time at rtol 1e-13; 20,000 cost ~20 s there.
+# adaptive steps between two output times at most: more (1e9 time units, a tolerance below
+# round-off) is refused, not waited for; the particle system takes ~80 per unit at rtol 1e-13
 MAX_SOLVER_STEPS = 20_000
 
 
@@ -331,13 +328,6 @@ def method_order(scheme, method: str, fields: dict) -> int:
     return scheme.effective_order(method)
 
 
-def _torch_dtype(x) -> torch.dtype:
-    """The torch dtype of a state's precision (numpy's float64 -> torch.float64)."""
-    if arrays.is_torch(x):
-        return x.dtype
-    return torch.float64 if np.dtype(x.dtype) == np.float64 else torch.float32
-
-
 def _reference_at(given: dict, x0, t0: float, reference, ref_opts: dict):
     """``t1 -> x(t1)``: the user's exact solution ``reference(t1)`` (checked against ``x0``),
     else :func:`reference_solution` of the vector fields (torch states only)."""
@@ -405,7 +395,7 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
     progress = check_flag("progress", progress)
     given = _given_fields(diffusion, convection, fields, flows)
     ref_opts = {k: options[k] for k in ("rtol", "atol") if k in options}
-    rtol = ref_opts.get("rtol") or default_tolerances(_torch_dtype(x0))[0]
+    rtol = ref_opts.get("rtol") or default_tolerances(arrays.torch_dtype(x0))[0]
     floor = 10.0 * rtol * max(1.0, arrays.norm(x0)) if floor is None else \
         check_real("floor", floor, lo=0.0)
     counting = {name: CountingField(f, name) for name, f in given.items()}

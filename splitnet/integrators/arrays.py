@@ -66,6 +66,13 @@ def norm(x) -> float:
     return float(np.linalg.norm(np.asarray(x, dtype=np.float64).ravel()))
 
 
+def torch_dtype(x) -> torch.dtype:
+    """The torch dtype of a state's precision (numpy's float64 -> torch.float64)."""
+    if is_torch(x):
+        return x.dtype
+    return torch.float64 if np.dtype(x.dtype) == np.float64 else torch.float32
+
+
 def check_output(out, x, name: str, what: str = "field", t=0.0) -> None:
     """A field's (or flow's) output ``out`` for the state ``x``: the state's array kind, shape
     and dtype (torch would silently promote or round the state), every entry finite."""
@@ -88,4 +95,4 @@ def check_output(out, x, name: str, what: str = "field", t=0.0) -> None:
 
 
 __all__ = ["all_finite", "check_array", "check_output", "is_torch", "norm",
-           "stack"]
+           "stack", "torch_dtype"]
