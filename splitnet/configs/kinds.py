@@ -46,7 +46,9 @@ answer.
 Each kind also declares its ``residual_outputs`` (the matrices whose output a residual
 sub-layer adds: GPT-2's initialisation scales exactly these, :mod:`splitnet.nets.init`) and
 ``gpt2``, how its module maps onto a GPT-2 block (``None``: it does not, and
-:func:`splitnet.interop.convert.gpt2_mismatch` names it).
+:func:`splitnet.interop.convert.gpt2_mismatch` names it), and ``reads``, the options only some
+kinds read that it reads (a config refuses one set that no kind of its network reads:
+:func:`splitnet.configs.options.check_read`).
 
 **Adding a kind** (a gated convolution, say): an ``nn.Module`` with ``forward(t, x)`` in
 ``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
@@ -111,6 +113,10 @@ class FieldKind:
     # when the kind has no GPT-2 counterpart (export then writes a splitnet directory, and
     # format="gpt2" is refused naming the kind). splitnet.interop.convert reads it.
     gpt2: tuple[tuple[str, str], ...] | None = None
+    # The options only some kinds read that this one reads (configs.options.check_read: one
+    # set away from its default that no kind of the network reads is refused). n_heads is
+    # not one: a size every network's signature asks for, as d_model.
+    reads: tuple[str, ...] = ()
 
     def cacheable(self, config) -> bool:
         """Whether a key/value cache makes generation with this field exact."""
@@ -154,6 +160,7 @@ class AttentionKind(FieldKind):
     mixes_tokens = True
     residual_outputs = ("proj.weight",)
     gpt2 = (("norm", "ln_1"), ("qkv", "attn.c_attn"), ("proj", "attn.c_proj"))
+    reads = ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base")
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
@@ -205,15 +212,13 @@ class ConvKind(FieldKind):
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
     summary = "a GLU convolution over conv_kernel positions (ConvS2S)"
     mixes_tokens = True
+    reads = ("conv_kernel",)
     residual_outputs = ("proj.weight",)
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # the window reads earlier tokens only
 
-    def check(self, config) -> None:
-        if config.rotary_pct > 0:
-            raise ValueError("rotary_pct turns an attention's queries and keys; the conv "
-                             "diffusion field has none (use rotary_pct 0)")
+    def check(self, config) -> None:      # (rotary_pct: not read here, options.check_read)
         if not config.causal and config.conv_kernel % 2 == 0:
             raise ValueError(f"a non-causal conv field needs an odd conv_kernel (a window "
                              f"centred on the token), got {config.conv_kernel}")
@@ -243,6 +248,7 @@ class FeedForwardKind(FieldKind):
     mixes_tokens = False
     residual_outputs = ("fc2.weight",)
     gpt2 = (("norm", "ln_2"), ("fc1", "mlp.c_fc"), ("fc2", "mlp.c_proj"))
+    reads = ("d_ff", "activation")
 
     def default_width(self, config):
         return config.d_ff
@@ -269,6 +275,7 @@ class SwiGLUKind(FieldKind):
     summary = "the gated feed-forward network of Llama (SwiGLU, no biases), width d_ff"
     mixes_tokens = False
     residual_outputs = ("down.weight",)
+    reads = ("d_ff",)                # its gate is SiLU whatever the activation option says
 
     def default_width(self, config):
         return config.d_ff
@@ -373,6 +380,7 @@ class GatedKind(FieldKind):
         # the wrapped field's outputs (Gated holds it as .field); the gate's own W2 is a
         # correction the gate T(x) scales, initialised as every other matrix
         self.residual_outputs = tuple(f"field.{n}" for n in inner.residual_outputs)
+        self.reads = inner.reads
 
     def cacheable(self, config) -> bool:
         return self.inner.cacheable(config)

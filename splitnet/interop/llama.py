@@ -94,7 +94,7 @@ def llama_options(c) -> dict:
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,
-        "tie_head": bool(c.tie_word_embeddings), "activation": "silu"}
+        "tie_head": bool(c.tie_word_embeddings)}     # (SwiGLU gates with SiLU: no activation)
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
