@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 # The extras CI installs (.ci/run); their modules are read from pyproject.toml.
-REQUIRED_EXTRAS = ("hf", "peers", "tensorboard", "translate")
+REQUIRED_EXTRAS = ("hf", "peers", "tensorboard", "translate", "jax")
 
 
 def pytest_addoption(parser):

@@ -16,6 +16,8 @@ CASES = [
     ("bench_convs2s.py", ["--threads", "0"], "expected a positive integer"),
     ("bench_convs2s.py", ["--beams", "1,x"], "expected a positive integer"),
     ("bench_digest.py", ["--repeats", "0"], "expected a positive integer"),
+    ("bench_flows.py", ["--runs", "0"], "expected a positive integer"),
+    ("bench_flows.py", ["--sizes", "256,x"], "expected a positive integer"),
     ("bench_layers.py", ["--schemes", "bogus", "--pairs", "0"], "unknown scheme 'bogus'"),
     ("bench_layers.py", ["--weights", "bogus", "--pairs", "0"], "unknown layout 'bogus'"),
     ("bench_llama.py", ["--rounds", "0"], "expected a positive integer"),
@@ -38,6 +40,7 @@ CASES = [
 ]
 CASES = [("benchmarks", *c) for c in CASES] + [("experiments", *c) for c in [
     ("compare_schemes.py", ["--steps", "0"], "expected a positive integer"),
+    ("solvers_tables.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ("compare_schemes.py", ["--seeds", "0,x"], "expected a seed"),
     ("depth_study.py", ["--jobs", "0"], "expected a positive integer"),
     ("llama_study.py", ["--seeds", "x"], "expected a seed"),

@@ -173,7 +173,7 @@ CASES = [
     ("non-positive solver tolerance", lambda: _step(method="exact", rtol=-1.0),
      ValueError, r"rtol must be a positive number, got -1.0"),
     ("state not a tensor", lambda: _step(x=[1.0, 0.5]),
-     TypeError, r"x must be a torch.Tensor, got list"),
+     TypeError, r"x must be a torch.Tensor or an array \(numpy, JAX\), got list"),
     ("integer state", lambda: _step(x=torch.tensor([1, 2])),
      TypeError, r"x must be a floating tensor, got dtype torch.int64"),
     ("NaN in the initial state", lambda: _integrate(x0=torch.tensor([float("nan"), 1.0],

@@ -28,7 +28,8 @@ from torchdiffeq._impl.odeint import SOLVERS as _TORCHDIFFEQ
 from torchdiffeq._impl.solvers import FixedGridODESolver as _Fixed
 
 from ..configs.options import check_flag, check_real
-from ..integrators.flows import n_steps_for
+from ..integrators import arrays
+from ..integrators.flows import Flow, is_flow, n_steps_for
 from ..integrators.schemes import resolve
 from ..integrators.subflows import default_tolerances, get_method
 from ..integrators.validate import (
@@ -63,8 +64,10 @@ def _check_times(times, like: torch.Tensor) -> torch.Tensor:
     return times.to(dtype=like.dtype, device=like.device)
 
 
-def _given_fields(diffusion, convection, fields) -> dict:
-    """field name -> callable from the two-field keywords and/or ``fields`` (each once)."""
+def _given_fields(diffusion, convection, fields, flows=None) -> dict:
+    """field name -> callable from the two-field keywords and/or ``fields`` (each once), and
+    the fields given by their flow (``flows``: field name -> ``phi(t, x, dt)``, each a
+    :class:`~splitnet.integrators.flows.Flow`)."""
     given = {} if fields is None else dict(fields)
     if fields is not None and not isinstance(fields, dict):
         raise TypeError(f"fields must be a dict of field name -> callable f(t, x), got "
@@ -74,6 +77,15 @@ def _given_fields(diffusion, convection, fields) -> dict:
             if name in given:
                 raise ValueError(f"the {name} field is given twice ({name}= and fields=)")
             given[name] = f
+    if flows is not None:
+        if not isinstance(flows, dict):
+            raise TypeError(f"flows must be a dict of field name -> callable phi(t, x, dt), "
+                            f"got {type(flows).__name__}")
+        for name, phi in flows.items():
+            if name in given:
+                raise ValueError(f"the {name} field is given twice (in fields= and flows=); "
+                                 f"give its vector field or its flow")
+            given[name] = Flow(phi, name)
     if not given:
         raise TypeError("give the fields: diffusion= and convection=, or fields={name: f}")
     for name, f in given.items():
@@ -304,10 +316,13 @@ def method_order(scheme, method: str, fields: dict) -> int:
     ``fields``: :meth:`~splitnet.integrators.splitting.SplittingScheme.effective_order`, except
     when every stage advances a shear (fields with ``is_shear``, e.g.
     :func:`~splitnet.analyses.problems.partitioned_system`'s; a sum stage only when its fields
-    write the same block): there each explicit sub-step is the exact sub-flow (see
-    :class:`~splitnet.analyses.problems.Shear`) and the order is the scheme's own."""
+    write the same block), or is a field given by its flow (``flows=``): there each sub-step
+    is the exact sub-flow (see :class:`~splitnet.analyses.problems.Shear`) and the order is the
+    scheme's own."""
     def shear(stage) -> bool:
         parts = [fields.get(c) for c in stage.components]
+        if all(is_flow(f) for f in parts):      # the user's flow: the exact sub-flow
+            return True
         return (all(getattr(f, "is_shear", False) for f in parts)
                 and len({f.write for f in parts}) == 1)   # d~ + c~ writes both: no shear
 
@@ -316,19 +331,67 @@ def method_order(scheme, method: str, fields: dict) -> int:
     return scheme.effective_order(method)
 
 
+def _torch_dtype(x) -> torch.dtype:
+    """The torch dtype of a state's precision (numpy's float64 -> torch.float64)."""
+    if arrays.is_torch(x):
+        return x.dtype
+    return torch.float64 if np.dtype(x.dtype) == np.float64 else torch.float32
+
+
+def _reference_at(given: dict, x0, t0: float, reference, ref_opts: dict):
+    """``t1 -> x(t1)``: the user's exact solution ``reference(t1)`` (checked against ``x0``),
+    else :func:`reference_solution` of the vector fields (torch states only)."""
+    if reference is not None:
+        check_callable(reference, "reference")
+
+        def at(t1):
+            out = reference(t1)
+            arrays.check_output(out, x0, "reference", "solution", t1)
+            return out
+        return at
+    flows = [name for name, f in given.items() if is_flow(f)]
+    if flows or not arrays.is_torch(x0):
+        why = (f"the {', '.join(flows)} field(s) are given by their flow" if flows else
+               f"x0 is a {type(x0).__name__}, and the built-in reference solves torch tensors")
+        raise ValueError(f"convergence_study needs reference=x(t), the exact solution: {why}")
+
+    def at(t1):
+        return reference_solution(x0=x0, times=torch.tensor([t0, t1], dtype=x0.dtype),
+                                  fields=given, **ref_opts)[-1]
+    return at
+
+
+def _check_global(t0: float, t_final, hs) -> float:
+    t_final = t0 + 1.0 if t_final is None else check_time(t_final, "t_final")
+    for h in hs:            # every h must divide the interval, in few enough steps
+        n = n_steps_for((t0, t_final), h)[2]
+        if n > MAX_STEPS:
+            raise ValueError(f"a global study at h={h:g} over [{t0:g}, {t_final:g}] takes "
+                             f"{n:,} steps, more than {MAX_STEPS:,}: use larger step sizes "
+                             f"or a shorter interval")
+    return t_final
+
+
 def convergence_study(scheme, diffusion=None, convection=None, x0=None,
                       step_sizes: Sequence[float] | None = None, kind: str = "local",
                       method: str = "exact", t0: float = 0.0, t_final: float | None = None,
                       floor: float | None = None, progress: bool = False, *, fields=None,
-                      **options) -> ConvergenceResult:
-    """Errors of ``scheme`` against :func:`reference_solution` for each step size, and the fitted
-    log-log slope. The fields: ``diffusion`` / ``convection`` or ``fields={name: f}``.
+                      flows=None, reference=None, **options) -> ConvergenceResult:
+    """Errors of ``scheme`` against the exact solution for each step size, and the fitted
+    log-log slope. The fields: ``diffusion`` / ``convection`` or ``fields={name: f}``, and
+    ``flows={name: phi(t, x, dt)}`` for fields given by their own flow (mixed freely).
+
+    The exact solution: ``reference(t1)`` when given (a callable returning ``x(t1)`` from
+    ``x0`` at ``t0``; needed when a field is given by its flow or ``x0`` is not a torch tensor),
+    else :func:`reference_solution` of the vector fields. ``x0`` a torch tensor or another
+    array (numpy, JAX): the scheme runs on it as it is.
 
     kind="local": one step from ``x0`` at ``t0``; expected slope ``p + 1`` with ``p``
     :func:`method_order` (``scheme.effective_order(method)``; the scheme's own order on shear
-    fields). kind="global": ``(t_final - t0) / h`` steps (``t_final`` default ``t0 + 1``);
-    expected slope ``p``. ``floor`` (default ``10 * rtol * max(1, ||x0||)`` with the
-    reference's rtol) excludes points that round-off or solver tolerance dominate.
+    fields and flows). kind="global": ``(t_final - t0) / h`` steps (``t_final`` default
+    ``t0 + 1``); expected slope ``p``. ``floor`` (default ``10 * rtol * max(1, ||x0||)`` with
+    the reference's rtol, float64: 1e-13) excludes points that round-off or solver tolerance
+    dominate.
     """
     scheme = resolve(scheme)
     if kind not in ("local", "global"):
@@ -340,27 +403,17 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
     hs = step_size_list(step_sizes)
     t0 = check_time(t0, "t0")
     progress = check_flag("progress", progress)
-    given = _given_fields(diffusion, convection, fields)
+    given = _given_fields(diffusion, convection, fields, flows)
     ref_opts = {k: options[k] for k in ("rtol", "atol") if k in options}
-    rtol = ref_opts.get("rtol") or default_tolerances(x0.dtype)[0]
-    floor = 10.0 * rtol * max(1.0, float(x0.norm())) if floor is None else \
+    rtol = ref_opts.get("rtol") or default_tolerances(_torch_dtype(x0))[0]
+    floor = 10.0 * rtol * max(1.0, arrays.norm(x0)) if floor is None else \
         check_real("floor", floor, lo=0.0)
     counting = {name: CountingField(f, name) for name, f in given.items()}
     errors, evals = [], {name: [] for name in given}
-
-    def reference(t1):
-        return reference_solution(x0=x0, times=torch.tensor([t0, t1], dtype=x0.dtype),
-                                  fields=given, **ref_opts)[-1]
-
+    reference_at = _reference_at(given, x0, t0, reference, ref_opts)
     if kind == "global":
-        t_final = t0 + 1.0 if t_final is None else check_time(t_final, "t_final")
-        for h in hs:            # every h must divide the interval, in few enough steps
-            n = n_steps_for((t0, t_final), h)[2]
-            if n > MAX_STEPS:
-                raise ValueError(f"a global study at h={h:g} over [{t0:g}, {t_final:g}] takes "
-                                 f"{n:,} steps, more than {MAX_STEPS:,}: use larger step sizes "
-                                 f"or a shorter interval")
-        ref_end = reference(t_final)
+        t_final = _check_global(t0, t_final, hs)
+        ref_end = reference_at(t_final)
     it = hs
     if progress:
         from tqdm.auto import tqdm
@@ -371,14 +424,14 @@ def convergence_study(scheme, diffusion=None, convection=None, x0=None,
             for c in counting.values():
                 c.count = 0
             if kind == "local":
-                ref = reference(t0 + h)
+                ref = reference_at(t0 + h)
                 x = scheme.step(x=x0, t=t0, step_size=h, method=method, fields=counting,
                                 **options)
             else:
                 ref = ref_end
                 x = scheme.integrate(x0=x0, t_span=(t0, t_final), step_size=h, method=method,
                                      fields=counting, **options)[-1]
-            errors.append(float((x - ref).norm()))
+            errors.append(arrays.norm(x - ref))
             for name, c in counting.items():
                 evals[name].append(c.count)
     errs = np.asarray(errors)

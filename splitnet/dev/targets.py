@@ -116,6 +116,11 @@ TARGETS = {t.name: t for t in [
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",
            "~35 min on two threads (12 runs of 1-5 min; cached in experiments/cache/mlm)",
            (("experiments/mlm_study.py", "--study", "--report"),)),
+    Target("solvers", "docs/solvers.md (the tables between its markers: Hénon–Heiles energy, "
+           "split-step Schrödinger and reaction–diffusion orders, the cheapest method per "
+           "accuracy band; from experiments/cache/solvers)",
+           "seconds from the cache; ~3-5 min with --refresh",
+           (("experiments/solvers_tables.py",),)),
     Target("refine", "docs/refine.md, docs/figures/refine_*.png",
            "hours (trains 30 runs; resumes from runs/refine)",
            (("experiments/refine_study.py",),)),

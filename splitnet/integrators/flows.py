@@ -2,7 +2,10 @@
 written on plain stage tuples and field callables (this module never imports
 :mod:`~splitnet.integrators.schemes`; schemes call it). How each stage is advanced is a sub-flow
 method of
-:mod:`splitnet.integrators.subflows`, re-exported here.
+:mod:`splitnet.integrators.subflows`, re-exported here, or the field's own flow
+``phi(t, x, dt)`` given by the user (a :class:`Flow`: exact, closed form, an FFT step, a linear
+solve), field by field. The state may be a torch tensor or another array (numpy, JAX):
+:mod:`~splitnet.integrators.arrays`.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import torch
 
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage, component_clocks, field_name
 from ..stagelists.stages import clocks as stage_clocks
-from .subflows import get_method
+from . import arrays
+from .subflows import Exact, get_method
 from .validate import (
     CheckedField,
+    CountingField,
     check_callable,
     check_state,
     check_step_size,
@@ -25,6 +30,41 @@ from .validate import (
 
 # --------------------------------------------------------------------------------------------
 # Stepping on stage tuples
+
+
+class Flow:
+    """A field given by its flow: ``phi(t, x, dt)`` is the state after ``dt`` of
+    ``dx/dt = F(t, x)`` from ``x`` at time ``t`` (exact, closed form, an FFT step, an implicit
+    solve: whatever the user trusts as that field's sub-flow). A stage of this field is
+    ``x -> phi(t + h clock, x, c h)``, whatever the sub-flow method of the other fields."""
+
+    def __init__(self, phi, name: str = "field"):
+        if isinstance(phi, Flow):
+            phi = phi.phi
+        if not callable(phi):
+            raise TypeError(f"{name} flow must be callable phi(t, x, dt), got "
+                            f"{type(phi).__name__}")
+        self.phi, self.name = phi, name
+
+    def __call__(self, t, x, dt):
+        return self.phi(t, x, dt)
+
+    def __repr__(self) -> str:
+        return f"Flow({self.phi!r})"
+
+
+class CheckedFlow(Flow):
+    """A :class:`Flow` whose output is checked against the state (kind, shape, dtype, finite)."""
+
+    def __call__(self, t, x, dt):
+        out = self.phi(t, x, dt)
+        arrays.check_output(out, x, self.name, "flow", t)
+        return out
+
+
+def is_flow(f) -> bool:
+    """``f`` advances its stage by itself (a user's flow, possibly counted)."""
+    return isinstance(f, Flow) or (isinstance(f, CountingField) and isinstance(f.f, Flow))
 
 
 class SumField:
@@ -88,17 +128,27 @@ def context_for(f, context: dict) -> dict:
 
 
 def field_map(names: Sequence[str], diffusion=None, convection=None, fields=None,
-              name: str = "scheme") -> dict:
+              name: str = "scheme", flows=None) -> dict:
     """The callables of a scheme's fields ``names``: ``fields={"cross": X, ...}`` and/or the
-    two-field keywords ``diffusion`` / ``convection``. A field given twice, a field of the
+    two-field keywords ``diffusion`` / ``convection``, and ``flows={"kinetic": phi, ...}``
+    (each a :class:`Flow`). A field given twice (also as a field and a flow), a field of the
     scheme not given, or one given that the scheme does not advance is a ``ValueError`` naming
     it (a typo in a field name cannot pass silently)."""
     given = {}
+    if flows is not None:
+        if not isinstance(flows, dict):
+            raise TypeError(f"flows must be a dict of field name -> callable phi(t, x, dt), "
+                            f"got {type(flows).__name__}")
+        for k, v in flows.items():
+            given[field_name(k)] = Flow(v, field_name(k))
     if fields is not None:
         if not isinstance(fields, dict):
             raise TypeError(f"fields must be a dict of field name -> callable f(t, x), got "
                             f"{type(fields).__name__}")
         for k, v in fields.items():
+            if field_name(k) in given:
+                raise ValueError(f"the {field_name(k)} field is given twice (in fields= and "
+                                 f"flows=); give its vector field or its flow")
             given[field_name(k)] = v
     for k, v in ((DIFFUSION, diffusion), (CONVECTION, convection)):
         if v is not None:
@@ -137,6 +187,10 @@ def stage_fields(stages: Sequence[Stage], fields: dict, name: str = "scheme",
     out = []
     for st, clocks in zip(stages, component_clocks(stages)):
         parts = [next(per_field[c]) for c in st.components]
+        if len(parts) > 1 and any(is_flow(p) for p in parts):
+            raise ValueError(f"stage {st.field} of {name!r} advances a sum of fields, one of "
+                             f"them given by its flow: the flow of a sum is not the composition "
+                             f"of the flows; give those fields' vector fields")
         out.append(parts[0] if len(parts) == 1 else
                    SumField(parts, [step_size * (c - clocks[0]) for c in clocks]))
     return out
@@ -146,7 +200,8 @@ def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method
          clocks: Sequence[float] | None = None, check: bool = True, states: list | None = None,
          name: str = "scheme", **options):
     """One step ``x(t) -> x(t + h)``: stage i advances its field (or sum of fields) by
-    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock). ``fields``:
+    ``c_i h`` from its clock ``t + h clocks[i]`` (default: each field's own clock); a field
+    given as a :class:`Flow` by its own flow, the others by the sub-flow method. ``fields``:
     field name -> callable (or one per stage, see :func:`stage_fields`). Appends the state
     after each stage to ``states`` if given. A negative step runs the adjoint direction; zero
     is an error."""
@@ -156,20 +211,49 @@ def step(stages: Sequence[Stage], fields: dict, x, t=0.0, step_size=None, method
         raise TypeError("step() needs the state x")
     h = check_step_size(step_size, allow_negative=True)
     t = check_time(t)
-    m = get_method(method, **options)
-    fields = stage_fields(stages, fields, name, h)
-    clocks = stage_clocks(stages) if clocks is None else clocks
     if check:
         check_state(x, "x")
-        fields = [CheckedField(f, st.field) for f, st in zip(fields, stages)]
-    with small_problem_threads(x):
-        for f, st, clock in zip(fields, stages, clocks):
-            x = m(f, t + h * clock, x, h * st.coeff)
-            if states is not None:
-                states.append(x)
-    if check and not torch.isfinite(x).all():
-        raise ValueError(f"NaN/inf in the state after a {name} step from t={t:.6g}")
-    return x
+    run = _Stepper(stages, fields, h, get_method(method, **options), clocks, check, name, x)
+    return run(x, t, states)
+
+
+class _Stepper:
+    """One step planned once for a step size: the stage callables (checked when ``check``),
+    whether each is a flow, and the start times ``h clock``. :func:`integrate` reuses it for
+    every step, so only the stages themselves run in the loop."""
+
+    def __init__(self, stages, fields, h, m, clocks, check, name, x):
+        fields = stage_fields(stages, fields, name, h)
+        clocks = stage_clocks(stages) if clocks is None else clocks
+        flow = [is_flow(f) for f in fields]
+        if check:
+            check_method_for(m, x, not all(flow))
+            fields = [CheckedFlow(f, st.field) if fl else CheckedField(f, st.field)
+                      for f, st, fl in zip(fields, stages, flow)]
+        self.plan = [(f, h * clock, h * st.coeff, fl)
+                     for f, st, clock, fl in zip(fields, stages, clocks, flow)]
+        self.m, self.check, self.name = m, check, name
+
+    def __call__(self, x, t, states=None):
+        m = self.m
+        with small_problem_threads(x):
+            for f, start, dt, fl in self.plan:
+                # a flow advances its stage itself; a vector field by the sub-flow method
+                x = f(t + start, x, dt) if fl else m(f, t + start, x, dt)
+                if states is not None:
+                    states.append(x)
+        if self.check and not arrays.all_finite(x):
+            raise ValueError(f"NaN/inf in the state after a {self.name} step from t={t:.6g}")
+        return x
+
+
+def check_method_for(method, x, any_field: bool) -> None:
+    """``exact`` (torchdiffeq) advances torch tensors only: on another array with a vector
+    field to advance it is a ``ValueError`` saying what works instead."""
+    if any_field and isinstance(method, Exact) and not arrays.is_torch(x):
+        raise ValueError(f"method 'exact' (torchdiffeq) advances torch tensors only; for a "
+                         f"{type(x).__name__} state give each field's flow (flows=) or an "
+                         f"explicit method (method='rk4', ...)")
 
 
 def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
@@ -191,13 +275,14 @@ def n_steps_for(t_span, step_size) -> tuple[float, float, int]:
 
 def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, method="exact",
               clocks: Sequence[float] | None = None, progress: bool = False,
-              check: bool = True, name: str = "scheme", **options) -> torch.Tensor:
-    """``n`` steps; returns the states at ``t0 + k h``, shape ``(n + 1, *x0.shape)``."""
+              check: bool = True, name: str = "scheme", **options):
+    """``n`` steps; returns the states at ``t0 + k h``, shape ``(n + 1, *x0.shape)``, in the
+    array type of the states (a tensor for a torch ``x0``, a numpy array for a numpy one)."""
     if x0 is None or t_span is None:
         raise TypeError("integrate() needs x0 and t_span")
     t0, h, n = n_steps_for(t_span, step_size)
     check_state(x0, "x0")
-    get_method(method, **options)  # fail before stepping on a bad method/option
+    run = _Stepper(stages, fields, h, get_method(method, **options), clocks, check, name, x0)
     out = [x0]
     x = x0
     it = range(n)
@@ -206,12 +291,24 @@ def integrate(stages: Sequence[Stage], fields: dict, x0, t_span, step_size, meth
 
         it = tqdm(it, desc=f"{name}/{method}", unit="step")
     for k in it:
-        x = step(stages, fields, x, t0 + k * h, h, method, clocks=clocks, check=check,
-                 name=name, **options)
+        x = run(x, t0 + k * h)
         out.append(x)
-    return torch.stack(out)
+    return arrays.stack(out)
 
 
-__all__ = ["EMBEDDING_CONTEXT", "MEMORY_CONTEXT", "PADDING_CONTEXT", "SumField", "context_for",
-           "field_map",
-           "integrate", "n_steps_for", "stage_fields", "step"]
+__all__ = [
+    "EMBEDDING_CONTEXT",
+    "MEMORY_CONTEXT",
+    "PADDING_CONTEXT",
+    "CheckedFlow",
+    "Flow",
+    "SumField",
+    "check_method_for",
+    "context_for",
+    "field_map",
+    "integrate",
+    "is_flow",
+    "n_steps_for",
+    "stage_fields",
+    "step",
+]

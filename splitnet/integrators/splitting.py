@@ -37,7 +37,7 @@ from ..stagelists import stages as _st
 from ..stagelists.stages import EXACT_ORDER, Stage, field_name, second_order_defect
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
+    pass
 
 
 class SplittingScheme(ABC):
@@ -233,27 +233,39 @@ class SplittingScheme(ABC):
 
     # -- numerics: the verbs; the machinery (flows, layers) works on the stages ------------
     def step(self, diffusion=None, convection=None, x=None, t=0.0, step_size=None,
-             method="exact", *, fields=None, **options):
+             method="exact", *, fields=None, flows=None, **options):
         """One step ``x(t) -> x(t + h)``. The fields: ``diffusion`` / ``convection`` keywords
         (the two-field form) or ``fields={"diffusion": F, "cross": X, ...}``; each value a
-        callable ``f(t, x)`` or one callable per stage of that field. A negative step size runs
-        the adjoint direction (used to test symmetry); zero is an error."""
-        from . import flows
+        callable ``f(t, x)`` or one callable per stage of that field, advanced by ``method``.
+        ``flows={"kinetic": phi, ...}``: fields given by their own flow ``phi(t, x, dt)`` (the
+        state after ``dt``), mixed freely with ``fields=``; each of the scheme's fields named
+        once. ``x`` a torch tensor or another array (numpy, JAX): the result is of its kind.
+        A negative step size runs the adjoint direction (used to test symmetry); zero is an
+        error."""
+        from . import flows as _flows
 
-        given = flows.field_map(self.fields, diffusion, convection, fields, self.name)
-        return flows.step(self.stages, given, x, t, step_size, method,
-                          clocks=self.clocks(), name=self.name, **options)
+        given = _flows.field_map(self.fields, diffusion, convection, fields, self.name, flows)
+        return _flows.step(self.stages, given, x, t, step_size, method,
+                           clocks=self.clocks(), name=self.name, **options)
 
     def integrate(self, diffusion=None, convection=None, x0=None, t_span=None, step_size=None,
-                  method="exact", progress=False, *, fields=None, **options) -> torch.Tensor:
-        """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``; fields as in
-        :meth:`step`."""
-        from . import flows
+                  method="exact", progress=False, *, fields=None, flows=None, t0=None,
+                  t1=None, **options):
+        """States at ``t0 + k h``, shape ``(n_steps + 1, *x0.shape)``, in ``x0``'s array type;
+        fields and flows as in :meth:`step`. The interval: ``t_span=(t0, t1)`` or the keywords
+        ``t0=`` (default 0) and ``t1=``."""
+        from . import flows as _flows
 
-        given = flows.field_map(self.fields, diffusion, convection, fields, self.name)
-        return flows.integrate(self.stages, given, x0, t_span, step_size, method,
-                               clocks=self.clocks(), progress=progress, name=self.name,
-                               **options)
+        if t1 is not None or t0 is not None:
+            if t_span is not None:
+                raise ValueError("give the interval once: t_span=(t0, t1) or t0= and t1=")
+            if t1 is None:
+                raise TypeError("integrate() needs t1 with t0 (or t_span=(t0, t1))")
+            t_span = (0.0 if t0 is None else t0, t1)
+        given = _flows.field_map(self.fields, diffusion, convection, fields, self.name, flows)
+        return _flows.integrate(self.stages, given, x0, t_span, step_size, method,
+                                clocks=self.clocks(), progress=progress, name=self.name,
+                                **options)
 
     def layer(self, diffusion=None, convection=None, step_size=1.0, method="euler", *,
               fields=None):

@@ -14,11 +14,15 @@ from contextlib import contextmanager
 
 import torch
 
+from .arrays import check_array, check_output
 
-def check_state(x, what: str = "x0") -> torch.Tensor:
-    """A floating tensor with at least one dimension and only finite entries."""
+
+def check_state(x, what: str = "x0"):
+    """A floating tensor (or another array: numpy, JAX; see
+    :func:`~splitnet.integrators.arrays.check_array`) with at least one dimension and only
+    finite entries."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+        return check_array(x, what)
     if not x.is_floating_point():
         raise TypeError(f"{what} must be a floating tensor, got dtype {x.dtype}")
     if x.dim() == 0:
@@ -62,37 +66,27 @@ def check_callable(f, name: str) -> None:
 
 
 class CountingField:
-    """Wraps a field ``f(t, x)`` and counts its evaluations in ``.count``."""
+    """Wraps a field ``f(t, x)`` (or a flow ``phi(t, x, dt)``) and counts its evaluations in
+    ``.count``."""
 
     def __init__(self, f, name: str = "field"):
         self.f, self.name, self.count = f, name, 0
 
-    def __call__(self, t, x):
+    def __call__(self, *args):
         self.count += 1
-        return self.f(t, x)
+        return self.f(*args)
 
 
 class CheckedField:
-    """Wraps a field ``f(t, x)`` and checks its output against the state: a tensor of the
-    state's shape and dtype, finite."""
+    """Wraps a field ``f(t, x)`` and checks its output against the state: an array of the
+    state's kind (a tensor for a tensor), shape and dtype, finite."""
 
     def __init__(self, f, name: str):
         self.f, self.name = f, name
 
     def __call__(self, t, x):
         out = self.f(t, x)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"{self.name} field returned {type(out).__name__}, not a tensor")
-        if out.shape != x.shape:
-            raise ValueError(f"{self.name} field returned shape {tuple(out.shape)} for a state of "
-                             f"shape {tuple(x.shape)}; a vector field must return dx/dt of the "
-                             f"state's shape")
-        if out.dtype != x.dtype:
-            # torch would silently promote (or round) the state: say so instead.
-            raise TypeError(f"{self.name} field returned dtype {out.dtype} for a state of dtype "
-                            f"{x.dtype}; return dx/dt in the state's dtype")
-        if not torch.isfinite(out).all():
-            raise ValueError(f"{self.name} field produced NaN/inf at t={float(t):.6g}")
+        check_output(out, x, self.name, "field", t)
         return out
 
 
@@ -104,7 +98,8 @@ def small_problem_threads(x: torch.Tensor, limit: int = 100_000):
     threads only add synchronisation, and on a busy machine their spin-waiting made one
     attention call ~300x slower (30 ms instead of 0.1 ms on 2 shared cores). The previous
     setting is restored on exit."""
-    if x.device.type != "cpu" or x.numel() >= limit or torch.get_num_threads() == 1:
+    if (not isinstance(x, torch.Tensor) or x.device.type != "cpu" or x.numel() >= limit
+            or torch.get_num_threads() == 1):
         yield
         return
     n = torch.get_num_threads()

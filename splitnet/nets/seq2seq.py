@@ -54,8 +54,8 @@ from ..fields.norms import make_norm
 from ..integrators.stack import Stack
 from ..reversible.backprop import PLAIN
 from .init import embed_scale, initialise, residual_outputs
+from .models import check_ids
 from .stack import build_stack
-from .tokens import check_ids
 
 
 class _ScaleGrad(torch.autograd.Function):

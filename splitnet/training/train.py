@@ -41,8 +41,8 @@ from pathlib import Path
 
 import torch
 
-from ..analyses.refine import refined, refinement_at, scheme_label
 from ..nets.learned import coefficient_metrics, order_penalty, project_coefficients
+from ..nets.rediscretize import refined, refinement_at, scheme_label
 from ..order.projection import ProjectionError
 from ..runenv import Interrupted, RunEnv, Signals, default_threads, run_env, setup_phase
 from ..runs import checkpoint as ck
