@@ -101,12 +101,16 @@ def exact_norms(monkeypatch):
     import torch
     from transformers.models.llama import modeling_llama
     from transformers.models.mistral import modeling_mistral
+    from transformers.models.olmo2 import modeling_olmo2
+    from transformers.models.phi3 import modeling_phi3
     from transformers.models.qwen2 import modeling_qwen2
+    from transformers.models.qwen3 import modeling_qwen3
 
     def forward(self, x):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
                                               self.variance_epsilon))
 
     for mod, cls in ((modeling_llama, "LlamaRMSNorm"), (modeling_qwen2, "Qwen2RMSNorm"),
-                     (modeling_mistral, "MistralRMSNorm")):
+                     (modeling_mistral, "MistralRMSNorm"), (modeling_qwen3, "Qwen3RMSNorm"),
+                     (modeling_olmo2, "Olmo2RMSNorm"), (modeling_phi3, "Phi3RMSNorm")):
         monkeypatch.setattr(getattr(mod, cls), "forward", forward)

@@ -79,6 +79,14 @@ def test_closed_forms_are_exact_for_every_registry_scheme(scheme):
     {"scheme": "c:0.25,d:0.5,d+c:0.5,c:0.25", "gate": "sigmoid", "diffusion_field": "conv"},
     {"scheme": "strang", "diffusion_field": "conv", "causal": False, "conv_kernel": 5},
     {"scheme": "strang", "activation": "relu", "d_ff": 24, "weights": "per-stage"},
+    # issue 61: heads of their own width, q/k norms per head and over the projection
+    {"head_dim": 12, "n_kv_heads": 1, "qk_norm": "head", "norm": "rms", "attention_bias": "qkv"},
+    {"head_dim": 6, "qk_norm": "projection", "scheme": "strang", "weights": "per-stage"},
+    {"qk_norm": "head", "attention_bias": "none", "positions": "none", "rotary_pct": 1.0},
+    {"norm_position": "sandwich", "norm": "rms", "convection_field": "swiglu"},
+    {"norm_position": "post", "scheme": "strang", "qk_norm": "projection"},
+    {"convection_field": "geglu", "norm": "rms_offset", "scale_embedding": True,
+     "weights": "per-stage", "scheme": "strang"},
 ])
 def test_closed_forms_are_exact_for_sum_stages_and_options(options):
     _assert_exact(**options)

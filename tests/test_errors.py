@@ -447,6 +447,17 @@ CASES = [
      lambda: sn.depth.to_basis(sn.models.SplitTransformer(256, 8, 2, 2, max_len=8), "legendre:3"),
      ValueError,
      r"legendre:3: 3 functions of depth cannot be fitted to 2 layers"),
+    ("q/k norms without a norm kind",
+     lambda: sn.models.SplitConfig(qk_norm="head", norm="none"), ValueError,
+     r"qk_norm 'head' normalises queries and keys with the norm kind, and norm is 'none'"),
+    ("a post-sub-layer norm on the conv field",
+     lambda: sn.models.SplitConfig(norm_position="post", diffusion_field="conv"), ValueError,
+     r"norm_position 'post' is read by attention and the feed-forward kinds"),
+    ("a Strang network exported as a Llama",
+     lambda: sn.interop.to_hf(_model(scheme="strang", norm="rms", convection_field="swiglu",
+                                     positions="none", rotary_pct=1.0), "/nonexistent/x",
+                              format="llama"), ValueError,
+     r"this model is not a llama model \(scheme 'strang' is not Lie–Trotter"),
 ]
 
 

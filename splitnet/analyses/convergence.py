@@ -93,16 +93,13 @@ def _given_fields(diffusion, convection, fields, flows=None) -> dict:
     return given
 
 
-# torchdiffeq's solvers, read from the registry its odeint dispatches on (a private module, so a
-# renamed one fails here at import, loudly): the fixed-grid ones take a step size, the adaptive
-# ones tolerances; scipy_solver needs scipy's own method name, so it is not offered.
-
+# torchdiffeq's solvers, from the registry its odeint reads (fixed-grid: a step size; adaptive:
+# tolerances; scipy_solver needs scipy's own method name, so it is not offered)
 FIXED_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items() if issubclass(c, _Fixed))
 ADAPTIVE_SOLVERS = tuple(n for n, c in _TORCHDIFFEQ.items()
                          if not issubclass(c, _Fixed) and n != "scipy_solver")
-# adaptive steps between two output times at most: a solution that needs more (an interval
-# of 1e9 time units, a tolerance below round-off) is refused, not waited for. The built-in
-# particle system takes ~80 steps per unit of time at rtol 1e-13; 20,000 cost ~20 s there.
+# adaptive steps between two output times at most: more (1e9 time units, a tolerance below
+# round-off) is refused, not waited for; the particle system takes ~80 per unit at rtol 1e-13
 MAX_SOLVER_STEPS = 20_000
 
 

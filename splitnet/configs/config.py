@@ -24,6 +24,8 @@ from . import kinds as _kinds
 from . import plan as _plan
 from .depth import check_depth_basis
 from .options import (
+    NORM_POSITIONS,
+    QK_NORMS,
     carried,
     check_bools,
     check_network,
@@ -121,6 +123,20 @@ class SplitConfig:
     attention_bias: str = option("all", "biases of self-attention's projections: all (q, k, v "
                                  "and output: GPT-2), qkv (Qwen2) or none (Llama, Mistral)",
                                  choices=ATTENTION_BIASES)
+    head_dim: int | None = option(None, "width of each attention head when it is not d_model "
+                                  "/ n_heads (Qwen3, Gemma): queries n_heads head_dim wide, "
+                                  "keys and values n_kv_heads head_dim; default d_model / "
+                                  "n_heads")
+    qk_norm: str = option("none", "queries and keys normalised (the norm kind) before rotary: "
+                          "head (over each head, one weight shared by the heads: Qwen3, Gemma "
+                          "3), projection (over the whole projection: OLMo 2) or none",
+                          choices=QK_NORMS)
+    norm_position: str = option("pre", "where each field's norm sits: pre (on its input: GPT-2, "
+                                "Llama), post (on its output, inside the residual: OLMo 2's x + "
+                                "N(f(x))) or sandwich (both, two norms: Gemma 2 / 3's x + "
+                                "N2(f(N1(x))))", choices=NORM_POSITIONS)
+    scale_embedding: bool = option(False, "the token embedding multiplied by sqrt(d_model) "
+                                   "in forward (Gemma; init xavier does it too)")
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")
@@ -146,6 +162,8 @@ class SplitConfig:
         "gate_fields": ("with --gate sigmoid or tanh", lambda c: c.gate is not None),
         "rotary_base": ("with --rotary-pct > 0 (rotary positions on)",
                         lambda c: c.rotary_pct > 0),
+        **dict.fromkeys(("head_dim", "qk_norm"), ("with --diffusion-field attention",
+                                                  lambda c: c.diffusion_field == "attention")),
     }
 
     def __post_init__(self) -> None:
@@ -185,6 +203,14 @@ class SplitConfig:
                              f"head serves n_heads / n_kv_heads query heads)")
         set_(self, "n_kv_heads", None if kv == self.n_heads else kv)
         _choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
+        _choice("qk_norm", self.qk_norm, QK_NORMS)
+        _choice("norm_position", self.norm_position, NORM_POSITIONS)
+        if self.norm_position != "pre" and self.diffusion_field == "conv":
+            raise ValueError(f"norm_position {self.norm_position!r} is read by attention and "
+                             f"the feed-forward kinds; the conv field normalises its input only")
+        hd = _int("head_dim", self.head_dim, none=True)   # the default width is None, one way
+        set_(self, "head_dim", None if hd is not None and hd * self.n_heads == self.d_model
+             else hd)
 
     def _check_stack(self) -> None:
         """The stack kind (:mod:`splitnet.configs.stacks`): ``reversible=True`` is

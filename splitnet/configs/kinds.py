@@ -17,46 +17,40 @@ module a network builds for it. A :class:`FieldKind` says, from a
 ==========  ==========  ===========================  ===================================
 kind        serves      parameters                   forward FLOPs per token
 ==========  ==========  ===========================  ===================================
-attention   diffusion   2 d^2 + 2 d e + 4 d + N      4 d^2 + 4 d e + 4 n d
+attention   diffusion   2 d q + 2 d e + 4 d + N      4 d q + 4 d e + 4 n q
 conv        diffusion   (2 k + 1) d^2 + 3 d + N      (4 k + 2) d^2
   convs2s   diffusion   2 k d^2 + 2 d + N            4 k d^2
 feedforward convection  2 d w + w + d + N            4 d w
 swiglu      convection  3 d w + N                    6 d w
+geglu       convection  3 d w + N                    6 d w
 cross       cross       4 d^2 + 4 d + N              4 d^2 + 4 m d + 4 d^2 m / n
 multistep   cross       2 d^2 + 2 d + N              4 d^2 + 4 m d
 none        convection  0                            0
 ==========  ==========  ===========================  ===================================
 
 (``convs2s``: the conv kind under ``init="convs2s"``, ConvS2S's block without an output
-projection.
-d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel, m = memory
-tokens, e = the keys' width d n_kv_heads / n_heads (d without grouped-query attention), N =
-the norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases, 2 d + 2 e of the 4 d counted
-here when all are kept: ``attention_bias="qkv"`` drops the output's d, ``"none"`` all of
-them.) A self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters
-and ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
+projection.) d = d_model, n = tokens per sequence, w = the feed-forward width, k = conv_kernel,
+m = memory tokens, q = d_h n_heads the queries' width and e = d_h n_kv_heads the keys' (d_h =
+head_dim, default d / n_heads: q = d, and e = d without grouped-query attention), N = the
+norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases d + q + 2 e are the "4 d" when all
+are kept (``attention_bias="qkv"`` drops the output's d, ``"none"`` all); ``qk_norm`` adds a
+norm over d_h channels twice (``"head"``) or over q + e (``"projection"``). A
+self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters and
+``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.
 
-This module is pure Python: the configs' choices, ``splitnet describe`` (the whole registry in
-well under a second) and the command line's ``--help`` read it without torch. A network asks
-:func:`splitnet.configs.plan.layer_fields` what one layer is made of;
-:mod:`splitnet.nets.models` builds it and :mod:`splitnet.nets.cost` counts it, from the same
-answer.
+Pure Python: the configs' choices, ``splitnet describe`` and ``--help`` read it without torch.
+A network asks :func:`splitnet.configs.plan.layer_fields` what one layer is made of;
+:mod:`splitnet.nets.models` builds it and :mod:`splitnet.nets.cost` counts it from that answer.
+Each kind declares its ``residual_outputs`` (the matrices whose output a residual sub-layer
+adds, which GPT-2's initialisation scales, :mod:`splitnet.nets.init`) and ``gpt2``, its map
+onto a GPT-2 block (``None``: none, :func:`splitnet.interop.convert.gpt2_mismatch` says so),
+and ``reads``: the options only some kinds read that it reads (options.check_read).
 
-Each kind also declares its ``residual_outputs`` (the matrices whose output a residual
-sub-layer adds: GPT-2's initialisation scales exactly these, :mod:`splitnet.nets.init`) and
-``gpt2``, how its module maps onto a GPT-2 block (``None``: it does not, and
-:func:`splitnet.interop.convert.gpt2_mismatch` names it), and ``reads``, the options only some
-kinds read that it reads (a config refuses one set that no kind of its network reads:
-:func:`splitnet.configs.options.check_read`).
-
-**Adding a kind** (a gated convolution, say): an ``nn.Module`` with ``forward(t, x)`` in
-``splitnet/fields/``, a :class:`FieldKind` subclass here, and its line in :data:`KINDS` --
-nothing else. Each config has the option ``<field>_field`` for the fields its network has
-(:func:`splitnet.configs.options.kind_options`: ``SplitConfig.diffusion_field`` /
-``convection_field``, ``Seq2SeqConfig.convection_field`` / ``cross_field``), whose choices are
-:class:`Serving`, a live view of this registry, on the command line too; its default is the
-first kind registered for the field.
+**Adding a kind**: an ``nn.Module`` with ``forward(t, x)`` in ``splitnet/fields/``, a
+:class:`FieldKind` subclass here, its line in :data:`KINDS`, nothing else: each config's
+``<field>_field`` option (:func:`splitnet.configs.options.kind_options`) has :class:`Serving`,
+a live view of this registry, as its choices (the first kind registered is the default).
 """
 
 from __future__ import annotations
@@ -82,10 +76,18 @@ def present(config, fields: Sequence[str]) -> tuple[str, ...]:
                                 False))
 
 
-def norm_params(config) -> int:
-    """The parameters of one norm of ``config``: LayerNorm's scale and shift, RMSNorm's scale,
-    none's nothing."""
-    return {"rms": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2) * config.d_model
+def norm_params(config, channels: int | None = None) -> int:
+    """The parameters of a field's norms of ``config`` (two under ``norm_position="sandwich"``),
+    or of one over ``channels``: LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
+    each = {"rms": 1, "rms_offset": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2)
+    sandwich = getattr(config, "norm_position", "pre") == "sandwich"
+    return each * (config.d_model * (1 + sandwich) if channels is None else channels)
+
+
+def norm_arguments(config) -> dict:
+    """A field's norm: its kind, epsilon and position (pre, post or sandwich)."""
+    return {"norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer"),
+            "norm_position": getattr(config, "norm_position", "pre")}
 
 
 class FieldKind:
@@ -104,19 +106,13 @@ class FieldKind:
     memory_parts: int = 1           # the memory it reads: 1 = the encoder output, 2 = [z | e]
     absent: bool = False            # "none": the field is left out of the network
     reversible: bool = True         # its module runs in a reversible network's pair
-    # The matrices whose output is the field's value, i.e. what a residual sub-layer adds to the
-    # stream (parameter names inside the module). GPT-2's initialisation scales exactly these
-    # by 1/sqrt(n residual sub-layers) (splitnet.nets.init).
+    # the matrices whose output is the field's value (what a residual sub-layer adds; GPT-2's
+    # initialisation scales them by 1/sqrt(n residual sub-layers), splitnet.nets.init)
     residual_outputs: tuple[str, ...] = ()
-    # How the module maps onto a GPT-2 block (transformers' GPT2Block): (module attribute,
-    # block attribute path) pairs whose parameters are equal, e.g. ("qkv", "attn.c_attn"); None
-    # when the kind has no GPT-2 counterpart (export then writes a splitnet directory, and
-    # format="gpt2" is refused naming the kind). splitnet.interop.convert reads it.
+    # its map onto transformers' GPT2Block: (module attribute, block path) pairs of equal
+    # parameters, e.g. ("qkv", "attn.c_attn"); None: none (format="gpt2" refused, naming it)
     gpt2: tuple[tuple[str, str], ...] | None = None
-    # The options only some kinds read that this one reads (configs.options.check_read: one
-    # set away from its default that no kind of the network reads is refused). n_heads is
-    # not one: a size every network's signature asks for, as d_model.
-    reads: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()     # options only some kinds read that it reads (check_read)
 
     def cacheable(self, config) -> bool:
         """Whether a key/value cache makes generation with this field exact."""
@@ -157,50 +153,58 @@ class AttentionKind(FieldKind):
 
     name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
     summary = "self-attention"
-    mixes_tokens = True
+    mixes_tokens, reads = True, ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base")
     residual_outputs = ("proj.weight",)
     gpt2 = (("norm", "ln_1"), ("qkv", "attn.c_attn"), ("proj", "attn.c_proj"))
-    reads = ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base")
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # a cache is exact only when earlier tokens never change
 
     @staticmethod
-    def rotary_dims(config) -> int:
+    def head_width(config) -> int:                 # head_dim, or d_model / n_heads
+        return getattr(config, "head_dim", None) or config.d_model // config.n_heads
+
+    @classmethod
+    def rotary_dims(cls, config) -> int:
         """Channels per head that rotary position embeddings turn: ``int(head_dim *
         rotary_pct)`` (GPT-NeoX's rounding), 0 when off."""
-        return int(config.d_model // config.n_heads * config.rotary_pct)
+        return int(cls.head_width(config) * config.rotary_pct)
 
     def check(self, config) -> None:
         r = self.rotary_dims(config)
         if config.rotary_pct > 0 and (r < 2 or r % 2):
             raise ValueError(f"rotary_pct {config.rotary_pct:g} of head_dim "
-                             f"{config.d_model // config.n_heads} gives {r} rotary channels; "
+                             f"{self.head_width(config)} gives {r} rotary channels; "
                              f"rotary needs an even number >= 2 of them")
+        if getattr(config, "qk_norm", "none") != "none" == getattr(config, "norm", "layer"):
+            raise ValueError(f"qk_norm {config.qk_norm!r} normalises queries and keys with "
+                             f"the norm kind, and norm is 'none': give --norm rms or layer")
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "n_heads": config.n_heads, "causal": config.causal,
-                "dropout": config.dropout, "norm_eps": config.norm_eps,
+                "dropout": config.dropout, "bias": getattr(config, "attention_bias", "all"),
                 "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base,
-                "n_kv_heads": getattr(config, "n_kv_heads", None),
-                "bias": getattr(config, "attention_bias", "all"),
-                "norm": getattr(config, "norm", "layer")}
+                **norm_arguments(config), **{k: getattr(config, k, None) for k in (
+                    "n_kv_heads", "head_dim")}, "qk_norm": getattr(config, "qk_norm", "none")}
 
-    @staticmethod
-    def kv_width(config) -> int:
-        """The keys' (and values') width: ``d n_kv_heads / n_heads``."""
+    @classmethod
+    def widths(cls, config) -> tuple[int, int]:
+        """The queries' width ``q = d_h n_heads``, the keys' (values') ``e = d_h n_kv_heads``."""
         kv = getattr(config, "n_kv_heads", None) or config.n_heads
-        return config.d_model // config.n_heads * kv
+        return cls.head_width(config) * config.n_heads, cls.head_width(config) * kv
 
     def params(self, config, width=None):
-        d, e = config.d_model, self.kv_width(config)
+        d, (q, e) = config.d_model, self.widths(config)
         bias = getattr(config, "attention_bias", "all")
-        biases = {"all": 2 * d + 2 * e, "qkv": d + 2 * e, "none": 0}[bias]
-        return 2 * d * d + 2 * d * e + biases + norm_params(config)   # q, out d^2; k, v d e
+        biases = {"all": d + q + 2 * e, "qkv": q + 2 * e, "none": 0}[bias]
+        qk = {"none": 0, "head": 2 * self.head_width(config), "projection": q + e}[
+            getattr(config, "qk_norm", "none")]
+        # q and out d q; k, v d e
+        return 2 * d * q + 2 * d * e + biases + norm_params(config, qk) + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
-        d, e = config.d_model, self.kv_width(config)
-        return 4.0 * d * d + 4.0 * d * e + 4.0 * seq_len * d   # projections; QK^T, AV 2 n d
+        d, (q, e) = config.d_model, self.widths(config)
+        return 4.0 * d * q + 4.0 * d * e + 4.0 * seq_len * q   # projections; QK^T, AV 2 n q
 
 
 class ConvKind(FieldKind):
@@ -211,8 +215,7 @@ class ConvKind(FieldKind):
 
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
     summary = "a GLU convolution over conv_kernel positions (ConvS2S)"
-    mixes_tokens = True
-    reads = ("conv_kernel",)
+    mixes_tokens, reads = True, ("conv_kernel",)
     residual_outputs = ("proj.weight",)
 
     def cacheable(self, config) -> bool:
@@ -245,18 +248,16 @@ class FeedForwardKind(FieldKind):
 
     name, serves, module = "feedforward", CONVECTION, "splitnet.fields.feedforward:FeedForward"
     summary = "the position-wise feed-forward network, width d_ff"
-    mixes_tokens = False
+    mixes_tokens, reads = False, ("d_ff", "activation")
     residual_outputs = ("fc2.weight",)
     gpt2 = (("norm", "ln_2"), ("fc1", "mlp.c_fc"), ("fc2", "mlp.c_proj"))
-    reads = ("d_ff", "activation")
 
     def default_width(self, config):
         return config.d_ff
 
     def arguments(self, config, width):
-        return {"d_model": config.d_model, "d_ff": self._width(config, width),
-                "activation": config.activation, "dropout": config.dropout,
-                "norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer")}
+        return {"d_model": config.d_model, "d_ff": self._width(config, width), **norm_arguments(
+            config), "activation": config.activation, "dropout": config.dropout}
 
     def params(self, config, width=None):
         d, w = config.d_model, self._width(config, width)
@@ -273,23 +274,27 @@ class SwiGLUKind(FieldKind):
 
     name, serves, module = "swiglu", CONVECTION, "splitnet.fields.feedforward:SwiGLU"
     summary = "the gated feed-forward network of Llama (SwiGLU, no biases), width d_ff"
-    mixes_tokens = False
-    residual_outputs = ("down.weight",)
-    reads = ("d_ff",)                # its gate is SiLU whatever the activation option says
+    mixes_tokens, gate = False, "silu"          # gate: the activation of the gate branch
+    residual_outputs, reads = ("down.weight",), ("d_ff",)   # not activation: its gate
 
     def default_width(self, config):
         return config.d_ff
 
     def arguments(self, config, width):
         return {"d_model": config.d_model, "d_ff": self._width(config, width),
-                "dropout": config.dropout, "norm_eps": config.norm_eps,
-                "norm": getattr(config, "norm", "layer")}
+                "dropout": config.dropout, **norm_arguments(config), "activation": self.gate}
 
     def params(self, config, width=None):
         return 3 * config.d_model * self._width(config, width) + norm_params(config)
 
     def flops(self, config, width=None, seq_len=1, memory_len=0):
         return 6.0 * config.d_model * self._width(config, width)   # gate, up, down
+
+
+class GeGLUKind(SwiGLUKind):
+    """Gemma's gated feed-forward network: ``down(gelu_tanh(gate(x)) * up(x))``, no biases."""
+
+    name, gate, summary = "geglu", "gelu_tanh", "Gemma's gated feed-forward (GeGLU), width d_ff"
 
 
 class CrossKind(FieldKind):
@@ -414,6 +419,7 @@ KINDS: dict[str, type[FieldKind]] = {
     "cross": CrossKind,
     "conv": ConvKind,
     "swiglu": SwiGLUKind,
+    "geglu": GeGLUKind,
     "multistep": MultiStepKind,
     "none": NoneKind,
 }
@@ -489,6 +495,6 @@ def kind_of(config, field: str) -> FieldKind:
 
 
 __all__ = ["HALF", "KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind",
-           "FieldKind", "GatedKind", "MultiStepKind", "NoneKind", "Serving", "SwiGLUKind",
-           "check_option", "convs2s", "get_kind", "kind_of", "norm_params", "option_help",
-           "option_name", "present", "serving"]
+           "FieldKind", "GatedKind", "GeGLUKind", "MultiStepKind", "NoneKind", "Serving",
+           "SwiGLUKind", "check_option", "convs2s", "get_kind", "kind_of", "norm_arguments",
+           "norm_params", "option_help", "option_name", "present", "serving"]

@@ -33,7 +33,17 @@ INITS = ("gpt2", "xavier", "convs2s")
 # none = no normalisation at all (ConvS2S, which keeps its activations' variance by scaling).
 # Each with the options only some norms read that it reads (check_read, as the field kinds'
 # FieldKind.reads).
-NORMS = {"layer": ("norm_eps",), "rms": ("norm_eps",), "none": ()}
+NORMS = {"layer": ("norm_eps",), "rms": ("norm_eps",), "rms_offset": ("norm_eps",), "none": ()}
+# self-attention's query/key normalisation (splitnet.fields.attention): none, per head (Qwen3,
+# Gemma 3) or over the whole projection (OLMo 2)
+QK_NORMS = ("none", "head", "projection")
+# where a field's norm sits (splitnet.fields.norms.make_norms): on its input (pre, GPT-2,
+# Llama), on its output inside the residual (post, OLMo 2), or both (sandwich, Gemma 2 / 3)
+NORM_POSITIONS = ("pre", "post", "sandwich")
+# what splitnet.interop.to_hf and `splitnet export --format` write: the Llama family's formats
+# (splitnet.interop.llama.OUT, in this order), and all of them
+FAMILY_FORMATS = ("llama", "qwen2", "qwen3", "olmo2")
+EXPORT_FORMATS = ("auto", "gpt2", "splitnet", *FAMILY_FORMATS)
 INIT_HELP = ("initialisation: gpt2 (every matrix N(0, 0.02), the residual outputs each field "
              "kind declares N(0, 0.02/sqrt(n)); language models' default) or xavier "
              "(xavier-uniform matrices, zero biases, embeddings N(0, d^-1/2) scaled by sqrt(d) "
@@ -97,7 +107,8 @@ NETWORK_OPTIONS = {
     "activation": ("gelu", "feed-forward activation (gelu_tanh: GPT-2's)",
                    {"choices": ACTIVATIONS}),
     "norm": ("layer", "normalisation inside every field and before the head: layer "
-             "(LayerNorm, GPT-2), rms (RMSNorm, Llama) or none (ConvS2S)", {"choices": NORMS}),
+             "(LayerNorm, GPT-2), rms (RMSNorm, Llama), rms_offset (RMSNorm with scale 1 + w, "
+             "w from zero: Gemma) or none (ConvS2S)", {"choices": NORMS}),
     "norm_eps": (1e-5, "epsilon of the norms", {}),
     "conv_kernel": (3, "kernel width of the conv diffusion field: token i sees i-k+1..i (odd "
                     "when not causal: i-(k-1)/2..i+(k-1)/2)", {}),
@@ -120,7 +131,8 @@ def network_option(name: str, default=_SAME):
 # seeds and step counts stay in int64 and torch's allocators (a bigger value is a one-line
 # error naming the option, not an overflow deep inside torch).
 MAX_SEED = 2**63 - 1
-LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "n_layers": 2**14,
+LIMITS = {"vocab_size": 2**24, "d_model": 2**16, "n_heads": 2**12, "head_dim": 2**14,
+          "n_layers": 2**14,
           "src_vocab": 2**24, "tgt_vocab": 2**24, "n_encoder_layers": 2**14,
           "n_decoder_layers": 2**14,
           "max_len": 2**24, "d_ff": 2**20, "context": 2**24, "steps": 2**40,
@@ -314,7 +326,7 @@ def check_network(cfg) -> None:
     ``init``, ``norm_eps``, the field kinds (``<field>_field``) -- checked and normalised in
     place on the frozen dataclass ``cfg``."""
     set_ = object.__setattr__
-    if cfg.d_model % cfg.n_heads:
+    if getattr(cfg, "head_dim", None) is None and cfg.d_model % cfg.n_heads:
         raise ValueError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
     check_choice("weights", cfg.weights, WEIGHTS)
     if isinstance(cfg.step_size, bool) or not isinstance(cfg.step_size, numbers.Real):
@@ -428,8 +440,9 @@ def reset_unread(cls, d: dict) -> dict:
     return {k: (fields[k] if k in readers() and k not in read else v) for k, v in d.items()}
 
 
-__all__ = ["ACTIVATIONS", "FIXED", "FREE", "INITS", "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS",
+__all__ = ["ACTIVATIONS", "EXPORT_FORMATS", "FAMILY_FORMATS", "FIXED", "FREE", "INITS",
+           "INIT_HELP", "LEGACY", "LIMITS", "MAX_PROJECTED_ORDER", "MAX_SEED",
+           "NETWORK_OPTIONS", "NORMS", "NORM_POSITIONS", "QK_NORMS",
            "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "carried",
            "check_applicable", "check_bools", "check_choice", "check_flag", "check_int",
            "check_network", "check_projection", "check_read", "check_real",

@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..configs.options import QK_NORMS
 from .dropout import drop
-from .norms import make_norm
+from .norms import make_norm, make_norms, post
 from .rotary import Rotary
 
 
@@ -42,6 +43,21 @@ class Attention(nn.Module):
     head shared by ``n_heads / n_kv_heads`` query heads (the cache holds the key/value heads
     only). ``bias``: which projections have biases, ``"all"`` (or True: q, k, v and the
     output), ``"qkv"`` (Qwen2) or ``"none"`` (or False); ``norm``: ``"layer"`` or ``"rms"``.
+
+    ``head_dim``: each head's width ``d_h`` when it is not ``d_model / n_heads`` (Qwen3, Gemma):
+    queries ``n_heads d_h`` wide, keys and values ``n_kv_heads d_h``, the output projection
+    ``n_heads d_h -> d_model``.
+
+    ``qk_norm``: queries and keys normalised (the ``norm`` kind, with its own weights) after the
+    projection and before rotary: ``"head"`` over each head's ``d_h`` channels, one weight
+    vector shared by every head (Qwen3, Gemma 3); ``"projection"`` over the whole projection,
+    ``n_heads d_h`` channels for the queries and ``n_kv_heads d_h`` for the keys (OLMo 2);
+    ``"none"`` (default) not at all. Both keep the field a function of the token states
+    alone: a layer with them is the same splitting step of a different diffusion field.
+
+    ``norm_position``: the norm on the input (``"pre"``), on the output (``"post"``: OLMo 2's
+    ``x + N(attn(x))``) or both (``"sandwich"``: Gemma's ``x + N2(attn(N1(x)))``), weights
+    ``norm`` and ``post_norm`` (:func:`splitnet.fields.norms.make_norms`).
     """
 
     uses_memory = False
@@ -56,9 +72,10 @@ class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
                  bias: bool | str = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
                  rotary_base: float = 10000.0, n_kv_heads: int | None = None,
-                 norm: str = "layer"):
+                 norm: str = "layer", head_dim: int | None = None, qk_norm: str = "none",
+                 norm_position: str = "pre"):
         super().__init__()
-        if d_model % n_heads:
+        if head_dim is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         kv = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads % kv:
@@ -68,10 +85,21 @@ class Attention(nn.Module):
             raise ValueError(f"bias must be 'all', 'qkv' or 'none', got {bias!r}")
         self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
         self.n_kv_heads = kv
-        self.kv_width = d_model // n_heads * kv          # keys' (and values') width
-        self.norm = make_norm(norm, d_model, norm_eps)
-        self.qkv = nn.Linear(d_model, d_model + 2 * self.kv_width, bias=bias != "none")
-        self.proj = nn.Linear(d_model, d_model, bias=bias == "all")
+        self.head_dim = d_model // n_heads if head_dim is None else int(head_dim)
+        self.q_width = self.head_dim * n_heads           # queries' width (d unless head_dim)
+        self.kv_width = self.head_dim * kv               # keys' (and values') width
+        self.norm, self.post_norm = make_norms(norm, d_model, norm_eps, norm_position)
+        self.qkv = nn.Linear(d_model, self.q_width + 2 * self.kv_width, bias=bias != "none")
+        self.proj = nn.Linear(self.q_width, d_model, bias=bias == "all")
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"qk_norm must be one of {', '.join(QK_NORMS)}; got {qk_norm!r}")
+        self.qk_norm = qk_norm
+        if qk_norm != "none":
+            if norm == "none":
+                raise ValueError("qk_norm normalises with the norm kind, and norm is 'none'")
+            per_head = qk_norm == "head"
+            self.q_norm = make_norm(norm, self.head_dim if per_head else self.q_width, norm_eps)
+            self.k_norm = make_norm(norm, self.head_dim if per_head else self.kv_width, norm_eps)
         self.resid_dropout = nn.Dropout(dropout)
         self.rotary = Rotary(rotary_dims, rotary_base) if rotary_dims else None
 
@@ -93,10 +121,12 @@ class Attention(nn.Module):
         if x.dim() != 3:   # only then: a no-op reshape still costs a view op in fwd and bwd
             h = h.reshape(-1, n, d)                             # (B, n, d)
         q, k, v = self._split(self.qkv(h))
-        hd = d // self.n_heads
+        hd = self.head_dim
         heads = q.shape[-1] // hd
+        q, k = self._normed(q, k)
         q = q.view(-1, n, heads, hd).transpose(1, 2)                           # (B, H, n, hd)
         k, v = (z.view(-1, n, z.shape[-1] // hd, hd).transpose(1, 2) for z in (k, v))
+        q, k = self._normed_heads(q, k)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         mask, causal = None, self.causal
@@ -109,7 +139,7 @@ class Attention(nn.Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal, **self._gqa)
         y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
-        return drop(self.resid_dropout, self.proj(y))
+        return drop(self.resid_dropout, post(self.post_norm, self.proj(y)))
 
     def _forward_cached(self, x: torch.Tensor, cache) -> torch.Tensor:
         """New tokens ``x`` (B, n, d) at positions ``cache.length ..``: query i attends to every
@@ -120,11 +150,14 @@ class Attention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"cached Attention expects new tokens of shape (batch, n, "
                              f"{self.d_model}), got shape {tuple(x.shape)}")
-        b, n, d = x.shape
-        hd = d // self.n_heads
-        q, k, v = self.qkv(self.norm(x)).split((d, self.kv_width, self.kv_width), dim=-1)
+        b, n, _ = x.shape
+        hd = self.head_dim
+        q, k, v = self.qkv(self.norm(x)).split((self.q_width, self.kv_width, self.kv_width),
+                                               dim=-1)
+        q, k = self._normed(q, k)
         q = q.view(b, n, self.n_heads, hd).transpose(1, 2)                     # (B, H, n, hd)
         k, v = (z.view(b, n, self.n_kv_heads, hd).transpose(1, 2) for z in (k, v))
+        q, k = self._normed_heads(q, k)
         past = cache.length
         if self.rotary is not None:
             q, k = self.rotary(q, k, start=past)                # keys cached rotated
@@ -134,7 +167,8 @@ class Attention(nn.Module):
             mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            is_causal=past == 0 and n > 1, **self._gqa)
-        return drop(self.resid_dropout, self.proj(y.transpose(1, 2).reshape(b, n, d)))
+        return drop(self.resid_dropout, post(self.post_norm,
+                                             self.proj(y.transpose(1, 2).reshape(b, n, -1))))
 
     def _split(self, qkv: torch.Tensor):
         """q, k, v of the projected states: thirds (d' = d, or this rank's heads' width under
@@ -142,7 +176,19 @@ class Attention(nn.Module):
         rows of its heads), or with grouped-query attention d and two key/value widths."""
         if self.n_kv_heads == self.n_heads:
             return qkv.chunk(3, dim=-1)
-        return qkv.split((self.d_model, self.kv_width, self.kv_width), dim=-1)
+        return qkv.split((self.q_width, self.kv_width, self.kv_width), dim=-1)
+
+    def _normed(self, q: torch.Tensor, k: torch.Tensor):
+        """``qk_norm="projection"``: q and k normalised over their whole width (OLMo 2)."""
+        if self.qk_norm != "projection":
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
+
+    def _normed_heads(self, q: torch.Tensor, k: torch.Tensor):
+        """``qk_norm="head"``: q and k (B, H, n, d_h) normalised per head (Qwen3, Gemma 3)."""
+        if self.qk_norm != "head":
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
 
     @property
     def _gqa(self) -> dict:

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..configs.options import ACTIVATIONS
 from .dropout import drop
-from .norms import make_norm
+from .norms import make_norms, post
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -40,11 +40,11 @@ class FeedForward(nn.Module):
     supports_cache = False
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
-                 norm_eps: float = 1e-5, norm: str = "layer"):
+                 norm_eps: float = 1e-5, norm: str = "layer", norm_position: str = "pre"):
         super().__init__()
         self.act = activation_function(activation)
         self.activation = activation
-        self.norm = make_norm(norm, d_model, norm_eps)
+        self.norm, self.post_norm = make_norms(norm, d_model, norm_eps, norm_position)
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -53,22 +53,25 @@ class FeedForward(nn.Module):
         if x.shape[-1] != self.fc1.in_features:
             raise ValueError(f"FeedForward expects states of width d_model="
                              f"{self.fc1.in_features}, got shape {tuple(x.shape)}")
-        return drop(self.dropout, self.fc2(self.act(self.fc1(self.norm(x)))))   # (..., n, d)
+        y = self.fc2(self.act(self.fc1(self.norm(x))))                         # (..., n, d)
+        return drop(self.dropout, post(self.post_norm, y))
 
 
 class SwiGLU(nn.Module):
     """The gated feed-forward network of Llama, Qwen2 and Mistral (Shazeer 2020), pre-norm
     inside (convection field): ``G(x) = W_down (silu(W_gate n(x)) * W_up n(x))``, no biases,
-    hidden width ``d_ff``. Its kind: :class:`splitnet.configs.kinds.SwiGLUKind`."""
+    hidden width ``d_ff``; ``activation="gelu_tanh"``: Gemma's GeGLU. Its kinds:
+    :class:`splitnet.configs.kinds.SwiGLUKind`, :class:`~splitnet.configs.kinds.GeGLUKind`."""
 
     uses_memory = False
     mixes_tokens = False       # each particle alone
     supports_cache = False
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, norm_eps: float = 1e-5,
-                 norm: str = "rms"):
+                 norm: str = "rms", norm_position: str = "pre", activation: str = "silu"):
         super().__init__()
-        self.norm = make_norm(norm, d_model, norm_eps)
+        self.act, self.activation = activation_function(activation), activation
+        self.norm, self.post_norm = make_norms(norm, d_model, norm_eps, norm_position)
         self.gate = nn.Linear(d_model, d_ff, bias=False)
         self.up = nn.Linear(d_model, d_ff, bias=False)
         self.down = nn.Linear(d_ff, d_model, bias=False)
@@ -79,7 +82,8 @@ class SwiGLU(nn.Module):
             raise ValueError(f"SwiGLU expects states of width d_model={self.gate.in_features}, "
                              f"got shape {tuple(x.shape)}")
         h = self.norm(x)
-        return drop(self.dropout, self.down(F.silu(self.gate(h)) * self.up(h)))
+        return drop(self.dropout, post(self.post_norm, self.down(self.act(self.gate(h)) *
+                                                                 self.up(h))))
 
 
 __all__ = ["FeedForward", "SwiGLU", "activation_function", "gelu_tanh"]

@@ -43,12 +43,13 @@ from pathlib import Path
 import torch
 
 from ..configs.kinds import KINDS, GatedKind
-from ..configs.options import init_rule
+from ..configs.options import EXPORT_FORMATS
+from ..nets.init import embed_scale
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .agree import check_object, follow_head, warn_unused
 from .folder import llama_classes, load_pretrained, require_hf
-from .llama import from_llama
+from .llama import OUT, from_llama, llama_mismatch, to_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
 # kernel (gelu_pytorch_tanh is F.gelu(approximate="tanh"), exactly what splitnet runs).
@@ -93,6 +94,7 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
+                        f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a Phi3ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = follow_head(src, model, where)     # a head its config calls tied, kept as it is
     model = model.cpu().eval()
@@ -234,9 +236,9 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"sub-flow method {c.method!r} (GPT-2: euler, the residual sub-layer)")
     if not c.causal:
         reasons.append("bidirectional attention")
-    if init_rule(c) != "gpt2":
-        reasons.append(f"init {c.init!r} scales the token embedding by sqrt(d_model) (GPT-2: "
-                       f"init 'gpt2', unscaled)")
+    if embed_scale(c) != 1.0:
+        who = "scale_embedding" if c.scale_embedding else f"init {c.init!r}"
+        reasons.append(f"{who} scales the token embedding by sqrt(d_model) (GPT-2: unscaled)")
     if c.activation not in ACT_TO_HF:
         reasons.append(f"activation {c.activation!r}")
     if c.positions != "learned" or c.rotary_pct > 0:
@@ -251,6 +253,12 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"grouped-query attention ({c.n_kv_heads} key/value heads)")
     if c.attention_bias != "all":
         reasons.append(f"attention_bias {c.attention_bias!r} (GPT-2: every projection biased)")
+    if c.head_dim is not None:
+        reasons.append(f"head_dim {c.head_dim} (GPT-2's heads are d_model / n_heads wide)")
+    if c.norm_position != "pre":
+        reasons.append(f"norm_position {c.norm_position!r} (GPT-2 normalises inputs only)")
+    if c.qk_norm != "none":
+        reasons.append(f"qk_norm {c.qk_norm!r} (GPT-2 normalises no queries or keys)")
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
     if c.reversible:
@@ -280,7 +288,7 @@ def _check_model(model) -> None:
         raise TypeError(f"expected a SplitTransformer, got {type(model).__name__}")
 
 
-FORMATS = ("auto", "gpt2", "splitnet")
+FORMATS = EXPORT_FORMATS          # gpt2, splitnet, auto and the Llama family's (OUT)
 
 
 def to_hf(model: SplitTransformer, directory, format: str = "auto",
@@ -289,14 +297,16 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
     ``AutoModelForCausalLM.from_pretrained(directory)`` loads with the same logits.
 
     format : ``"gpt2"`` -- a standard GPT-2 (only for a model that is one: :func:`gpt2_mismatch`
-        is None; otherwise ValueError naming why); ``"splitnet"`` -- :mod:`splitnet.interop.hf`'s
-        classes, any scheme and weights mode (load with ``splitnet.interop.hf`` imported);
-        ``"auto"``
-        (default) -- gpt2 when exact, else splitnet.
+        is None; otherwise ValueError naming why); ``"llama"``, ``"qwen2"``, ``"qwen3"``,
+        ``"olmo2"`` -- that family's own model (only for a model whose layers are exactly its
+        blocks: :func:`splitnet.interop.llama.llama_mismatch` is None; a Strang network is not
+        a Llama); ``"splitnet"`` -- :mod:`splitnet.interop.hf`'s classes, any scheme and weights
+        mode (load with ``splitnet.interop.hf`` imported); ``"auto"`` (default) -- the first
+        of gpt2 and the Llama family's formats that is exact, else splitnet.
     tokenizer : ``"auto"`` -- the byte tokenizer (:func:`byte_tokenizer`) for a vocabulary of
         256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
 
-    Returns the format written (``"gpt2"`` or ``"splitnet"``)."""
+    Returns the format written."""
     transformers, hf = require_hf()
     _check_model(model)
     if not model.config.causal:       # issue 49 D12: AutoModelForCausalLM would generate from it
@@ -308,18 +318,33 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
     out = Path(directory).expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a directory")
-    why = gpt2_mismatch(model)
-    if format == "gpt2" and why:
-        raise ValueError(f"this model is not a GPT-2 ({why}); export it with format='splitnet'")
-    fmt = "gpt2" if format == "gpt2" or (format == "auto" and why is None) else "splitnet"
+    fmt = _format(model, format)
     tok = byte_tokenizer() if tokenizer == "auto" and model.vocab_size == 256 else (
         None if tokenizer in ("auto", None) else tokenizer)
     dtype = next(model.parameters()).dtype
-    hf_model = _to_gpt2(model, transformers) if fmt == "gpt2" else _to_splitnet(model, hf)
+    hf_model = (_to_gpt2(model, transformers) if fmt == "gpt2" else
+                to_llama(model, transformers, fmt) if fmt in OUT else _to_splitnet(model, hf))
     hf_model.to(dtype).save_pretrained(out)
     if tok is not None:
         tok.save_pretrained(out)
     return fmt
+
+
+def _format(model: SplitTransformer, format: str) -> str:
+    """The format ``to_hf`` writes: ``format`` when the model is exactly one (ValueError naming
+    why not), or under ``"auto"`` the first exact one of gpt2 and :data:`OUT`, else splitnet."""
+    if format == "splitnet":
+        return format
+    if format == "gpt2" or format in OUT:
+        why = gpt2_mismatch(model) if format == "gpt2" else llama_mismatch(model, format)
+        if why:
+            name = "GPT-2" if format == "gpt2" else f"{format} model"
+            raise ValueError(f"this model is not a {name} ({why}); export it with "
+                             f"format='splitnet'")
+        return format
+    if gpt2_mismatch(model) is None:
+        return "gpt2"
+    return next((f for f in OUT if llama_mismatch(model, f) is None), "splitnet")
 
 
 def _to_gpt2(model: SplitTransformer, transformers):

@@ -48,7 +48,8 @@ def require_hf():
 def llama_classes(transformers) -> tuple:
     """The model classes of :data:`splitnet.interop.llama.FAMILIES`, in its order."""
     return (transformers.LlamaForCausalLM, transformers.Qwen2ForCausalLM,
-            transformers.MistralForCausalLM)
+            transformers.MistralForCausalLM, transformers.Qwen3ForCausalLM,
+            transformers.Olmo2ForCausalLM, transformers.Phi3ForCausalLM)
 
 
 def check_directory(path) -> Path:

@@ -1,5 +1,6 @@
-"""The Llama family in: ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``MistralForCausalLM`` as
-SplitTransformers with equal logits (:func:`splitnet.interop.convert.from_hf` dispatches here).
+"""The Llama family in: ``LlamaForCausalLM``, ``Qwen2ForCausalLM``, ``MistralForCausalLM`` and
+``Qwen3ForCausalLM`` as SplitTransformers with equal logits
+(:func:`splitnet.interop.convert.from_hf` dispatches here).
 
 A Llama block is a Lie–Trotter step of two fields, pre-norm inside each::
 
@@ -10,11 +11,19 @@ so the map is ``scheme="lie-trotter"``, ``norm="rms"``, ``convection_field="swig
 ``n_kv_heads``, ``positions="none"``, ``rotary_pct=1`` at the model's ``rope_theta`` (the
 rotate-half convention of GPT-NeoX, which ``splitnet.fields.rotary`` implements), the
 projections' biases as the family has them (Llama: ``attention_bias`` for q, k, v and the output;
-Qwen2: q, k, v; Mistral: none), the head tied or not. q, k and v stack into one ``qkv`` matrix.
+Qwen2: q, k, v; Mistral: none; Qwen3: all four by ``attention_bias``), the head tied or not, a
+head width of the config's own (``head_dim``, Qwen3-0.6B's 128 of 1024 / 16 = 64). q, k and v
+stack into one ``qkv`` matrix. Qwen3 normalises each head's queries and keys (RMSNorm over
+``head_dim``, one weight shared by the heads, before rotary): ``qk_norm="head"``. OLMo 2
+normalises the queries and keys over the whole projection (``qk_norm="projection"``) and puts
+each block's norms on the sub-layers' outputs, inside the residual (``norm_position="post"``):
+``x += N(attn(x)); x += N(mlp(x))``, still a Lie–Trotter step, of the fields ``N o attn`` and
+``N o mlp``. Phi-3 fuses q, k, v into ``qkv_proj`` (rows in splitnet's order) and gate and up
+into ``gate_up_proj`` (gate first), which are split on the way in.
 
 Anything the map would not reproduce exactly is a one-line ValueError naming it, never an
 approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``yarn``...),
-partial rotary, a head width other than ``hidden_size / num_attention_heads``, MLP biases, an
+partial rotary, MLP biases, an
 activation other than SiLU, sliding-window attention that binds within the context. A Mistral or
 Qwen2 window ``W`` shorter than ``max_position_embeddings`` is exact on contexts of up to ``W``
 tokens, so the model's ``max_len`` is ``W`` then (no token is ever out of another's window), and
@@ -26,11 +35,15 @@ from __future__ import annotations
 
 import torch
 
+from ..configs.options import FAMILY_FORMATS
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
-FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none"}
+FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None,
+            "phi3": "none"}
+# model_type -> (qk_norm, norm_position) where not Llama's ("none", "pre")
+PARTS = {"qwen3": ("head", "pre"), "olmo2": ("projection", "post")}
 
 
 def _rope(c) -> float:
@@ -77,8 +90,6 @@ def llama_options(c) -> dict:
     bad = [why for why, wrong in (
         (f"hidden_act {c.hidden_act!r} (the Llama family's SwiGLU gates with silu)",
          c.hidden_act != "silu"),
-        (f"head_dim {head_dim} (splitnet's heads are hidden_size / num_attention_heads = "
-         f"{d // heads} wide)", head_dim * heads != d),
         ("mlp_bias=True (splitnet's SwiGLU has no biases)", bool(getattr(c, "mlp_bias", False))),
         ) if wrong]
     if bad:
@@ -94,7 +105,8 @@ def llama_options(c) -> dict:
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,
-        "tie_head": bool(c.tie_word_embeddings)}     # (SwiGLU gates with SiLU: no activation)
+        "tie_head": bool(c.tie_word_embeddings), "head_dim": head_dim,   # (SwiGLU: no activation)
+        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre"))))}
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
@@ -105,7 +117,8 @@ def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
 
 
 def from_llama(src) -> SplitTransformer:
-    """A ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM`` (a model object) as
+    """A ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM`` /
+    ``Qwen3ForCausalLM`` (a model object) as
     a SplitTransformer with its weights, in its dtype."""
     model = SplitTransformer(**llama_options(src.config))
     body = src.model
@@ -123,20 +136,138 @@ def from_llama(src) -> SplitTransformer:
 def _copy_block(layer, block, prefix: str) -> None:
     att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
     a, m = block.self_attn, block.mlp
-    _param(att.norm.weight, block.input_layernorm.weight, f"{prefix}.input_layernorm.weight")
-    _param(att.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-           f"{prefix}.self_attn.q_proj/k_proj/v_proj.weight")
+    if att.post_norm is None:          # pre-norm: the block's input norm is the field's
+        _param(att.norm.weight, block.input_layernorm.weight,
+               f"{prefix}.input_layernorm.weight")
+        _param(ffn.norm.weight, block.post_attention_layernorm.weight,
+               f"{prefix}.post_attention_layernorm.weight")
+    else:                              # OLMo 2: norms on the sub-layers' outputs only
+        _param(att.post_norm.weight, block.post_attention_layernorm.weight,
+               f"{prefix}.post_attention_layernorm.weight")
+        _param(ffn.post_norm.weight, block.post_feedforward_layernorm.weight,
+               f"{prefix}.post_feedforward_layernorm.weight")
+    if hasattr(a, "qkv_proj"):          # Phi-3: q, k, v fused in this order already
+        _param(att.qkv.weight, a.qkv_proj.weight, f"{prefix}.self_attn.qkv_proj.weight")
+    else:
+        _param(att.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+               f"{prefix}.self_attn.q_proj/k_proj/v_proj.weight")
     if att.qkv.bias is not None:
         _param(att.qkv.bias, torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]),
                f"{prefix}.self_attn.q_proj/k_proj/v_proj.bias")
     _param(att.proj.weight, a.o_proj.weight, f"{prefix}.self_attn.o_proj.weight")
+    if att.qk_norm != "none":
+        _param(att.q_norm.weight, a.q_norm.weight, f"{prefix}.self_attn.q_norm.weight")
+        _param(att.k_norm.weight, a.k_norm.weight, f"{prefix}.self_attn.k_norm.weight")
     if att.proj.bias is not None:
         _param(att.proj.bias, a.o_proj.bias, f"{prefix}.self_attn.o_proj.bias")
-    _param(ffn.norm.weight, block.post_attention_layernorm.weight,
-           f"{prefix}.post_attention_layernorm.weight")
+    if hasattr(m, "gate_up_proj"):      # Phi-3: [gate; up] fused (its forward chunks it so)
+        gate, up = m.gate_up_proj.weight.chunk(2)
+        _param(ffn.gate.weight, gate, f"{prefix}.mlp.gate_up_proj.weight[:d_ff]")
+        _param(ffn.up.weight, up, f"{prefix}.mlp.gate_up_proj.weight[d_ff:]")
+        _param(ffn.down.weight, m.down_proj.weight, f"{prefix}.mlp.down_proj.weight")
+        return
     for ours, theirs in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
         _param(getattr(ffn, ours).weight, getattr(m, theirs).weight,
                f"{prefix}.mlp.{theirs}.weight")
 
 
-__all__ = ["FAMILIES", "from_llama", "llama_options"]
+# ---------------------------------------------------------------------------------------------
+# out: a SplitTransformer with exactly a family's block as that family's transformers model
+
+# export format (its model_type) -> (config class, model class, the attention biases it holds,
+# qk_norm, norm_position): the inverse of the import's map
+OUT = dict(zip(FAMILY_FORMATS, (
+    ("LlamaConfig", "LlamaForCausalLM", ("none", "all"), "none", "pre"),
+    ("Qwen2Config", "Qwen2ForCausalLM", ("qkv",), "none", "pre"),
+    ("Qwen3Config", "Qwen3ForCausalLM", ("none", "all"), "head", "pre"),
+    ("Olmo2Config", "Olmo2ForCausalLM", ("none", "all"), "projection", "post"))))
+
+
+def llama_mismatch(model, family: str) -> str | None:
+    """Why ``model`` (a SplitTransformer) is not exactly a ``family`` model (:data:`OUT`), or
+    None when it is: a causal Lie–Trotter step at h = 1 with Euler sub-steps of attention
+    (RMSNorm, rotary on every channel, no position table) and SwiGLU, nothing else, and the
+    family's biases, q/k norm and norm position."""
+    from ..configs.kinds import GatedKind
+    from ..nets.init import embed_scale
+    from ..stagelists.stages import Stage
+
+    c, (_, _, biases, qk, where) = model.config, OUT[family]
+    kinds = {(lf.field, lf.kind.name, isinstance(lf.kind, GatedKind))
+             for k in range(c.n_layers) for lf in c.plan.layer(k)}
+    lt = (Stage(DIFFUSION, 1.0), Stage(CONVECTION, 1.0))
+    bad = [why for why, wrong in (
+        (f"scheme {model.scheme.name!r} is not Lie–Trotter (a {family} block is x += attn; "
+         f"x += mlp)", tuple(model.scheme.stages) != lt),
+        (f"step size {c.step_size:g} (a residual block: 1)", c.step_size != 1.0),
+        (f"sub-flow method {c.method!r} (a residual block: euler)", c.method != "euler"),
+        ("bidirectional attention", not c.causal),
+        ("fields other than attention and swiglu, or gated ones", kinds != {
+            (DIFFUSION, "attention", False), (CONVECTION, "swiglu", False)}),
+        (f"norm {c.norm!r} (RMSNorm)", c.norm != "rms"),
+        ("learned positions or partial rotary (rotary on every channel, no position table)",
+         c.positions != "none" or c.rotary_pct != 1.0),
+        (f"attention_bias {c.attention_bias!r} ({family}: {' or '.join(biases)})",
+         c.attention_bias not in biases),
+        (f"qk_norm {c.qk_norm!r} ({family}: {qk})", c.qk_norm != qk),
+        (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
+        ("the token embedding scaled by sqrt(d_model)", embed_scale(c) != 1.0),
+        ("learned stage coefficients", c.learn_coefficients),
+        ("a reversible network", c.reversible),
+        (f"depth_basis {c.depth_basis!r}", c.depth_basis is not None)) if wrong]
+    return "; ".join(bad) or None
+
+
+def to_llama(model, transformers, family: str):
+    """The ``family`` model of ``transformers`` with ``model``'s weights (an exact one:
+    :func:`llama_mismatch` None)."""
+    c = model.config
+    cfg_name, cls_name, *_ = OUT[family]
+    cfg = getattr(transformers, cfg_name)(
+        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
+        num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads,
+        num_key_value_heads=c.n_kv_heads or c.n_heads,
+        head_dim=c.head_dim or c.d_model // c.n_heads, max_position_embeddings=c.max_len,
+        rms_norm_eps=c.norm_eps, hidden_act="silu", tie_word_embeddings=c.tie_head,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rotary_base},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        **({} if family == "qwen2" else {"attention_bias": c.attention_bias == "all"}))
+    out = getattr(transformers, cls_name)(cfg).to(next(model.parameters()).dtype)
+    body = out.model
+    with torch.no_grad():
+        body.embed_tokens.weight.copy_(model.tok_emb.weight)
+        body.norm.weight.copy_(model.norm.weight)
+        if not c.tie_head:
+            out.lm_head.weight.copy_(model.head.weight)
+        for layer, block in zip(model.layers, body.layers):
+            _export_block(layer, block)
+    return out.eval()
+
+
+def _export_block(layer, block) -> None:
+    att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
+    a, m = block.self_attn, block.mlp
+    q, k, v = att.qkv.weight.split((att.q_width, att.kv_width, att.kv_width))
+    pairs = [(a.q_proj.weight, q), (a.k_proj.weight, k), (a.v_proj.weight, v),
+             (a.o_proj.weight, att.proj.weight)]
+    if att.qkv.bias is not None:
+        qb, kb, vb = att.qkv.bias.split((att.q_width, att.kv_width, att.kv_width))
+        pairs += [(a.q_proj.bias, qb), (a.k_proj.bias, kb), (a.v_proj.bias, vb)]
+    if att.proj.bias is not None:
+        pairs.append((a.o_proj.bias, att.proj.bias))
+    if att.qk_norm != "none":
+        pairs += [(a.q_norm.weight, att.q_norm.weight), (a.k_norm.weight, att.k_norm.weight)]
+    if att.post_norm is None:
+        pairs += [(block.input_layernorm.weight, att.norm.weight),
+                  (block.post_attention_layernorm.weight, ffn.norm.weight)]
+    else:
+        pairs += [(block.post_attention_layernorm.weight, att.post_norm.weight),
+                  (block.post_feedforward_layernorm.weight, ffn.post_norm.weight)]
+    pairs += [(getattr(m, f"{n}_proj").weight, getattr(ffn, n).weight)
+              for n in ("gate", "up", "down")]
+    for theirs, ours in pairs:
+        theirs.copy_(ours)
+
+
+__all__ = ["FAMILIES", "OUT", "PARTS", "from_llama", "llama_mismatch", "llama_options",
+           "to_llama"]

@@ -102,7 +102,7 @@ def _params(config: SplitConfig, layers: list) -> tuple[int, int]:
     n = sum(f.n_modules * f.kind.params(config, f.width) for fields in layers for f in fields)
     if config.learn_coefficients:
         n += config.n_layers * len(config.resolved_scheme().stages)
-    non_embedding = n + norm_params(config)         # + the final norm
+    non_embedding = n + norm_params(config, config.d_model)   # + the final norm (one)
     tables = config.vocab_size * (1 if config.tie_head else 2) + \
         (config.max_len if config.positions == "learned" else 0)
     return non_embedding + tables * d, non_embedding

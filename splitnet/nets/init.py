@@ -60,9 +60,10 @@ from ..fields.norms import NORM_TYPES
 
 
 def embed_scale(config) -> float:
-    """The factor on the token embedding in forward: ``sqrt(d_model)`` under ``xavier``, 1
-    under ``gpt2`` (the networks skip the multiply then)."""
-    return math.sqrt(config.d_model) if init_rule(config) == "xavier" else 1.0
+    """The factor on the token embedding in forward: ``sqrt(d_model)`` under ``xavier`` or
+    ``scale_embedding`` (Gemma), else 1 (the networks skip the multiply then)."""
+    scaled = init_rule(config) == "xavier" or getattr(config, "scale_embedding", False)
+    return math.sqrt(config.d_model) if scaled else 1.0
 
 
 def residual_outputs(layers: Iterable, plans: Iterable) -> list[nn.Parameter]:

@@ -106,9 +106,11 @@ def check_tp(tp: int, world: int, model) -> None:
         raise ValueError(f"--tp {tp} must divide the feed-forward width {d_ff}")
     # the plan splits qkv in equal thirds per head and the output's bias with its columns
     grouped = getattr(model, "n_kv_heads", None) is not None
-    if grouped or getattr(model, "attention_bias", "all") != "all":
+    if grouped or getattr(model, "attention_bias", "all") != "all" or getattr(
+            model, "head_dim", None) is not None or getattr(model, "qk_norm", "none") != "none":
         what = "grouped-query attention (--n-kv-heads)" if grouped else \
-            f"--attention-bias {model.attention_bias}"
+            f"--attention-bias {model.attention_bias}" if model.attention_bias != "all" else \
+            "--head-dim or --qk-norm"
         raise ValueError(f"--tp does not take {what} yet: the tensor-parallel plan splits "
                          f"q, k and v in equal heads; use --tp 1")
 

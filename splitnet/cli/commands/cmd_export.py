@@ -6,11 +6,12 @@ import signal
 import sys
 from contextlib import contextmanager
 
+from ...configs.options import EXPORT_FORMATS
 from .._args import add_model_source, add_output_option, add_threads_option, set_threads
 
 RANK = 70   # place in `splitnet --help`
 HELP = "write a checkpoint as a Hugging Face model directory"
-FORMATS = ("auto", "gpt2", "splitnet")
+FORMATS = EXPORT_FORMATS
 TOLERANCE = 1e-4   # float32 logits of the same maths through two code paths
 VERDICT = f"the model read back differs by more than {TOLERANCE:g} in its logits"
 
@@ -20,16 +21,19 @@ def configure(p) -> None:
         "Write the model of a 'splitnet train' checkpoint as a Hugging Face directory "
         "(config.json, model.safetensors, and a byte tokenizer) that transformers' "
         "AutoModelForCausalLM.from_pretrained loads with the same logits. A Lie-Trotter model "
-        "with Euler sub-steps at h = 1 is written as a standard GPT-2; any other scheme as a "
-        "'splitnet' model (load it with 'import splitnet.interop.hf'). The files are written to a "
+        "with Euler sub-steps at h = 1 is written as a standard GPT-2, or with Llama's parts "
+        "(--norm rms --convection-field swiglu --positions none --rotary-pct 1) as a Llama, "
+        "Qwen2, Qwen3 or OLMo 2 model; any other scheme as a 'splitnet' model (load it with "
+        "'import splitnet.interop.hf'). The files are written to a "
         "temporary folder beside HFDIR and moved in only when complete and read back: a full "
         "disk, Ctrl-C or SIGTERM leaves HFDIR as it was. Needs: pip install 'splitnet[hf]'.")
     add_model_source(p)
     add_output_option(p, "--out", "directory to write (created; must be empty unless "
                       "--overwrite)", metavar="HFDIR", required=True)
     p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="gpt2 (only for a model that is exactly one), splitnet (any model), or "
-                        "auto: gpt2 when exact, else splitnet (default auto)")
+                   help="gpt2, llama, qwen2, qwen3 or olmo2 (only for a model that is exactly "
+                        "one), splitnet (any model), or auto: the first of these that is exact, "
+                        "else splitnet (default auto)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a directory that already holds files")
     add_threads_option(p)
@@ -123,16 +127,23 @@ def run(args) -> int:
     from transformers.utils import logging as hf_logging
 
     from ... import interop
+    from ...interop.llama import llama_mismatch
 
     hf_logging.disable_progress_bar()      # our own two lines say what happened
 
     why = interop.gpt2_mismatch(model)
     if args.format == "gpt2" and why:
         raise ValueError(f"the model is not a GPT-2 ({why}); use --format splitnet or auto")
+    if args.format not in ("gpt2", "splitnet", "auto"):
+        other = llama_mismatch(model, args.format)
+        if other:
+            raise ValueError(f"the model is not a {args.format} model ({other}); use --format "
+                             f"splitnet or auto")
     with _sigterm_as_interrupt():
         fmt, diff, n = _write(model, out, args.format)
-    kind = ("a standard GPT-2" if fmt == "gpt2" else
-            f"a splitnet model ({why or 'as asked'}); load it with 'import splitnet.interop.hf'")
+    kind = ("a standard GPT-2" if fmt == "gpt2" else f"a standard {fmt} model"
+            if fmt != "splitnet" else f"a splitnet model ({why or 'as asked'}); load it with "
+            f"'import splitnet.interop.hf'")
     print(f"wrote {out} as {kind}")
     print(f"read back with AutoModelForCausalLM: max |logit difference| = {diff:.3g} on "
           f"{n} tokens")
