@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import splitnet as sn
 from splitnet.analyses.depth import prolongation_errors
 from splitnet.nets.depth import coarsen, prolong
 from splitnet.nets.models import SplitTransformer
@@ -233,3 +234,20 @@ def test_the_reading_of_docs_depth_md_holds_for_the_recorded_runs():
     assert all(S._grown_minus_full(runs, a, "grown-h1")[0] > 0.03 for a in ("rev-lt", "rev-strang"))
     doc = (root / "docs" / "depth.md").read_text()
     assert S.reading(runs) in doc
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: sn.depth.at_depth(m, 4, view="no"),
+    lambda m: sn.depth.at_depth(m, 1, view=1),
+    lambda m: sn.depth.to_basis(m, "legendre:2", return_residual="no"),
+    lambda m: sn.depth.to_basis(m, "legendre:2", return_residual=None),
+], ids=["at_depth view 'no'", "at_depth view 1", "to_basis residual 'no'",
+        "to_basis residual None"])
+def test_the_yes_no_arguments_of_sn_depth_take_only_bools(call):
+    """Issue 62's hostile pass: view='no' gave a view ('no' is truthy), return_residual='no' a
+    pair; each is a ValueError naming the argument, as every yes/no argument of the library."""
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(vocab_size=16, d_model=8, n_heads=2, n_layers=2, max_len=8)
+    with pytest.raises(ValueError, match=r"(view|return_residual) must be True or False, got"):
+        call(m)
+    assert isinstance(sn.depth.at_depth(m, 4, view=False), sn.SplitTransformer)

@@ -291,8 +291,20 @@ CASES = [
                  r"number >= 2"),
     ("rotary on the conv field", lambda: sn.models.SplitConfig(diffusion_field="conv",
                                                                 rotary_pct=0.25),
-     ValueError, r"rotary_pct turns an attention's queries and keys; the conv diffusion field "
-                 r"has none"),
+     ValueError, r"rotary_pct=0.25 \(--rotary-pct\) is read only with --diffusion-field "
+                 r"attention, and this network has --diffusion-field conv"),
+    ("the activation of a SwiGLU feed-forward (it gates with SiLU)",
+     lambda: sn.models.SplitConfig(convection_field="swiglu", activation="relu"), ValueError,
+     r"activation='relu' \(--activation\) is read only with --convection-field feedforward"),
+    ("grouped-query heads of a conv diffusion field",
+     lambda: sn.models.SplitConfig(diffusion_field="conv", n_kv_heads=2), ValueError,
+     r"n_kv_heads=2 \(--n-kv-heads\) is read only with --diffusion-field attention"),
+    ("a norm epsilon without norms", lambda: sn.models.SplitConfig(norm="none", norm_eps=1e-3),
+     ValueError, r"norm_eps=0.001 \(--norm-eps\) is read only with --norm layer or --norm rms"),
+    ("a feed-forward width without a feed-forward",
+     lambda: sn.models.SplitConfig(convection_field="none", d_ff=64), ValueError,
+     r"d_ff=64 \(--d-ff\) is read only with --convection-field feedforward or "
+     r"--convection-field swiglu"),
     ("key/value cache demanded of the adaptive exact method",
      lambda: _model(method="exact").generate(torch.tensor([[1, 2]]), 2, use_cache=True),
      ValueError, r"use_cache=True, but this model cannot use a key/value cache: sub-flow method "
@@ -870,7 +882,19 @@ CLI_CASES = [
      r"--gate-fields only applies with --gate sigmoid or tanh"),
     ("train: --conv-kernel with an attention diffusion field",
      ["train", *TINY, "--conv-kernel", "5", "--out", "{tmp}/run-o"], 2,
-     r"--conv-kernel only applies with --diffusion-field conv"),
+     r"conv_kernel=5 \(--conv-kernel\) is read only with --diffusion-field conv"),
+    ("train: --conv-kernel at its default with an attention diffusion field",
+     ["train", *TINY, "--conv-kernel", "3", "--out", "{tmp}/run-o"], 2,
+     r"--conv-kernel only applies with --diffusion-field conv \(this network has "
+     r"--diffusion-field attention"),
+    ("train: --activation with a SwiGLU feed-forward",
+     ["train", *TINY, "--convection-field", "swiglu", "--activation", "relu", "--out",
+      "{tmp}/run-o"], 2,
+     r"activation='relu' \(--activation\) is read only with --convection-field feedforward"),
+    ("train: --attention-bias with a conv diffusion field",
+     ["train", *TINY, "--diffusion-field", "conv", "--attention-bias", "none", "--out",
+      "{tmp}/run-o"], 2, r"attention_bias='none' \(--attention-bias\) is read only with "
+                         r"--diffusion-field attention"),
     ("train: --rotary-base with rotary positions off",
      ["train", *TINY, "--rotary-base", "500", "--out", "{tmp}/run-o"], 2,
      r"--rotary-base only applies with --rotary-pct > 0"),

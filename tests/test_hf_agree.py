@@ -163,3 +163,21 @@ def test_buffers_older_transformers_saved_are_not_named(tmp_path):
     save_file(sd, f, metadata={"format": "pt"})
     _, said = _import(d)
     assert said == []
+
+
+def test_a_splitnet_folder_whose_head_differs_keeps_it_untied(tmp_path):
+    """The splitnet family too: split_config says tie_head, the file holds its own head."""
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(0)
+    m = sn.SplitTransformer(vocab_size=61, d_model=16, n_heads=2, n_layers=2, max_len=16,
+                            scheme="strang").double()
+    sn.interop.to_hf(m, tmp_path / "sp")
+    f = tmp_path / "sp" / "model.safetensors"
+    sd = load_file(f)
+    sd["model.head.weight"] = torch.randn(61, 16, dtype=torch.float64)
+    save_file(sd, f, metadata={"format": "pt"})
+    ours, said = _import(tmp_path / "sp")
+    assert len(said) == 1 and "model.head.weight differs from the token embedding" in said[0]
+    assert not ours.config.tie_head
+    _same_logits(ours, _transformers(tmp_path / "sp"))

@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from splitnet import kinds as K
 from splitnet.configs.config import SplitConfig
+from splitnet.configs.options import read_options, readers
 from splitnet.configs.plan import LayerField
 from splitnet.fields import Gated, GLUConv
 from splitnet.nets.models import SplitTransformer
@@ -21,7 +22,18 @@ dt = torch.float64
 
 def _cfg(**kw) -> SplitConfig:
     return SplitConfig(**{"vocab_size": 11, "d_model": D, "n_heads": 4, "n_layers": 2,
-                          "max_len": 16, "conv_kernel": 3, **kw})
+                          "max_len": 16, **kw})
+
+
+def _cfg_for(kind, **kw) -> SplitConfig:
+    """A config whose network has ``kind`` where a SplitConfig can (cross kinds: beside its
+    defaults), with those of ``kw`` that only some kinds read only where a kind of it reads
+    them (options.check_read refuses the others)."""
+    own = {K.option_name(kind.serves): kind.name} if kind.serves in (
+        "diffusion", "convection") else {}
+    base = _cfg(**own, **{k: v for k, v in kw.items() if k not in readers()})
+    read = read_options(base)
+    return base.replace(**{k: v for k, v in kw.items() if k in readers() and k in read})
 
 
 def _x(*shape, seed=0):
@@ -57,7 +69,7 @@ VARIANTS = [{}, {"norm": "rms", "n_kv_heads": 2, "attention_bias": "qkv"},
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("variant", VARIANTS, ids=["gpt2", "rms-gqa-qkv", "rms-mqa-none"])
 def test_closed_forms_equal_the_module_and_flop_counter(kind, causal, variant):
-    cfg = _cfg(causal=causal, conv_kernel=5, **variant)
+    cfg = _cfg_for(kind, causal=causal, conv_kernel=5, **variant)
     width = 24 if kind.default_width(cfg) is not None else None
     with torch.device("meta"):
         module = kind.build(cfg, width)
@@ -182,7 +194,10 @@ def test_the_config_option_takes_its_choices_from_the_registry():
         _cfg(conv_kernel=0)
     with pytest.raises(ValueError, match="odd conv_kernel"):
         _cfg(diffusion_field="conv", causal=False, conv_kernel=2)
-    _cfg(diffusion_field="attention", causal=False, conv_kernel=2)   # not used: no objection
+    with pytest.raises(ValueError, match=r"conv_kernel=2 \(--conv-kernel\) is read only with "
+                                         r"--diffusion-field conv, and this network has "
+                                         r"--diffusion-field attention"):
+        _cfg(diffusion_field="attention", causal=False, conv_kernel=2)   # it would be ignored
 
 
 def test_an_old_config_without_the_options_loads_with_the_defaults():
@@ -319,6 +334,7 @@ class SwiGLU(torch.nn.Module):
 class SwiGLUKind(K.FieldKind):
     name, serves, module = "swiglu", "convection", f"{__name__}:SwiGLU"
     summary, mixes_tokens, residual_outputs = "SwiGLU", False, ("w3.weight",)
+    reads = ("d_ff",)
 
     def default_width(self, config):
         return config.d_ff

@@ -26,6 +26,7 @@ from .depth import check_depth_basis
 from .options import (
     NORM_POSITIONS,
     QK_NORMS,
+    carried,
     check_bools,
     check_network,
     check_projection,
@@ -152,10 +153,13 @@ class SplitConfig:
     depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another: given without it, a command refuses them
     # (:func:`~splitnet.configs.options.check_applicable`; the config itself takes any value,
-    # so a model built in Python or restored from a checkpoint is never refused for them)
+    # so a model built in Python or restored from a checkpoint is never refused for them).
+    # Those only some field kinds or norms read are declared with the kinds (FieldKind.reads,
+    # options.NORMS) and refused by the config itself when set (options.check_read); a stored
+    # config's are reset to their defaults on reading (options.reset_unread: they changed
+    # nothing)
     ONLY_WITH: ClassVar[dict] = {
         "gate_fields": ("with --gate sigmoid or tanh", lambda c: c.gate is not None),
-        "conv_kernel": ("with --diffusion-field conv", lambda c: c.diffusion_field == "conv"),
         "rotary_base": ("with --rotary-pct > 0 (rotary positions on)",
                         lambda c: c.rotary_pct > 0),
         **dict.fromkeys(("head_dim", "qk_norm"), ("with --diffusion-field attention",
@@ -268,7 +272,8 @@ class SplitConfig:
     def replace(self, **changes) -> SplitConfig:
         """A copy with ``changes``, checked again (the resolved scheme kept when the scheme and
         the fields are unchanged)."""
-        return _plan.replaced(self, stack_changes(self, changes), {"scheme": self._plan})
+        return _plan.replaced(self, carried(self, stack_changes(self, changes)),
+                              {"scheme": self._plan})
 
 
 class MissingDependency(ImportError, ValueError):

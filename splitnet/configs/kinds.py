@@ -44,7 +44,8 @@ A network asks :func:`splitnet.configs.plan.layer_fields` what one layer is made
 :mod:`splitnet.nets.models` builds it and :mod:`splitnet.nets.cost` counts it from that answer.
 Each kind declares its ``residual_outputs`` (the matrices whose output a residual sub-layer
 adds, which GPT-2's initialisation scales, :mod:`splitnet.nets.init`) and ``gpt2``, its map
-onto a GPT-2 block (``None``: none, :func:`splitnet.interop.convert.gpt2_mismatch` says so).
+onto a GPT-2 block (``None``: none, :func:`splitnet.interop.convert.gpt2_mismatch` says so),
+and ``reads``: the options only some kinds read that it reads (options.check_read).
 
 **Adding a kind**: an ``nn.Module`` with ``forward(t, x)`` in ``splitnet/fields/``, a
 :class:`FieldKind` subclass here, its line in :data:`KINDS`, nothing else: each config's
@@ -111,6 +112,7 @@ class FieldKind:
     # its map onto transformers' GPT2Block: (module attribute, block path) pairs of equal
     # parameters, e.g. ("qkv", "attn.c_attn"); None: none (format="gpt2" refused, naming it)
     gpt2: tuple[tuple[str, str], ...] | None = None
+    reads: tuple[str, ...] = ()     # options only some kinds read that it reads (check_read)
 
     def cacheable(self, config) -> bool:
         """Whether a key/value cache makes generation with this field exact."""
@@ -151,7 +153,7 @@ class AttentionKind(FieldKind):
 
     name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
     summary = "self-attention"
-    mixes_tokens = True
+    mixes_tokens, reads = True, ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base")
     residual_outputs = ("proj.weight",)
     gpt2 = (("norm", "ln_1"), ("qkv", "attn.c_attn"), ("proj", "attn.c_proj"))
 
@@ -213,16 +215,13 @@ class ConvKind(FieldKind):
 
     name, serves, module = "conv", DIFFUSION, "splitnet.fields.conv:GLUConv"
     summary = "a GLU convolution over conv_kernel positions (ConvS2S)"
-    mixes_tokens = True
+    mixes_tokens, reads = True, ("conv_kernel",)
     residual_outputs = ("proj.weight",)
 
     def cacheable(self, config) -> bool:
         return bool(config.causal)   # the window reads earlier tokens only
 
-    def check(self, config) -> None:
-        if config.rotary_pct > 0:
-            raise ValueError("rotary_pct turns an attention's queries and keys; the conv "
-                             "diffusion field has none (use rotary_pct 0)")
+    def check(self, config) -> None:      # (rotary_pct: not read here, options.check_read)
         if not config.causal and config.conv_kernel % 2 == 0:
             raise ValueError(f"a non-causal conv field needs an odd conv_kernel (a window "
                              f"centred on the token), got {config.conv_kernel}")
@@ -249,7 +248,7 @@ class FeedForwardKind(FieldKind):
 
     name, serves, module = "feedforward", CONVECTION, "splitnet.fields.feedforward:FeedForward"
     summary = "the position-wise feed-forward network, width d_ff"
-    mixes_tokens = False
+    mixes_tokens, reads = False, ("d_ff", "activation")
     residual_outputs = ("fc2.weight",)
     gpt2 = (("norm", "ln_2"), ("fc1", "mlp.c_fc"), ("fc2", "mlp.c_proj"))
 
@@ -276,7 +275,7 @@ class SwiGLUKind(FieldKind):
     name, serves, module = "swiglu", CONVECTION, "splitnet.fields.feedforward:SwiGLU"
     summary = "the gated feed-forward network of Llama (SwiGLU, no biases), width d_ff"
     mixes_tokens, gate = False, "silu"          # gate: the activation of the gate branch
-    residual_outputs = ("down.weight",)
+    residual_outputs, reads = ("down.weight",), ("d_ff",)   # not activation: its gate
 
     def default_width(self, config):
         return config.d_ff
@@ -386,6 +385,7 @@ class GatedKind(FieldKind):
         # the wrapped field's outputs (Gated holds it as .field); the gate's own W2 is a
         # correction the gate T(x) scales, initialised as every other matrix
         self.residual_outputs = tuple(f"field.{n}" for n in inner.residual_outputs)
+        self.reads = inner.reads
 
     def cacheable(self, config) -> bool:
         return self.inner.cacheable(config)

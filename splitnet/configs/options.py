@@ -31,7 +31,9 @@ INITS = ("gpt2", "xavier", "convs2s")
 # Normalisations inside every field and at the end (splitnet.fields.norms), the one list:
 # layer = LayerNorm (GPT-2, GPT-NeoX), rms = RMSNorm (Llama, Qwen2, Mistral: no mean, no bias),
 # none = no normalisation at all (ConvS2S, which keeps its activations' variance by scaling).
-NORMS = ("layer", "rms", "rms_offset", "none")
+# Each with the options only some norms read that it reads (check_read, as the field kinds'
+# FieldKind.reads).
+NORMS = {"layer": ("norm_eps",), "rms": ("norm_eps",), "rms_offset": ("norm_eps",), "none": ()}
 # self-attention's query/key normalisation (splitnet.fields.attention): none, per head (Qwen3,
 # Gemma 3) or over the whole projection (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
@@ -238,7 +240,7 @@ def config_from_dict(cls, d):
     if unknown:
         raise ValueError(f"unknown {cls.__name__} option(s) {unknown}")
     legacy = {k: v for k, v in LEGACY.items() if k in names and k not in d}
-    return cls(**legacy, **d)
+    return cls(**legacy, **reset_unread(cls, d))
 
 
 def kind_options(*fields: str):
@@ -330,7 +332,6 @@ def check_network(cfg) -> None:
     if isinstance(cfg.step_size, bool) or not isinstance(cfg.step_size, numbers.Real):
         raise TypeError(f"step_size must be a real number, got {cfg.step_size!r}")
     set_(cfg, "step_size", check_real("step_size", cfg.step_size, lo=0.0, lo_open=True))
-    set_(cfg, "d_ff", 4 * cfg.d_model if cfg.d_ff is None else check_int("d_ff", cfg.d_ff))
     set_(cfg, "dropout", check_real("dropout", cfg.dropout, lo=0.0, hi=1.0, hi_open=True))
     check_choice("method", cfg.method, METHODS)
     check_choice("activation", cfg.activation, ACTIVATIONS)
@@ -338,15 +339,114 @@ def check_network(cfg) -> None:
     check_choice("norm", cfg.norm, NORMS)
     for field in kind_option_fields(cfg):
         _kinds.check_option(cfg, field)
+    check_read(cfg)
+    # (filled in after check_read, which sees it as given; reset_unread and carried put a
+    # filled-in d_ff that nothing reads back to None when a config is read or replaced)
+    set_(cfg, "d_ff", 4 * cfg.d_model if cfg.d_ff is None else check_int("d_ff", cfg.d_ff))
     set_(cfg, "norm_eps", check_real("norm_eps", cfg.norm_eps, lo=0.0, lo_open=True))
 
 
+# ---------------------------------------------------------------------------------------------
+# options only some kinds read: each field kind (FieldKind.reads) and each norm (NORMS) declares
+# those it reads; one set away from its default that nothing in the network reads is refused
+
+
+def readers() -> dict[str, list[tuple[str, str]]]:
+    """Every option some field kind or norm reads -> who reads it, as ``(the option choosing
+    it, its name)``: ``("convection_field", "feedforward")``, ``("norm", "layer")``; from the
+    declarations, a kind registered later included."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for name, cls in _kinds.KINDS.items():
+        for option_ in cls.reads:
+            out.setdefault(option_, []).append((_kinds.option_name(cls.serves), name))
+    for name, reads in NORMS.items():
+        for option_ in reads:
+            out.setdefault(option_, []).append(("norm", name))
+    return out
+
+
+def read_options(cfg) -> set[str]:
+    """The options of :func:`readers` that the kinds of ``cfg``'s fields and its norm read."""
+    read = set(NORMS.get(cfg.norm, ()))
+    for field in kind_option_fields(cfg):
+        read.update(_kinds.KINDS[getattr(cfg, _kinds.option_name(field))].reads)
+    return read
+
+
+def _default(cfg, name: str):
+    return next(f.default for f in dataclasses.fields(cfg) if f.name == name)
+
+
+def unread(cfg, given=None) -> dict[str, str]:
+    """The options of ``cfg`` that no kind of its network nor its norm reads, of those away
+    from their defaults (or of ``given``, names: the options a user typed) -> the options that
+    would make them read (``"--convection-field feedforward"``)."""
+    read, fields = read_options(cfg), {f.name for f in dataclasses.fields(cfg)}
+    out = {}
+    for name, who in readers().items():
+        off = name in given if given is not None else (
+            name in fields and getattr(cfg, name) != _default(cfg, name))
+        if name in fields and name not in read and off:
+            out[name] = " or ".join(f"{flag(o)} {k}" for o, k in who if o in fields)
+    return out
+
+
+def check_read(cfg) -> None:
+    """ValueError, one sentence, for an option set away from its default that no kind of
+    ``cfg``'s network reads (``activation`` with a SwiGLU or no feed-forward, ``n_kv_heads``
+    with a conv diffusion field, ``norm_eps`` with ``norm="none"``, ...): it would change
+    nothing."""
+    bad = unread(cfg)
+    if bad:
+        name, who = next(iter(bad.items()))
+        raise ValueError(f"{name}={getattr(cfg, name)!r} ({flag(name)}) is read only with "
+                         f"{who}, and this network has {network_kinds(cfg)}: it would change "
+                         f"nothing, so leave it out")
+
+
+def network_kinds(cfg) -> str:
+    """``--diffusion-field conv, --convection-field none, --norm layer``: what reads options."""
+    return ", ".join(f"{flag(o)} {getattr(cfg, o)}" for o in (
+        *(_kinds.option_name(f) for f in kind_option_fields(cfg)), "norm"))
+
+
+def only_with(cfg) -> dict:
+    """:func:`check_applicable`'s table of the options some kind or norm reads, for a command
+    line's check of what was typed (whatever the value): name -> (needs, applies)."""
+    return {name: (f"with {who} (this network has {network_kinds(cfg)})",
+                   lambda c, n=name: n in read_options(c))
+            for name, who in unread(cfg, set(readers())).items()}
+
+
+def carried(cfg, changes: dict) -> dict:
+    """``changes`` of ``cfg.replace`` plus, for each option no kind of the new network reads
+    that the changes do not set, its default: ``replace(convection_field="none")`` of a config
+    whose ``d_ff`` was filled in is not a ``d_ff`` the user gave (one given is checked)."""
+    merged = {**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, **changes}
+    reset = reset_unread(type(cfg), merged)
+    return {**changes, **{k: v for k, v in reset.items() if k not in changes and v != merged[k]}}
+
+
+def reset_unread(cls, d: dict) -> dict:
+    """A stored config dict with the options no kind of its network reads at their defaults:
+    a config written before such options were refused (they changed nothing) still loads."""
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    norm = d.get("norm", fields.get("norm"))
+    read = set(NORMS.get(norm, readers())) if isinstance(norm, str) else set(readers())
+    for field in kind_option_fields(cls):
+        name = d.get(_kinds.option_name(field), fields[_kinds.option_name(field)])
+        kind = _kinds.KINDS.get(name) if isinstance(name, str) else None
+        read.update(kind.reads if kind is not None else readers())   # a bad name: its error
+    return {k: (fields[k] if k in readers() and k not in read else v) for k, v in d.items()}
+
+
 __all__ = ["ACTIVATIONS", "EXPORT_FORMATS", "FAMILY_FORMATS", "FIXED", "FREE", "INITS",
-           "INIT_HELP", "LEGACY", "LIMITS",
-           "MAX_PROJECTED_ORDER", "MAX_SEED", "NETWORK_OPTIONS", "NORMS", "NORM_POSITIONS",
-           "QK_NORMS", "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS",
-           "check_applicable", "check_bools",
-           "check_choice", "check_flag", "check_int", "check_network", "check_projection",
-           "check_real", "config_from_dict", "flag", "init_rule", "int_list",
-           "kind_option_fields", "kind_options", "network_option", "option", "positive_ints",
-           "type_name"]
+           "INIT_HELP", "LEGACY", "LIMITS", "MAX_PROJECTED_ORDER", "MAX_SEED",
+           "NETWORK_OPTIONS", "NORMS", "NORM_POSITIONS", "QK_NORMS",
+           "REVERSIBLE_GRID_HELP", "REVERSIBLE_HELP", "SESSION", "WEIGHTS", "carried",
+           "check_applicable", "check_bools", "check_choice", "check_flag", "check_int",
+           "check_network", "check_projection", "check_read", "check_real",
+           "config_from_dict", "flag", "init_rule", "int_list", "kind_option_fields",
+           "kind_options", "network_kinds", "network_option", "only_with", "option",
+           "positive_ints", "read_options", "readers", "reset_unread", "type_name",
+           "unread"]

@@ -30,6 +30,7 @@ from . import kinds as _kinds
 from . import plan as _plan
 from .depth import check_depth_basis
 from .options import (
+    carried,
     check_bools,
     check_network,
     kind_option_fields,
@@ -160,10 +161,9 @@ class Seq2SeqConfig:
     reversible_grid: int | None = network_option("reversible_grid")
     depth_basis: str | None = network_option("depth_basis")     # splitnet.configs.depth
     # options that only apply alongside another (:func:`~splitnet.configs.options.
-    # check_applicable`: a command refuses them typed alone)
-    ONLY_WITH: ClassVar[dict] = {
-        "conv_kernel": ("with --diffusion-field conv", lambda c: c.diffusion_field == "conv"),
-    }
+    # check_applicable`: a command refuses them typed alone); those only some field kinds or
+    # norms read are declared with the kinds (FieldKind.reads, options.NORMS: check_read)
+    ONLY_WITH: ClassVar[dict] = {}
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -265,8 +265,8 @@ class Seq2SeqConfig:
     def replace(self, **changes) -> Seq2SeqConfig:
         """A copy with ``changes`` (checked again; a stack's resolved scheme kept when its
         scheme and fields are unchanged)."""
-        return _plan.replaced(self, stack_changes(self, changes), {f"{side}_scheme": st.plan
-                                              for side, st in self._stacks.items()})
+        return _plan.replaced(self, carried(self, stack_changes(self, changes)),
+                              {f"{side}_scheme": st.plan for side, st in self._stacks.items()})
 
 
 __all__ = ["DECODER_FIELDS", "ENCODER_FIELDS", "Seq2SeqConfig", "StackConfig"]

@@ -105,7 +105,7 @@ def llama_options(c) -> dict:
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
         "rotary_base": _rope(c), "attention_bias": bias,
-        "tie_head": bool(c.tie_word_embeddings), "activation": "silu", "head_dim": head_dim,
+        "tie_head": bool(c.tie_word_embeddings), "head_dim": head_dim,   # (SwiGLU: no activation)
         **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre"))))}
 
 

@@ -38,6 +38,7 @@ import copy
 import numpy as np
 import torch
 
+from ..configs.options import check_flag
 from ..fields.depthfield import Basis, DepthField, MeanField
 from .models import SplitTransformer
 from .seq2seq import SplitSeq2Seq
@@ -270,6 +271,7 @@ def to_basis(model, basis, return_residual: bool = False, fit: str = "steps"):
     the stacks, "per_weight": {name: the same per weight}}``."""
     stacks, c = _stacks(model), model.config
     b = Basis(basis)
+    return_residual = check_flag("return_residual", return_residual)   # "no" is truthy
     if fit not in FITS:
         raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     if getattr(c, "learn_coefficients", False):
@@ -397,6 +399,7 @@ def at_depth(model, n, view: bool = False):
     layers they merge (:class:`~splitnet.fields.depthfield.MeanField`), so its gradients reach
     every layer of the model (learned coefficients: not supported yet)."""
     stacks, c = _stacks(model), model.config
+    view = check_flag("view", view)            # "no" is truthy: a copy asked, a view given
     ns = _steps(model, n)
     if c.depth_basis is not None:
         cfg = c.replace(step_size=c.step_size * getattr(c, next(iter(stacks.values()))) /

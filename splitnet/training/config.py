@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..configs.config import CUDAGRAPH_MODES, SplitConfig
-from ..configs.options import FIXED, FREE, check_applicable
+from ..configs.options import FIXED, FREE, check_applicable, only_with
 from ..configs.run import SECTIONS
 from ..configs.stacks import get as get_stack
 from ..tasks.task import check_task_options, get_task
@@ -212,7 +212,7 @@ class TrainConfig:
             check_applicable(getattr(self, attr), given, getattr(cls, "ONLY_WITH", {}))
         check_applicable(self, given, get_task(self.task).ONLY_WITH)
         check_applicable(self.model, {n[6:] for n in given if n.startswith("model.")},
-                         getattr(self.model, "ONLY_WITH", {}))
+                         {**getattr(self.model, "ONLY_WITH", {}), **only_with(self.model)})
 
     def section(self, name: str) -> dict:
         """The options of section ``name`` (its attribute or its title) and their values."""
