@@ -213,7 +213,8 @@ def llama_mismatch(model, family: str) -> str | None:
         (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
         ("the token embedding scaled by sqrt(d_model)", embed_scale(c) != 1.0),
         ("learned stage coefficients", c.learn_coefficients),
-        ("a reversible network", c.reversible),
+        (f"the {c.stack} stack (a Llama's layers are a plain residual stack)",
+         c.stack not in ("plain", "checkpointed")),
         (f"depth_basis {c.depth_basis!r}", c.depth_basis is not None)) if wrong]
     return "; ".join(bad) or None
 
