@@ -57,8 +57,20 @@ CASES = [("benchmarks", *c) for c in CASES] + [("experiments", *c) for c in [
 ]]
 
 
-@pytest.mark.parametrize("folder, script, args, says", CASES,
-                         ids=[f"{c[1]}:{' '.join(c[2])}" for c in CASES])
+# each case is a Python process that imports torch (~3.5 s on two cores): the quick suite keeps
+# one benchmark's and one experiment's, the rest are heavy (CI runs them: -m 'not slow')
+QUICK = {"bench_convs2s.py", "translation_study.py"}
+_seen: set = set()
+
+
+def _param(c):
+    first = c[1] in QUICK and c[1] not in _seen
+    _seen.add(c[1])
+    return pytest.param(*c, id=f"{c[1]}:{' '.join(c[2])}",
+                        marks=() if first else pytest.mark.heavy)
+
+
+@pytest.mark.parametrize("folder, script, args, says", [_param(c) for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(folder, script, args, says, tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / folder / script), *args], capture_output=True,
                        text=True, timeout=120, cwd=tmp_path, check=False)
@@ -86,7 +98,9 @@ def test_a_bare_translation_study_runs_the_seeds_the_docs_report(monkeypatch):
     assert jobs == [("ConvS2S", 7)]
 
 
-@pytest.mark.parametrize("script", ["bench_reversible.py", "bench_llama.py", "gpu_reversible.py"])
+@pytest.mark.parametrize("script", ["bench_reversible.py",
+                                    pytest.param("bench_llama.py", marks=pytest.mark.heavy),
+                                    pytest.param("gpu_reversible.py", marks=pytest.mark.heavy)])
 def test_cuda_without_a_device_is_one_line(script, tmp_path):
     """``--device cuda:1`` where torch sees no GPU: splitnet.cli._args.torch_device's one line,
     the same as the CLI's."""
@@ -101,6 +115,7 @@ def test_cuda_without_a_device_is_one_line(script, tmp_path):
     assert last.endswith("--device cuda:1: no CUDA device is available")
 
 
+@pytest.mark.heavy
 def test_bench_reversible_survives_a_closed_pipe(tmp_path):
     """``bench_reversible.py ... | head -1``: the reader goes after the first line; the run still
     ends with status 0 and writes its --json (no BrokenPipeError)."""

@@ -30,6 +30,7 @@ def cs():
     return mod
 
 
+@pytest.mark.heavy
 def test_params_only_at_gpu_scale_is_fast():
     """Every model's parameters at GPU scale, counted on the meta device: well under 20 s
     (it once built a 10M-parameter model per candidate width of the gated model)."""
@@ -69,6 +70,7 @@ def test_corpus_lines_name_the_fingerprint_and_warn_on_a_mix(cs):
     assert "not recorded" in mixed[2]
 
 
+@pytest.mark.heavy
 def test_a_tiny_comparison_records_corpus_and_tokens_per_second(tmp_path):
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def f{i}(x):\n    return x * {i % 7}\n" for i in range(400)))

@@ -473,6 +473,7 @@ def test_sample_bad_checkpoint_exits_2_with_one_line(tmp_path, capsys):
         assert "no CUDA device" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_sample_streams_and_stops_when_the_reader_goes(run_dir):
     """The real command: bytes arrive before the run ends, and a closed pipe (``| head -c``)
     stops it quietly with status 0."""

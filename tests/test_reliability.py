@@ -303,6 +303,7 @@ def _signal_at(script: str, argv: list, marker: str, sig) -> tuple[int, float, s
             proc.kill()
 
 
+@pytest.mark.heavy
 def test_a_signal_inside_a_long_step_is_honoured_within_seconds(text, tmp_path):
     out = tmp_path / "s"
     rc, took, _ = _signal_at(SLOW_STEP, ["train", "--text", str(text), "--out", str(out), *TINY,

@@ -455,6 +455,7 @@ def test_train_reversible_resumes_bit_for_bit(tmp_path):
     assert state["model_config"]["reversible"] is True
 
 
+@pytest.mark.heavy
 def test_bench_reversible_runs(tmp_path):
     import os
     import subprocess
