@@ -475,3 +475,20 @@ def test_the_sizes_docs_refine_states_are_the_studys():
     assert len(sizes) == 1 and len(set(volumes)) == 2, (sizes, volumes)
     assert (f"Small networks ({sizes.pop()}M parameters) and short training "
             f"({short / 1e6:.1f}M and {long_ / 1e6:.1f}M bytes)") in doc
+
+
+@pytest.mark.parametrize("name", ["lie-trotter", "strang", "yoshida4"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_repeated_scheme_takes_n_steps_of_h_over_n(name, n):
+    """``repeated(scheme, n)``: the scheme's stages n times with coefficients c / n, so each
+    field still advances over one step h in all (a planted ``c`` instead of ``c / n`` ran every
+    refined layer n times too far, and only this says so)."""
+    from splitnet.integrators.schemes import resolve
+    from splitnet.nets.rediscretize import repeated
+
+    s = resolve(name)
+    r = repeated(s, n)
+    want = [(st.field, st.coeff / n) for _ in range(n) for st in s.stages]
+    assert [st.field for st in r.stages] == [f for f, _ in want]
+    assert [st.coeff for st in r.stages] == pytest.approx([c for _, c in want], abs=1e-15)
+    assert r.order == s.order
