@@ -1,5 +1,5 @@
-"""``--at-depth N`` of the inference commands (sample, translate, evaluate, refine): the
-network run at N steps over its time (:func:`splitnet.nets.depth.at_depth`)."""
+"""``--at-depth N`` of the inference commands (each adds it with :func:`add_at_depth_option`):
+the network run at N steps over its time (:func:`splitnet.nets.depth.at_depth`)."""
 
 from __future__ import annotations
 
