@@ -494,7 +494,8 @@ def test_docs_elastic_md_is_the_tables_measured_now():
     kept = doc.splitlines()
     kept = kept[kept.index(now[0]):][:len(now)]
     for row_now, row_kept in zip(now, kept, strict=True):
-        assert _same_row(row_now, row_kept), f"docs/elastic.md has\n{row_kept}\nmeasured now\n{row_now}"
+        assert _same_row(row_now, row_kept), (f"docs/elastic.md has\n{row_kept}\n"
+                                              f"measured now\n{row_now}")
 
 
 _NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
