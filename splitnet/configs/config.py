@@ -60,6 +60,8 @@ MLM_MASK_ID = 256
 MLM_VOCAB = 257
 PARALLEL = ("ddp", "fsdp")   # how torchrun's processes share a run (splitnet.training.sharding)
 SCHEDULES = ("cosine", "inverse-sqrt")
+# how --layer-drop's probability varies with depth (splitnet.training.elastic)
+LAYER_DROP_RULES = ("uniform", "linear")
 # the widest beam: each source holds beam rows, each with its key/value caches (decoding
 # memory grows linearly; splitnet.nets.decoding estimates it before a search)
 MAX_BEAM = 1024
@@ -297,10 +299,10 @@ def cli_fields(cls) -> list[dataclasses.Field]:
 
 
 __all__ = ["ADAMW_IMPLS", "ATTENTION_BIASES", "COMPILE_MODES", "COMPILE_SCOPES", "CORPORA",
-           "CUDAGRAPH_MODES", "DEVICES", "GATES", "GATE_FIELDS", "LOSSES", "MAX_BEAM",
-           "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES", "POSITIONS",
-           "SCHEDULES", "SDPA_BACKENDS", "MissingDependency", "SplitConfig", "cli_fields",
-           "require"]
+           "CUDAGRAPH_MODES", "DEVICES", "GATES", "GATE_FIELDS", "LAYER_DROP_RULES", "LOSSES",
+           "MAX_BEAM", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES",
+           "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "MissingDependency", "SplitConfig",
+           "cli_fields", "require"]
 
 
 def __getattr__(name: str):

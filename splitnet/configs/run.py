@@ -25,6 +25,7 @@ from .config import (
     COMPILE_MODES,
     COMPILE_SCOPES,
     DEVICES,
+    LAYER_DROP_RULES,
     LOSSES,
     PARALLEL,
     PARAM_DTYPES,
@@ -149,9 +150,21 @@ class IntegratorOptions:
                                          parse=int_list)
     depth_distill: bool = _opt(False, "with --train-depths: each coarser depth also learns the "
                                "finest's next-token distribution (KL, the finest detached)")
+    layer_drop: float = _opt(0.0, "LayerDrop (Fan et al. 2019): each step skips each layer "
+                             "with probability P, drawn by (seed, step); --at-depth N then "
+                             "prunes to every (L/N)-th layer", metavar="P")
+    layer_drop_rule: str = _opt("uniform", "--layer-drop's probability by layer k of L: uniform "
+                                "P, or linear P k / (L - 1) (LayerSkip's rise)",
+                                choices=LAYER_DROP_RULES)
+    early_exit: tuple[int, ...] = _opt((), "LayerSkip's early-exit loss: the loss after each of "
+                                       "these layer counts (the last the network's depth) "
+                                       "through the final norm and head, weighted by depth; "
+                                       "--at-depth N then exits after N layers",
+                                       metavar="N,N,...", parse=int_list)
     ONLY_WITH: ClassVar[dict] = {
         "refine_substeps": ("with --refine-prob > 0 (ODE-consistent training)",
                             lambda c: c.refine_prob > 0),
+        "layer_drop_rule": ("with --layer-drop > 0 (LayerDrop)", lambda c: c.layer_drop > 0),
         "depth_distill": ("with --train-depths (training at several depths)",
                           lambda c: bool(c.train_depths)),
     }
@@ -175,6 +188,13 @@ class IntegratorOptions:
         if len(set(d)) != len(d):
             raise ValueError(f"--train-depths {','.join(map(str, d))} names a depth twice")
         set_(self, "train_depths", tuple(sorted(d)))
+        set_(self, "layer_drop", check_real("layer_drop", self.layer_drop, 0.0, 1.0,
+                                            hi_open=True))
+        check_choice("layer_drop_rule", self.layer_drop_rule, LAYER_DROP_RULES)
+        e = () if not self.early_exit else positive_ints("early_exit", self.early_exit)
+        if len(set(e)) != len(e):
+            raise ValueError(f"--early-exit {','.join(map(str, e))} names an exit twice")
+        set_(self, "early_exit", tuple(sorted(e)))
         check_bools(self)
 
 

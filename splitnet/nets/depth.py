@@ -387,9 +387,64 @@ def _mean_fields(layers) -> dict:
     return out
 
 
-def at_depth(model, n, view: bool = False):
+# how at_depth restricts a layered network to fewer layers: coarsen by the mean or the first of
+# each group (depth as a step size), keep every (L/n)-th layer at its own step (LayerDrop's
+# pruning), or the first n layers (an early exit)
+AT_DEPTH = RESTRICTIONS + ("drop", "exit")
+
+
+def _keepable(model):
+    _stacks(model)
+    if not isinstance(model, SplitTransformer) or model.config.depth_basis is not None:
+        raise ValueError("keeping some layers (LayerDrop's pruning, an early exit) takes a "
+                         "layered SplitTransformer (no depth_basis, not an encoder–decoder)")
+    return model.config
+
+
+def kept_layers(model, layers, view: bool = True):
+    """``model`` with only the layers ``layers`` (indices, in order), each at its own step
+    ``h`` (so the network runs ``len(layers)`` steps over ``len(layers) h``, not its time
+    ``T``): the network LayerDrop trains and prunes (``[0, f, 2f, ...]``, Fan et al. 2019's
+    every-other) and the early exit after ``n`` layers (``[0, ..., n - 1]``): each followed by
+    the final norm and head. ``view``: sharing the layers (training it trains them); else new
+    tensors. A layered :class:`SplitTransformer` only (``ValueError`` otherwise)."""
+    c = _keepable(model)
+    if getattr(c, "gate", None):
+        raise ValueError("keeping some layers of a network with gated layers is not supported "
+                         "yet")
+    ks = [int(k) for k in layers]
+    if ks != sorted(set(ks)) or (ks and not 0 <= ks[0] <= ks[-1] < c.n_layers):
+        raise ValueError(f"the layers kept must be increasing indices in 0..{c.n_layers - 1}, "
+                         f"got {ks}")
+    if not ks:
+        raise ValueError("keep at least one layer")
+    cfg = c.replace(n_layers=len(ks))
+    new = _view(model, cfg, {"layers": [model.layers[k] for k in ks]})
+    if check_flag("view", view):
+        return new
+    return _rebuilt(model, cfg, {k: v.clone() for k, v in new.state_dict().items()})
+
+
+def _restricted(model, n: int, restriction: str, view: bool):
+    """``at_depth`` with ``restriction`` ``"drop"`` or ``"exit"`` (its docstring)."""
+    L = _keepable(model).n_layers
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= L or (
+            restriction == "drop" and L % n):
+        raise ValueError(f"restriction {restriction!r} keeps n of a layered network's {L} "
+                         f"layers, n in 1..{L}{' dividing it' * (restriction == 'drop')}, "
+                         f"not {n!r}")
+    return kept_layers(model, range(n) if restriction == "exit" else range(0, L, L // n), view)
+
+
+def at_depth(model, n, view: bool = False, restriction: str = "mean"):
     """``model`` with ``n`` steps over its time ``T = L h`` (step ``T / n``); for an
     encoder–decoder ``n`` for both stacks or a pair (encoder, decoder).
+
+    ``restriction`` (a layered network below its depth; :data:`AT_DEPTH`): ``"mean"``
+    (default) or ``"first"``: coarsened (:func:`coarsen`); ``"drop"``: the layers ``0, f, 2f,
+    ...`` (``f = L / n``) at their own step, the pruning of a network trained with LayerDrop;
+    ``"exit"``: the first ``n`` layers, the early exit of a network trained with an early-exit
+    loss (both :func:`kept_layers`: ``n`` steps of ``h``, not ``T / n``).
 
     With ``depth_basis`` a view: the same depth fields, evaluated at the new layers' clock
     times (nothing copied; training the view trains the model). A layered network: ``n`` a
@@ -400,8 +455,16 @@ def at_depth(model, n, view: bool = False):
     every layer of the model (learned coefficients: not supported yet)."""
     stacks, c = _stacks(model), model.config
     view = check_flag("view", view)            # "no" is truthy: a copy asked, a view given
+    if restriction not in AT_DEPTH:
+        raise ValueError(f"restriction must be one of {', '.join(AT_DEPTH)}, got "
+                         f"{restriction!r}")
+    if restriction in ("drop", "exit"):
+        return _restricted(model, n, restriction, view)
     ns = _steps(model, n)
     if c.depth_basis is not None:
+        if restriction != "mean":
+            raise ValueError(f"restriction {restriction!r} restricts layers: a network with "
+                             f"depth_basis runs at any depth by its clock")
         cfg = c.replace(step_size=c.step_size * getattr(c, next(iter(stacks.values()))) /
                         next(iter(ns.values())), **{stacks[a]: v for a, v in ns.items()})
         return _views(model, cfg, ns, lambda a, k: _field_modules(getattr(model, a)[0]))
@@ -413,16 +476,19 @@ def at_depth(model, n, view: bool = False):
                          f"any number of steps")
     finer, f = (True, n0 // L) if n0 % L == 0 else (False, L // n0)
     if not view:
-        return prolong(model, f) if finer else coarsen(model, f)
+        return prolong(model, f) if finer else coarsen(model, f, restriction)
     if getattr(c, "learn_coefficients", False):
         raise ValueError("a view at another depth of a network with learned coefficients is "
                          "not supported yet (at_depth without view=True copies them)")
     cfg = prolonged_config(c, f) if finer else coarsened_config(c, f)
     if finer:
         return _views(model, cfg, ns, lambda a, k: _field_modules(getattr(model, a)[k // f]))
+    if restriction == "first":
+        return _views(model, cfg, ns, lambda a, k: _field_modules(getattr(model, a)[f * k]))
     return _views(model, cfg, ns,
                   lambda a, k: _mean_fields(getattr(model, a)[f * k:f * k + f]))
 
 
-__all__ = ["FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths", "prolong",
-           "prolonged_config", "source_layer", "stack_names", "to_basis"]
+__all__ = ["AT_DEPTH", "FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths",
+           "kept_layers", "prolong", "prolonged_config", "source_layer", "stack_names",
+           "to_basis"]

@@ -117,6 +117,7 @@ class TrainConfig:
         self._check_growth()
         self._check_fsdp()
         self._check_depths()
+        self._check_drop_exit()
         if self.accel.compile_mode in CUDAGRAPH_MODES and self.optim.grad_accum > 1:
             raise ValueError(f"compile_mode {self.accel.compile_mode} captures CUDA graphs, "
                              f"whose outputs (the gradients) a second micro-batch's replay may "
@@ -168,6 +169,39 @@ class TrainConfig:
         if self.integrator.depth_distill and self.task != "lm":
             raise ValueError(f"--depth-distill distils next-token distributions: --task lm "
                              f"only, got --task {self.task}")
+
+    def _check_drop_exit(self) -> None:
+        """--layer-drop and --early-exit (splitnet.training.elastic): a layered language
+        model, one of them at a time, the early exit's last exit its depth, a plain stack."""
+        s, m = self.integrator, self.model
+        names = [n for n, v in (("--layer-drop", s.layer_drop > 0),
+                                ("--early-exit", bool(s.early_exit))) if v]
+        if not names:
+            return
+        what = " and ".join(names)
+        if len(names) > 1 or s.train_depths:
+            raise ValueError(f"{what}{' with --train-depths' * bool(s.train_depths)}: one way "
+                             f"of training at several depths at a time (not supported yet)")
+        if self.task != "lm" or getattr(m, "depth_basis", None) is not None:
+            raise ValueError(f"{what} keeps some layers of a layered language model: --task lm "
+                             f"without --depth-basis (a basis runs at any depth by its clock: "
+                             f"--train-depths)")
+        e = s.early_exit
+        if e and e[-1] != m.n_layers:
+            raise ValueError(f"--early-exit {','.join(map(str, e))}: the last exit must be the "
+                             f"network's depth ({m.n_layers} layers), got {e[-1]}")
+        if e and m.stack != "plain":
+            raise ValueError(f"--early-exit reads the state between layers: a plain stack, not "
+                             f"--stack {m.stack} (not supported yet)")
+        clash = [n for n, v in (("--parallel fsdp", self.parallel == "fsdp"), ("--tp", self.tp > 1),
+                                ("--grow-at", bool(self.grow_at)),
+                                ("--refine-prob", self.refine_prob > 0),
+                                ("--param-dtype bfloat16", self.param_dtype == "bfloat16"),
+                                ("--compile", self.compile), ("--gate", bool(m.gate)),
+                                ("--learn-coefficients", m.learn_coefficients)) if v]
+        if clash:
+            raise ValueError(f"{what} does not take {', '.join(clash)} yet (its views share "
+                             f"the model's own layers)")
 
     def _check_fsdp(self) -> None:
         """What FSDP (splitnet.training.sharding) does not take yet."""

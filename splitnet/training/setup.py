@@ -313,11 +313,10 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
         # harness) the next would run eagerly with only a warning. Nothing compiled is shared
         # between runs, so each compiled run starts afresh.
         torch._dynamo.reset()
-    fwd = get_task(cfg.task).loss(compute, cfg)
-    if cfg.train_depths:        # the network at each depth, one module (splitnet.training.elastic)
-        from .elastic import DepthsLoss
+    from .elastic import training_loss
 
-        fwd = DepthsLoss(get_task(cfg.task), compute, cfg, cfg.train_depths, cfg.depth_distill)
+    # at several depths (--train-depths, --layer-drop, --early-exit): one module, elastic.py
+    fwd = training_loss(get_task(cfg.task), compute, cfg) or get_task(cfg.task).loss(compute, cfg)
     if scope == "regional":
         accel.compile_regions(accel.field_regions(compute), cfg.compile_mode)
     if scope == "regional" and hasattr(fwd, "head_loss"):     # LMLoss: the last region
@@ -326,7 +325,8 @@ def wrap_model(model, opt, cfg: TrainConfig, env: RunEnv):
     if env.distributed and cfg.parallel == "ddp":     # fsdp: the model is sharded already
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+        fwd = DDP(fwd, device_ids=[env.device.index] if env.device.type == "cuda" else None,
+                  find_unused_parameters=cfg.layer_drop > 0)   # a dropped layer has no grad
     if scope == "model+loss":
         return fwd, torch.compile(_loss, fullgraph=not env.distributed,
                                   **accel.compile_kwargs(cfg.compile_mode))

@@ -309,7 +309,7 @@ def run(args) -> int:
         from ...analyses.depth import steps_study, steps_table
 
         print(steps_table(steps_study(model, evaluate), unit, scale))
-    model = at_depth_of(model, args.at_depth)
+    model = at_depth_of(model, args.at_depth, (state or {}).get("train_config"))
     _check_stacks(model, grid)
     schemes = _schemes(args, model)
     layers = sum(len(getattr(model, a)) for a in stacks(model))

@@ -115,7 +115,7 @@ def run(args) -> int:
     args.seed = 0 if args.seed is None else args.seed
 
     from ...nets.generation import cache_unsupported, stream
-    from ...runs.checkpoint import load_model
+    from ...runs.checkpoint import load, model_from_state
 
     device = torch_device(args.device)
     set_threads(args.threads)
@@ -123,7 +123,8 @@ def run(args) -> int:
         if args.at_depth is not None:
             raise ValueError("--at-depth takes a splitnet checkpoint (--checkpoint), not --hf")
         return _sample_hf(args, device)
-    model = load_model(args.checkpoint, trust=args.trust_checkpoint, map_location=device)
+    state = load(args.checkpoint, trust=args.trust_checkpoint)
+    model = model_from_state(state, args.checkpoint).to(device).eval()
     if hasattr(model, "decoder_layers"):
         raise ValueError(f"{args.checkpoint} holds a translation model: use 'splitnet translate "
                          f"--checkpoint {args.checkpoint}'")
@@ -133,7 +134,7 @@ def run(args) -> int:
     if model.vocab_size != 256:
         raise ValueError(f"sample writes bytes: the model needs vocab_size 256, this one has "
                          f"{model.vocab_size}")
-    model = at_depth_of(model, args.at_depth)
+    model = at_depth_of(model, args.at_depth, state.get("train_config"))
     prompt = prompt_bytes(args.prompt)
     idx = torch.tensor([list(prompt)], dtype=torch.long, device=device)
     gen = torch.Generator(device).manual_seed(args.seed)
