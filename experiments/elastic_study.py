@@ -4,21 +4,28 @@
     python experiments/elastic_study.py --report-only  # the table from the cache
 
 Issue 60, item 4, cut to fit the time there was (docs/elastic.md says so): the scale of
-experiments/elastic_start.py, 400 steps where docs/depth.md trains 1200, and seeds 0, 1, 2, of
-which only seed 0 was run (byte LM of the Python standard library, d_model 64, 4 heads, d_ff
-256, context 64, batch 16, 400 AdamW steps at lr 2e-3, cosine, warmup 30, 128 validation
-windows). Arms, each evaluated at 1,
-2, 4, 8 and 16 steps (:func:`splitnet.nets.depth.at_depth`) where it can run there:
+experiments/elastic_start.py, 400 steps where docs/depth.md trains 1200 (1200 was not run), and
+seeds 0, 1, 2 where the time allowed (byte LM of the Python standard library, d_model 64, 4
+heads, d_ff 256, context 64, batch 16, 400 AdamW steps at lr 2e-3, cosine, warmup 30, 128
+validation windows). Arms, each evaluated at 1, 2, 4, 8 and 16 steps
+(:func:`splitnet.nets.depth.at_depth`) where it can run there:
 
 - ``frontier-L``: the Transformer (Lie–Trotter, Euler) trained at L = 2, 4 and 8 layers (arm
   d); the 8-layer one at 1, 2, 4 and 16 steps, coarsened by the mean or prolonged, is arm a;
-- ``strang-train-depths`` / ``strang-distill``: reversible Strang, 8 layers, weights
-  ``bernstein:4`` (docs/elastic.md's start table: the basis that trains), ``--train-depths
-  2,4,8`` without and with ``--depth-distill`` (arm e).
+- ``layerdrop``: the 8-layer Transformer trained with ``--layer-drop 0.5`` (uniform), pruned to
+  every (8/n)-th layer (arm b); ``early-exit``: trained with ``--early-exit 2,4,8``, exiting
+  after n layers (arm c); neither runs at 16;
+- ``to-basis`` / ``to-basis-8``: the frontier-8 network of the same seed projected by
+  ``to_basis`` onto ``legendre:4`` (the continuous arms' parameters) and ``legendre:8`` (exact
+  at 8 steps), no training (arm f);
+- ``*-train-depths`` / ``strang-distill``: 8 layers, weights ``bernstein:4`` (docs/elastic.md's
+  start table: the basis that trains), ``--train-depths 2,4,8``: reversible Strang (also with
+  ``--depth-distill``), reversible Yoshida4, plain Lie–Trotter, Macaron (plain Strang with
+  per-stage weights) (arm e).
 
-Arms b (LayerDrop), c (early exit), f (to_basis) and the other schemes of arm e were not run
-(see docs/elastic.md). Each finished run's numbers go to experiments/cache/elastic/ (a rerun
-resumes), from which the table is rebuilt (``python3 -m splitnet.dev regen elastic-study``).
+Each finished run's numbers go to experiments/cache/elastic/ (a rerun resumes; ``--arms`` and
+``--seeds`` choose what to train), from which the table is rebuilt (``python3 -m splitnet.dev
+regen elastic-study``).
 """
 
 from __future__ import annotations
@@ -36,21 +43,40 @@ DOC = ROOT / "docs" / "elastic.md"
 FIGURE = ROOT / "docs" / "figures" / "elastic_study.png"
 SCALE = {"d_model": 64, "n_heads": 4, "d_ff": 256, "context": 64, "batch_size": 16,
          "steps": 400, "lr": 2e-3, "warmup": 30, "eval_every": 400, "eval_windows": 128}
-STRANG = {"scheme": "strang", "reversible": True, "depth_basis": "bernstein:4"}
+BASIS = {"depth_basis": "bernstein:4"}
+STRANG = {"scheme": "strang", "reversible": True, **BASIS}
+DEPTHS3 = {"train_depths": (2, 4, 8)}
 ARMS = {   # name -> (network options, train options)
     "frontier-2": ({"n_layers": 2}, {}),
     "frontier-4": ({"n_layers": 4}, {}),
     "frontier-8": ({"n_layers": 8}, {}),
-    "strang-train-depths": ({"n_layers": 8, **STRANG}, {"train_depths": (2, 4, 8)}),
-    "strang-distill": ({"n_layers": 8, **STRANG}, {"train_depths": (2, 4, 8),
-                                                   "depth_distill": True}),
+    "layerdrop": ({"n_layers": 8}, {"layer_drop": 0.5}),
+    "early-exit": ({"n_layers": 8}, {"early_exit": (2, 4, 8)}),
+    "to-basis": ({"n_layers": 8}, {}),          # no training: frontier-8 projected
+    "to-basis-8": ({"n_layers": 8}, {}),
+    "strang-train-depths": ({"n_layers": 8, **STRANG}, DEPTHS3),
+    "strang-distill": ({"n_layers": 8, **STRANG}, {**DEPTHS3, "depth_distill": True}),
+    "yoshida4-train-depths": ({"n_layers": 8, **STRANG, "scheme": "yoshida4"}, DEPTHS3),
+    "lie-trotter-train-depths": ({"n_layers": 8, **BASIS}, DEPTHS3),
+    "macaron-train-depths": ({"n_layers": 8, "scheme": "strang", "weights": "per-stage",
+                              **BASIS}, DEPTHS3),
 }
+PROJECTED = {"to-basis": "legendre:4", "to-basis-8": "legendre:8"}   # arm -> basis
 LABELS = {"frontier-2": "Transformer trained at 2 layers (d)",
           "frontier-4": "Transformer trained at 4 layers (d)",
           "frontier-8": "Transformer trained at 8 layers (d; at other depths: a, coarsened "
                         "by the mean or prolonged)",
+          "layerdrop": "Transformer, 8 layers, --layer-drop 0.5, pruned every-other (b)",
+          "early-exit": "Transformer, 8 layers, --early-exit 2,4,8, exiting (c)",
+          "to-basis": "the 8-layer Transformer projected onto legendre:4 (f)",
+          "to-basis-8": "the 8-layer Transformer projected onto legendre:8 (f)",
           "strang-train-depths": "reversible Strang, bernstein:4, --train-depths 2,4,8 (e)",
-          "strang-distill": "the same with --depth-distill (e)"}
+          "strang-distill": "the same with --depth-distill (e)",
+          "yoshida4-train-depths": "reversible Yoshida4, bernstein:4, --train-depths 2,4,8 (e)",
+          "lie-trotter-train-depths": "Transformer (Lie–Trotter), bernstein:4, "
+                                      "--train-depths 2,4,8 (e)",
+          "macaron-train-depths": "Macaron (Strang, per-stage), bernstein:4, "
+                                  "--train-depths 2,4,8 (e)"}
 DEPTHS = (1, 2, 4, 8, 16)
 SEEDS = (0, 1, 2)
 
@@ -59,22 +85,12 @@ def _cache_file(arm: str, seed: int) -> Path:
     return CACHE / f"{arm}-seed{seed}.json"
 
 
-def run_one(arm: str, seed: int, runs: Path) -> dict:
-    """Train one arm (unless cached), evaluate it at each depth of DEPTHS it can run at."""
-    import torch
-
-    from splitnet.analyses.sources import checkpoint_source
+def _train(arm: str, seed: int, runs: Path) -> tuple[Path, float]:
+    """Train one arm into ``runs``; its run folder and wall time."""
     from splitnet.configs.config import SplitConfig
-    from splitnet.nets.cost import forward_flops
-    from splitnet.nets.depth import at_depth
-    from splitnet.runs import checkpoint as ck
     from splitnet.training.config import TrainConfig
-    from splitnet.training.setup import flops_per_token
     from splitnet.training.train import train
 
-    cache = _cache_file(arm, seed)
-    if cache.exists():
-        return json.loads(cache.read_text())
     sc, (net, opts), out = SCALE, ARMS[arm], runs / f"{arm}-seed{seed}"
     model = SplitConfig(d_model=sc["d_model"], n_heads=sc["n_heads"], d_ff=sc["d_ff"],
                         max_len=sc["context"], **net)
@@ -88,22 +104,54 @@ def run_one(arm: str, seed: int, runs: Path) -> dict:
     wall = time.perf_counter() - t0
     if summary["step"] != sc["steps"]:      # stopped by a signal: nothing cached, rerun resumes
         raise SystemExit(f"{arm} seed {seed} stopped at step {summary['step']}")
-    m, evaluate, _ = checkpoint_source(out, windows=sc["eval_windows"])
+    return out, wall
+
+
+def run_one(arm: str, seed: int, runs: Path) -> dict:
+    """Train one arm (unless cached; ``to-basis``: project the frontier-8 run of the seed,
+    trained first if its checkpoint is missing), evaluate it at each depth of DEPTHS it can
+    run at (LayerDrop pruned, early exit exited: the checkpoint's rule)."""
+    import torch
+
+    from splitnet.analyses.sources import checkpoint_source
+    from splitnet.nets.cost import forward_flops
+    from splitnet.nets.depth import at_depth, to_basis
+    from splitnet.runs import checkpoint as ck
+    from splitnet.training.elastic import restriction_of
+    from splitnet.training.setup import flops_per_token
+
+    cache = _cache_file(arm, seed)
+    if cache.exists():
+        return json.loads(cache.read_text())
+    sc, (net, opts) = SCALE, ARMS[arm]
+    extra = {}
+    if arm in PROJECTED:
+        out = runs / f"frontier-8-seed{seed}"
+        if not (out / ck.CKPT).exists():
+            _train("frontier-8", seed, runs)
+        t0 = time.perf_counter()
+        m, evaluate, _ = checkpoint_source(out, windows=sc["eval_windows"])
+        m, res = to_basis(m.eval(), PROJECTED[arm], return_residual=True)
+        wall, net = time.perf_counter() - t0, {**net, "depth_basis": PROJECTED[arm]}
+        extra = {"source": "frontier-8", "relative_residual": res["relative"]}
+    else:
+        out, wall = _train(arm, seed, runs)
+        m, evaluate, _ = checkpoint_source(out, windows=sc["eval_windows"])
     recs = [r for r in ck.read_metrics(out / ck.METRICS) if "loss" in r]
     tokens = sc["batch_size"] * sc["context"]
-    train_flops = (sum(r["step_flops"] for r in recs) if opts.get("train_depths") else
-                   flops_per_token(m, sc["context"]) * tokens * sc["steps"])
+    train_flops = (sum(r["step_flops"] for r in recs) if "step_flops" in recs[-1] else
+                   flops_per_token(ck.load_model(out), sc["context"]) * tokens * sc["steps"])
     bpb, flops = {}, {}
-    L = net["n_layers"]
+    L, how = net["n_layers"], restriction_of(opts)
     with torch.no_grad():
         for n in DEPTHS:
-            if net.get("depth_basis") is None and n % L and L % n:
+            if net.get("depth_basis") is None and ((n % L and L % n) or (how != "mean" and n > L)):
                 continue
-            v = at_depth(m.eval(), n).eval()
+            v = at_depth(m.eval(), n, restriction=how).eval()
             bpb[str(n)] = float(evaluate(v)) / math.log(2.0)
             flops[str(n)] = forward_flops(v.config, sc["context"])
     d = {"arm": arm, "seed": seed, "scale": sc, "wall_s": wall, "params": m.n_params(),
-         "train_flops": train_flops, "bpb": bpb, "inference_flops_per_token": flops}
+         "train_flops": train_flops, "bpb": bpb, "inference_flops_per_token": flops, **extra}
     CACHE.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(d, indent=1) + "\n")
     print(f"[{time.strftime('%H:%M:%S')}] {arm} seed {seed}: {wall:.0f} s, "
@@ -118,42 +166,47 @@ def _ms(values) -> str:
     return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else f"{v.mean():.3f}"
 
 
-def _frontier(by: dict, n: int, seed: int):
-    r = by.get((f"frontier-{n}", seed))
+def _bpb(by: dict, arm: str, n: int, seed: int):
+    r = by.get((arm, seed))
     return None if r is None else r["bpb"].get(str(n))
 
 
-def table(results: list) -> str:
-    """Validation bpb at every depth (mean ± sd over the seeds run, n), training FLOPs, and
-    each arm minus the frontier (the Transformer trained at that depth) at 2, 4 and 8 steps,
-    paired by seed."""
+def _diff(by: dict, runs: list, other: str, n: int) -> str:
+    """An arm's bpb at ``n`` steps minus arm ``other``'s, paired by seed: the mean and t (one
+    seed: the difference; none: a dash)."""
     from splitnet.analyses.seeds import paired
 
+    pairs = [(r["bpb"][str(n)], _bpb(by, other, n, r["seed"])) for r in runs
+             if str(n) in r["bpb"] and _bpb(by, other, n, r["seed"]) is not None]
+    if runs[0]["arm"] == other or not pairs:
+        return "–"
+    if len(pairs) == 1:
+        return f"{pairs[0][0] - pairs[0][1]:+.3f}"
+    p = paired([a for a, _ in pairs], [b for _, b in pairs])
+    return f"{p.mean:+.3f} (t = {p.t:.1f}, n = {len(pairs)})"
+
+
+def table(results: list) -> str:
+    """Validation bpb at every depth (mean ± sd over the seeds run, n), training FLOPs, each
+    arm minus the frontier (the Transformer trained at that depth) at 2, 4 and 8 steps, and
+    minus LayerDrop and early exit at half depth (4 steps), paired by seed."""
     by = {(r["arm"], r["seed"]): r for r in results}
     head = ("| arm | seeds | train TFLOP | " + " | ".join(f"{n} steps" for n in DEPTHS) +
-            " | − frontier at 2 / 4 / 8 steps (paired over seeds, t) |")
-    lines = [head, "|---|---:|---:|" + "---|" * len(DEPTHS) + "---|"]
+            " | − frontier at 2 / 4 / 8 steps (paired over seeds) | − LayerDrop / − early exit "
+            "at 4 steps |")
+    lines = [head, "|---|---:|---:|" + "---|" * len(DEPTHS) + "---|---|"]
     for arm in LABELS:
         runs = [by[(arm, s)] for s in SEEDS if (arm, s) in by]
         if not runs:
             continue
         cells = [_ms([r["bpb"][str(n)] for r in runs]) if all(str(n) in r["bpb"] for r in runs)
                  else "" for n in DEPTHS]
-        diffs = []
-        for n in (2, 4, 8):
-            pairs = [(r["bpb"][str(n)], _frontier(by, n, r["seed"])) for r in runs
-                     if str(n) in r["bpb"] and _frontier(by, n, r["seed"]) is not None]
-            if arm == f"frontier-{n}" or not pairs:
-                diffs.append("–")
-            elif len(pairs) == 1:             # one seed: the difference, no test
-                diffs.append(f"{pairs[0][0] - pairs[0][1]:+.3f}")
-            else:
-                p = paired([a for a, _ in pairs], [b for _, b in pairs])
-                diffs.append(f"{p.mean:+.3f} (t = {p.t:.1f})")
+        front = [_diff(by, runs, f"frontier-{n}", n) for n in (2, 4, 8)]
+        half = [_diff(by, runs, o, 4) for o in ("layerdrop", "early-exit")]
         fl = [r["train_flops"] for r in runs if "train_flops" in r]
         flops = f"{sum(fl) / len(fl) / 1e12:.2f}" if fl else ""
         lines.append(f"| {LABELS[arm]} | {len(runs)} | {flops} | " + " | ".join(cells)
-                     + f" | {' / '.join(diffs)} |")
+                     + f" | {' / '.join(front)} | {' / '.join(half)} |")
     return "\n".join(lines)
 
 
@@ -206,10 +259,14 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "elastic_study")
     p.add_argument("--report-only", action="store_true", help="the table from the cache")
     p.add_argument("--doc", type=Path, default=DOC)
+    p.add_argument("--arms", type=lambda v: v.split(","), default=list(ARMS),
+                   help=f"arms to train, comma-separated (default all: {', '.join(ARMS)})")
+    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")],
+                   default=list(SEEDS), help="seeds to train (default 0,1,2)")
     a = p.parse_args(argv)
     if not a.report_only:
-        for seed in SEEDS:
-            for arm in ARMS:
+        for seed in a.seeds:
+            for arm in a.arms:
                 run_one(arm, seed, a.runs)
     results = [json.loads(f.read_text()) for f in sorted(CACHE.glob("*.json"))]
     from splitnet.dev.docblocks import write_blocks
