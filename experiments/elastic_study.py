@@ -13,8 +13,8 @@ validation windows). Arms, each evaluated at 1, 2, 4, 8 and 16 steps
 - ``frontier-L``: the Transformer (Lie–Trotter, Euler) trained at L = 2, 4 and 8 layers (arm
   d); the 8-layer one at 1, 2, 4 and 16 steps, coarsened by the mean or prolonged, is arm a;
 - ``layerdrop`` / ``layerdrop-0.2``: the 8-layer Transformer trained with ``--layer-drop 0.5``
-  / ``0.2`` (uniform), pruned to every (8/n)-th layer (arm b); ``early-exit``: trained with ``--early-exit 2,4,8``, exiting
-  after n layers (arm c); neither runs at 16;
+  / ``0.2`` (uniform), pruned to every (8/n)-th layer (arm b); ``early-exit``: trained with
+  ``--early-exit 2,4,8``, exiting after n layers (arm c); neither runs at 16;
 - ``to-basis`` / ``to-basis-8``: the frontier-8 network of the same seed projected by
   ``to_basis`` onto ``legendre:4`` (the continuous arms' parameters) and ``legendre:8`` (exact
   at 8 steps), no training (arm f);
@@ -191,11 +191,11 @@ def _diff(by: dict, runs: list, other: str, n: int) -> str:
 def table(results: list) -> str:
     """Validation bpb at every depth (mean ± sd over the seeds run, n), training FLOPs, each
     arm minus the frontier (the Transformer trained at that depth) at 2, 4 and 8 steps, and
-    minus LayerDrop and early exit at half depth (4 steps), paired by seed."""
+    minus LayerDrop (0.5 and 0.2) and early exit at half depth (4 steps), paired by seed."""
     by = {(r["arm"], r["seed"]): r for r in results}
     head = ("| arm | seeds | train TFLOP | " + " | ".join(f"{n} steps" for n in DEPTHS) +
-            " | − frontier at 2 / 4 / 8 steps (paired over seeds) | − LayerDrop / − early exit "
-            "at 4 steps |")
+            " | − frontier at 2 / 4 / 8 steps (paired over seeds) | − LayerDrop 0.5 / 0.2 / − "
+            "early exit at 4 steps |")
     lines = [head, "|---|---:|---:|" + "---|" * len(DEPTHS) + "---|---|"]
     for arm in LABELS:
         runs = [by[(arm, s)] for s in SEEDS if (arm, s) in by]
@@ -204,7 +204,7 @@ def table(results: list) -> str:
         cells = [_ms([r["bpb"][str(n)] for r in runs]) if all(str(n) in r["bpb"] for r in runs)
                  else "" for n in DEPTHS]
         front = [_diff(by, runs, f"frontier-{n}", n) for n in (2, 4, 8)]
-        half = [_diff(by, runs, o, 4) for o in ("layerdrop", "early-exit")]
+        half = [_diff(by, runs, o, 4) for o in ("layerdrop", "layerdrop-0.2", "early-exit")]
         fl = [r["train_flops"] for r in runs if "train_flops" in r]
         flops = f"{sum(fl) / len(fl) / 1e12:.2f}" if fl else ""
         lines.append(f"| {LABELS[arm]} | {len(runs)} | {flops} | " + " | ".join(cells)

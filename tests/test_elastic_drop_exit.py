@@ -279,3 +279,32 @@ def test_what_cannot_combine_is_refused(argv, match):
         cfg, given = config_from_args(build_parser("train").parse_args(["--n-layers", "4",
                                                                          *argv]))
         cfg.check_given(given)
+
+
+def test_docs_elastic_md_study_table_is_the_cache_and_its_reading_holds():
+    """The study table is experiments/elastic_study.py's rendering of its cache (regen
+    elastic-study), and the claims its reading makes with three seeds hold for the runs."""
+    import json
+    import sys
+
+    import numpy as np
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "experiments"))
+    try:
+        import elastic_study as S
+    finally:
+        sys.path.pop(0)
+    runs = [json.loads(p.read_text()) for p in sorted(S.CACHE.glob("*.json"))]
+    assert S.table(runs) in (root / "docs" / "elastic.md").read_text()
+
+    def bpb(arm, n):
+        return np.array([r["bpb"][str(n)] for r in sorted(runs, key=lambda r: r["seed"])
+                         if r["arm"] == arm])
+
+    strang, drop, exit_ = "strang-train-depths", "layerdrop", "early-exit"
+    assert all(len(bpb(a, 4)) == 3 for a in (strang, drop, exit_, "frontier-4"))
+    assert abs(bpb(strang, 16) - bpb(strang, 8)).max() < 0.001     # keeps its loss when refined
+    assert (bpb(drop, 4) - bpb(exit_, 4)).min() > 0.3                # LayerDrop 0.5 lags the exit
+    assert (bpb(exit_, 8) - bpb("frontier-8", 8)).max() < 0          # the exit loss helps at 8
+    assert (bpb(strang, 4) - bpb("frontier-4", 4)).min() > 0.02      # goal missed at 4 steps
