@@ -48,7 +48,7 @@ from ..nets.init import embed_scale
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .agree import check_object, follow_head, warn_unused
-from .folder import llama_classes, load_pretrained, require_hf
+from .folder import MULTIMODAL, llama_classes, load_pretrained, require_hf
 from .llama import OUT, from_llama, llama_mismatch, to_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
@@ -91,10 +91,13 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
         model = _from_neox(src)
     elif isinstance(src, llama_classes(transformers)):
         model = from_llama(src)
+    elif type(src).__name__ in MULTIMODAL:
+        raise ValueError(f"{type(src).__name__} is {MULTIMODAL[type(src).__name__]}")
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
                         f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a Phi3ForCausalLM, a "
+                        f"Gemma2ForCausalLM, a Gemma3ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = follow_head(src, model, where)     # a head its config calls tied, kept as it is
     model = model.cpu().eval()

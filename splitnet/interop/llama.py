@@ -38,10 +38,11 @@ import torch
 from ..configs.options import FAMILY_FORMATS
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
+from .gemma import GEMMA, gemma_options
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
 FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None,
-            "phi3": "none"}
+            "phi3": "none", "gemma2": None, "gemma3_text": None}
 # model_type -> (qk_norm, norm_position) where not Llama's ("none", "pre")
 PARTS = {"qwen3": ("head", "pre"), "olmo2": ("projection", "post")}
 
@@ -87,15 +88,16 @@ def llama_options(c) -> dict:
         raise ValueError(f"{family!r} is not of the Llama family ({', '.join(FAMILIES)})")
     d, heads = c.hidden_size, c.num_attention_heads
     head_dim = getattr(c, "head_dim", None) or d // heads
+    gemma = gemma_options(c) if family in GEMMA else {}    # its own activation, rope, windows
     bad = [why for why, wrong in (
-        (f"hidden_act {c.hidden_act!r} (the Llama family's SwiGLU gates with silu)",
-         c.hidden_act != "silu"),
+        (f"hidden_act {getattr(c, 'hidden_act', None)!r} (the Llama family's SwiGLU gates with "
+         f"silu)", not gemma and c.hidden_act != "silu"),
         ("mlp_bias=True (splitnet's SwiGLU has no biases)", bool(getattr(c, "mlp_bias", False))),
         ) if wrong]
     if bad:
         raise ValueError(f"this {family} cannot be mapped exactly: {'; '.join(bad)}")
     bias = FAMILIES[family] or ("all" if getattr(c, "attention_bias", False) else "none")
-    context, slides = _window(c)
+    context, slides = (None, None) if gemma else _window(c)
     return {
         "vocab_size": c.vocab_size, "d_model": d, "n_heads": heads,
         "n_kv_heads": c.num_key_value_heads or heads, "n_layers": c.num_hidden_layers,
@@ -104,9 +106,9 @@ def llama_options(c) -> dict:
         "context_slides": slides,
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
-        "rotary_base": _rope(c), "attention_bias": bias,
+        "rotary_base": None if gemma else _rope(c), "attention_bias": bias,
         "tie_head": bool(c.tie_word_embeddings), "head_dim": head_dim,   # (SwiGLU: no activation)
-        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre"))))}
+        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre")))), **gemma}
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
@@ -136,7 +138,13 @@ def from_llama(src) -> SplitTransformer:
 def _copy_block(layer, block, prefix: str) -> None:
     att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
     a, m = block.self_attn, block.mlp
-    if att.post_norm is None:          # pre-norm: the block's input norm is the field's
+    if hasattr(block, "pre_feedforward_layernorm"):    # Gemma: a norm on both sides of each
+        for ours, theirs in ((att.norm, "input_layernorm"),
+                             (att.post_norm, "post_attention_layernorm"),
+                             (ffn.norm, "pre_feedforward_layernorm"),
+                             (ffn.post_norm, "post_feedforward_layernorm")):
+            _param(ours.weight, getattr(block, theirs).weight, f"{prefix}.{theirs}.weight")
+    elif att.post_norm is None:        # pre-norm: the block's input norm is the field's
         _param(att.norm.weight, block.input_layernorm.weight,
                f"{prefix}.input_layernorm.weight")
         _param(ffn.norm.weight, block.post_attention_layernorm.weight,

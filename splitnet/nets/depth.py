@@ -74,10 +74,15 @@ def _stacks(model) -> dict:
                     f"{type(model).__name__}")
 
 
-def _gates(c, f: int, finer: bool):
-    """``gate_layers`` of the new depth: each gated layer's copies, or the coarse layers all of
-    whose merged layers are gated (a mixed group cannot be one layer: ValueError)."""
-    gl = getattr(c, "gate_layers", None)
+# options listing layers that differ from the others: (option, what a listed layer is)
+LAYER_SETS = (("gate_layers", "gated"), ("window_layers", "local (windowed)"))
+
+
+def _layer_set(c, f: int, finer: bool, name: str = "gate_layers", what: str = "gated"):
+    """``name`` (``gate_layers``, ``window_layers``) of the new depth: each listed layer's
+    copies, or the coarse layers all of whose merged layers are listed (a mixed group cannot
+    be one layer: ValueError)."""
+    gl = getattr(c, name, None)
     if gl is None:
         return None
     if finer:
@@ -87,11 +92,17 @@ def _gates(c, f: int, finer: bool):
     for k in range(c.n_layers // f):
         group = {f * k + j in on for j in range(f)}
         if len(group) > 1:
-            raise ValueError(f"layers {f * k}..{f * k + f - 1} are gated and not gated "
-                             f"(gate_layers {tuple(gl)}): they cannot be one layer")
+            raise ValueError(f"layers {f * k}..{f * k + f - 1} are {what} and not {what} "
+                             f"({name} {tuple(gl)}): they cannot be one layer")
         if group == {True}:
             out.append(k)
     return tuple(out)
+
+
+def _sets(c, f: int, finer: bool) -> dict:
+    """The layer lists of ``c`` (:data:`LAYER_SETS`) at the new depth."""
+    return {name: _layer_set(c, f, finer, name, what) for name, what in LAYER_SETS
+            if getattr(c, name, None) is not None}
 
 
 def depths(c) -> dict:
@@ -104,9 +115,7 @@ def prolonged_config(c, f: int):
     """The config of ``prolong(model, f)`` for a model of config ``c``."""
     f = _factor(f)
     changes = {n: L * f for n, L in depths(c).items()}
-    if getattr(c, "gate", None):
-        changes["gate_layers"] = _gates(c, f, finer=True)
-    return c.replace(step_size=c.step_size / f, **changes)
+    return c.replace(step_size=c.step_size / f, **changes, **_sets(c, f, finer=True))
 
 
 def coarsened_config(c, f: int):
@@ -117,9 +126,7 @@ def coarsened_config(c, f: int):
         if L % f:
             raise ValueError(f"{n}={L} is not divisible by the factor {f}")
     changes = {n: L // f for n, L in depths(c).items()}
-    if getattr(c, "gate", None):
-        changes["gate_layers"] = _gates(c, f, finer=False)
-    return c.replace(step_size=c.step_size * f, **changes)
+    return c.replace(step_size=c.step_size * f, **changes, **_sets(c, f, finer=False))
 
 
 def _rebuilt(model, cfg, state: dict):
@@ -424,5 +431,5 @@ def at_depth(model, n, view: bool = False):
                   lambda a, k: _mean_fields(getattr(model, a)[f * k:f * k + f]))
 
 
-__all__ = ["FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths", "prolong",
-           "prolonged_config", "source_layer", "stack_names", "to_basis"]
+__all__ = ["FITS", "LAYER_SETS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config",
+           "depths", "prolong", "prolonged_config", "source_layer", "stack_names", "to_basis"]

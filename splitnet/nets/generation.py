@@ -189,7 +189,7 @@ def forward_cached(model, idx: torch.Tensor, cache: GenerationCache) -> torch.Te
     x = model.embed(idx, start=start)             # checks ids and start + n <= max_len
     x = model.run_layers_cached(x, cache.layers)
     cache.length = start + idx.shape[1]
-    return model.head(model.norm(x))
+    return model.to_logits(model.norm(x))
 
 
 def forward_last(model, idx: torch.Tensor) -> torch.Tensor:
@@ -197,7 +197,7 @@ def forward_last(model, idx: torch.Tensor) -> torch.Tensor:
     network on the whole window, the head on its last position only (as ``model(idx)[:, -1]``,
     without projecting every position onto the vocabulary)."""
     x = model.run_layers(model.embed(idx))
-    return model.head(model.norm(x[:, -1]))
+    return model.to_logits(model.norm(x[:, -1]))
 
 
 def _next_logits(model, seq: torch.Tensor, cache: GenerationCache | None) -> torch.Tensor:
