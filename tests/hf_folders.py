@@ -39,6 +39,14 @@ def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
             "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32,
             "max_position_embeddings": 32, "sliding_window": 4, "bos_token_id": 0,
             "eos_token_id": 0, **config}))
+    elif kind in ("gemma2", "gemma3"):
+        cls, cfg = ((tf.Gemma2ForCausalLM, tf.Gemma2Config) if kind == "gemma2" else
+                    (tf.Gemma3ForCausalLM, tf.Gemma3TextConfig))
+        m = cls(cfg(**{"vocab_size": 256, "hidden_size": 16, "num_hidden_layers": 2,
+                       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                       "intermediate_size": 32, "max_position_embeddings": 32,
+                       "sliding_window": 4, "bos_token_id": 0, "eos_token_id": 0,
+                       "pad_token_id": 0, **config}))
     else:
         m = tf.LlamaForCausalLM(tf.LlamaConfig(**{
             "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 1,
@@ -125,6 +133,15 @@ def scratch(tmp: Path) -> Path:
     _no_key(hf_folder("llama", root, "llama-no-hidden-size"), "hidden_size")        # D12
     _no_key(hf_folder("gpt2", root, "gpt2-no-n-layer"), "n_layer")                  # D12
     hf_folder("mistral", root, "mistral-window")                                     # D3
+    # issue 61: what of Gemma 2 / 3 is not mapped
+    _config_edit(hf_folder("gemma3", root, "gemma3-linear-rope"), rope_parameters={
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    hf_folder("gemma3", root, "gemma3-attn-softcap", attn_logit_softcapping=50.0)
+    hf_folder("gemma2", root, "gemma2-gelu", hidden_activation="gelu")
+    hf_folder("gemma3", root, "gemma3-bidirectional", use_bidirectional_attention=True)
+    (root / "gemma3-multimodal").mkdir()
+    (root / "gemma3-multimodal" / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
     hf_folder("gpt2", root, "gpt2", vocab_size=256)          # a good one, for --text's cases
     (root / "empty.txt").write_text("")
     return tmp
@@ -200,6 +217,19 @@ HF_CASES = [
      r"config.json has no 'hidden_size': a llama config.json states vocab_size, hidden_size"),
     ("GPT-2: config.json without n_layer", _api("{tmp}/hf-folders/gpt2-no-n-layer"),
      ValueError, r"config.json has no 'n_layer'"),
+    ("Gemma 3: scaled rotary positions on its global layers",
+     _api("{tmp}/hf-folders/gemma3-linear-rope"), ValueError,
+     r"scales its rotary positions on full_attention layers \(rope_type 'linear'\)"),
+    ("Gemma 3: attn_logit_softcapping, which transformers' Gemma 3 does not apply",
+     _api("{tmp}/hf-folders/gemma3-attn-softcap"), ValueError,
+     r"attn_logit_softcapping 50.0 \(transformers' Gemma 3 attention does not apply it\)"),
+    ("Gemma 2: an activation other than tanh-GELU", _api("{tmp}/hf-folders/gemma2-gelu"),
+     ValueError, r"hidden_activation 'gelu' \(Gemma's GeGLU gates with gelu_pytorch_tanh\)"),
+    ("Gemma 3: bidirectional attention", _api("{tmp}/hf-folders/gemma3-bidirectional"),
+     ValueError, r"use_bidirectional_attention=True"),
+    ("Gemma 3 with its vision tower (multimodal, model type gemma3)",
+     _api("{tmp}/hf-folders/gemma3-multimodal"), ValueError,
+     r"holds a 'gemma3' model: Gemma 3 with its vision tower"),
     ("an object that is not a model", _not_a_model, TypeError,
      r"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, .*got int"),
     ("describe: GPT-NeoX with an unmapped activation",
