@@ -416,3 +416,21 @@ def test_gemma3s_parts_train_as_fast_as_transformers_gemma3_from_their_own_inits
     theirs = _steps_to(ref, lambda x: ref(x).logits)
     mine = _steps_to(ours, ours)
     assert theirs is not None and mine is not None and mine <= 1.5 * theirs, (mine, theirs)
+
+
+def test_an_export_refuses_the_gemma_options_it_has_no_counterpart_for():
+    """A Llama-parts network with a window, a scalar or a soft-cap is no Llama (nor a GPT-2):
+    the exporters name each option instead of writing a model with other logits."""
+    from splitnet.interop.llama import llama_mismatch
+
+    llama = {"norm": "rms", "convection_field": "swiglu", "attention_bias": "none",
+             "positions": "none", "rotary_pct": 1.0}
+    plain = sn.SplitTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=2, **llama)
+    assert llama_mismatch(plain, "llama") is None
+    for opt, says in (({"sliding_window": 4}, "sliding_window 4"),
+                      ({"attention_softcap": 5.0}, "attention_softcap 5"),
+                      ({"logit_softcap": 3.0}, "logit_softcap 3"),
+                      ({"attention_scalar": 7.0}, "attention_scalar 7")):
+        m = sn.SplitTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=2, **llama, **opt)
+        assert says in llama_mismatch(m, "llama")
+        assert says in sn.interop.gpt2_mismatch(m)

@@ -34,7 +34,9 @@ m = memory tokens, q = d_h n_heads the queries' width and e = d_h n_kv_heads the
 head_dim, default d / n_heads: q = d, and e = d without grouped-query attention), N = the
 norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases d + q + 2 e are the "4 d" when all
 are kept (``attention_bias="qkv"`` drops the output's d, ``"none"`` all); ``qk_norm`` adds a
-norm over d_h channels twice (``"head"``) or over q + e (``"projection"``). A
+norm over d_h channels twice (``"head"``) or over q + e (``"projection"``); Gemma's
+attention options (``attention_softcap``, ``attention_scalar``, ``sliding_window`` on
+``window_layers`` with ``local_rotary_base``) add neither (a window is a mask, counted dense). A
 self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters and
 ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.

@@ -49,6 +49,7 @@ from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .agree import check_object, follow_head, warn_unused
 from .folder import MULTIMODAL, llama_classes, load_pretrained, require_hf
+from .gemma import gemma_mismatch
 from .llama import OUT, from_llama, llama_mismatch, to_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
@@ -262,6 +263,7 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"norm_position {c.norm_position!r} (GPT-2 normalises inputs only)")
     if c.qk_norm != "none":
         reasons.append(f"qk_norm {c.qk_norm!r} (GPT-2 normalises no queries or keys)")
+    reasons += [why for why, wrong in gemma_mismatch(c) if wrong]
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
     if c.reversible:

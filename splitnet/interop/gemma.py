@@ -108,4 +108,18 @@ def gemma_options(c) -> dict:
             **windows, **_bases(c, bool(windows))}
 
 
-__all__ = ["GEMMA", "LAYER_TYPES", "gemma_options"]
+def gemma_mismatch(c) -> list[tuple[str, bool]]:
+    """(reason, applies) pairs for the Gemma options of a SplitConfig ``c`` that a Llama-family
+    or GPT-2 export has no counterpart for (the exporters refuse the model naming them)."""
+    return [
+        (f"attention_softcap {c.attention_softcap:g} (soft-capped attention logits)"
+         if c.attention_softcap else "", c.attention_softcap is not None),
+        (f"logit_softcap {c.logit_softcap:g} (soft-capped final logits)"
+         if c.logit_softcap else "", c.logit_softcap is not None),
+        (f"attention_scalar {c.attention_scalar:g} (logits scaled by 1/sqrt of it, not of the "
+         f"head width)" if c.attention_scalar else "", c.attention_scalar is not None),
+        (f"sliding_window {c.sliding_window} (local attention layers)",
+         c.sliding_window is not None)]
+
+
+__all__ = ["GEMMA", "LAYER_TYPES", "gemma_mismatch", "gemma_options"]

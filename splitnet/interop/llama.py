@@ -38,7 +38,7 @@ import torch
 from ..configs.options import FAMILY_FORMATS
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
-from .gemma import GEMMA, gemma_options
+from .gemma import GEMMA, gemma_mismatch, gemma_options
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
 FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None,
@@ -220,6 +220,7 @@ def llama_mismatch(model, family: str) -> str | None:
         (f"qk_norm {c.qk_norm!r} ({family}: {qk})", c.qk_norm != qk),
         (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
         ("the token embedding scaled by sqrt(d_model)", embed_scale(c) != 1.0),
+        *gemma_mismatch(c),
         ("learned stage coefficients", c.learn_coefficients),
         (f"the {c.stack} stack (a Llama's layers are a plain residual stack)",
          c.stack not in ("plain", "checkpointed")),
