@@ -268,6 +268,17 @@ CASES = [
      ValueError, r"gate_layers given without gate"),
     ("gate layer beyond the model", lambda: sn.models.SplitConfig(gate="tanh", gate_layers=(9,)),
      ValueError, r"gate_layers \[9\] outside 0..3"),
+    # issue 61: Gemma's local layers and caps
+    ("local layers without a window", lambda: sn.models.SplitConfig(window_layers=(0,)),
+     ValueError, r"window_layers given without sliding_window"),
+    ("a window on a bidirectional network",
+     lambda: sn.models.SplitConfig(sliding_window=4, causal=False),
+     ValueError, r"sliding_window is a causal window"),
+    ("a local rotary base without local layers or rotary",
+     lambda: sn.models.SplitConfig(local_rotary_base=1e4),
+     ValueError, r"local_rotary_base is the rotary base of the local layers"),
+    ("a soft-cap that is not positive", lambda: sn.models.SplitConfig(logit_softcap=-1.0),
+     ValueError, r"logit_softcap must be > 0, got -1"),
     ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
      ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\), "
                  r"a pattern"),

@@ -376,6 +376,7 @@ def test_prolong_and_coarsen_carry_the_local_layers():
     ({"window_layers": (0,)}, "window_layers given without sliding_window"),
     ({"sliding_window": 4, "causal": False}, "sliding_window is a causal window"),
     ({"local_rotary_base": 10.0}, "local_rotary_base is the rotary base of the local layers"),
+    ({"local_rotary_base": 10.0, "sliding_window": 2}, r"and rotary_pct > 0 too"),
     ({"sliding_window": 4, "window_layers": (5,)}, r"window_layers \[5\] outside 0..1"),
     ({"attention_softcap": 0.0}, "attention_softcap must be > 0"),
     ({"sliding_window": 2, "window_layers": (0,), "depth_basis": "legendre:2"},

@@ -131,7 +131,7 @@ def test_each_reader_takes_the_option(net):
             if name == "rotary_base":
                 kw["rotary_pct"] = 0.5
             if name in ("window_layers", "local_rotary_base"):   # refine the window's layers
-                kw["sliding_window"] = 4
+                kw.update(sliding_window=4, rotary_pct=0.5)
                 value = (0,) if name == "window_layers" else value
             cfg = cls(**kw, **{name: value})
             assert getattr(cfg, name) == value

@@ -255,9 +255,10 @@ class SplitConfig:
                              "network is bidirectional (causal=False)")
         set_(self, "window_layers", layer_indices(self, "window_layers", self.window_layers,
                                                   "sliding_window", self.sliding_window))
-        if self.local_rotary_base is not None and self.sliding_window is None:
+        if self.local_rotary_base is not None and (self.sliding_window is None or
+                                                   self.rotary_pct == 0):
             raise ValueError("local_rotary_base is the rotary base of the local layers; give "
-                             "sliding_window (and window_layers) too")
+                             "sliding_window (and window_layers) and rotary_pct > 0 too")
 
     # -- derived ---------------------------------------------------------------------------
     @property
