@@ -245,3 +245,57 @@ def test_refine_refuses_a_figure_over_its_input_in_one_line(tmp_path, capsys):
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("splitnet refine: error:") and "t_layers.png" in err
     assert not (tmp_path / "t.png").exists()
+
+
+# -- docs/llama.md's table (experiments/hf_depth.py, regen hf-depth) ---------------------------
+
+def _experiment():
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "experiments"))
+    try:
+        import hf_depth
+    finally:
+        sys.path.pop(0)
+    return hf_depth, (root / "docs" / "llama.md").read_text()
+
+
+def _same_to_the_printed_digit(a: str, b: str) -> bool:
+    """The same text and numbers within one unit of their last printed digit: float64
+    round-off moves with the CPU's BLAS, a printed digit of these losses does not."""
+    import re
+
+    num = r"[-+]?\d+\.\d+"
+    if re.sub(num, "#", a) != re.sub(num, "#", b):
+        return False
+    return all(abs(float(x) - float(y)) <= 1.01 * 10.0 ** -len(x.split(".")[1])
+               for x, y in zip(re.findall(num, a), re.findall(num, b)))
+
+
+def test_the_same_to_the_printed_digit_check_can_fail():
+    assert _same_to_the_printed_digit("| a | +0.1234 |", "| a | +0.1235 |")
+    assert not _same_to_the_printed_digit("| a | +0.1234 |", "| a | +0.1236 |")
+    assert not _same_to_the_printed_digit("| a | +0.1234 |", "| b | +0.1234 |")
+
+
+def test_docs_llama_md_layer_table_is_the_cache_rendered():
+    H, doc = _experiment()
+    missing = [f for f, t in H.ROWS if not H.cache_file(f, t).exists()]
+    assert not missing, (f"experiments/cache/hf_depth lacks {missing}: python3 -m "
+                         f"splitnet.dev regen hf-depth")
+    assert H.render() in doc, ("docs/llama.md's layer table is out of date: python3 -m "
+                               "splitnet.dev regen hf-depth")
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("family,trained", [("llama", False), ("gpt2", True)])
+def test_docs_llama_md_layer_table_rows_are_measured_again(family, trained):
+    H, doc = _experiment()
+    now = H.row(family, trained, H.measure(family, trained))
+    head = now.split(" | ")[:2]
+    kept = next(line for line in doc.splitlines() if line.split(" | ")[:2] == head)
+    assert _same_to_the_printed_digit(now, kept), (
+        f"docs/llama.md has\n{kept}\nmeasured now\n{now}\n(python3 experiments/hf_depth.py "
+        f"--refresh)")
