@@ -73,6 +73,12 @@ def _model(**kw):
     return sn.models.SplitTransformer(256, 8, 2, 1, max_len=8, **kw)
 
 
+def _redundancy():
+    import splitnet.analyses.redundancy as R
+
+    return R
+
+
 def _train_config(**kw):
     from splitnet.training.train import TrainConfig
 
@@ -320,10 +326,10 @@ CASES = [
      lambda: sn.depth.coarsen(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 2),
      ValueError, r"n_layers=3 is not divisible by the factor 2"),
     ("dropping a layer the network does not have",
-     lambda: sn.depth.drop_layer(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 3),
+     lambda: _redundancy().drop_layer(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 3),
      ValueError, r"drop_layer: layer k in 0..2 of a network of at least 2 layers, got k=3"),
     ("a pair of a reversible network run as one step",
-     lambda: sn.depth.coarsen_pair(_model(reversible=True), 0), ValueError,
+     lambda: _redundancy().coarsen_pair(_model(reversible=True), 0), ValueError,
      r"coarsen_pair takes a decoder of one set of weights per layer and a stack that hands the "
      r"state from layer to layer"),
     ("growth steps out of order", lambda: _train_config(grow_at=(8, 4)),

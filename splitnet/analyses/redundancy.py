@@ -3,10 +3,10 @@ step, measured, and ShortGPT's Block Influence beside them.
 
 For a network of ``L`` layers at step ``h`` and a held-out loss ``evaluate(m)``::
 
-    drop k:        the loss of the network without layer k (L - 1 layers;
-                   :func:`splitnet.nets.depth.drop_layer`), less the loss as it is
-    pair k, k+1:   the same for the two layers run as one step of 2 h
-                   (:func:`splitnet.nets.depth.coarsen_pair`): their weights' mean, or layer k's
+    drop k:        the loss of the network without layer k (L - 1 layers; :func:`drop_layer`),
+                   less the loss as it is
+    pair k, k+1:   the same for the two layers run as one step of 2 h (:func:`coarsen_pair`):
+                   their weights' mean, or layer k's
     BI_k:          1 - mean over every token of cos(x_k, x_{k+1}), x_k the state entering layer
                    k and x_{k+1} the state it hands on, on the same tokens the loss is measured
                    on (Men et al. 2024, *ShortGPT: Layers in Large Language Models are More
@@ -22,6 +22,7 @@ A network that is an ODE solver of its fields loses little by a pair run as one 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import sys
@@ -30,8 +31,90 @@ from typing import Callable
 import torch
 
 from ..configs.options import check_real
-from ..nets.depth import RESTRICTIONS, coarsen_pair, drop_layer
+from ..nets.depth import RESTRICTIONS, stack_names, with_layers
+from ..nets.stack import build_layer
 from .depth import loss_of
+
+
+def _one_stack(model, what: str):
+    """The layers of a decoder of one set of weights per layer (``what``: for the error)."""
+    c = model.config
+    if stack_names(model) != ("layers",) or c.depth_basis is not None or \
+            c.stack == "reversible":
+        raise ValueError(f"{what} takes a decoder of one set of weights per layer and a stack "
+                         f"that hands the state from layer to layer (not an encoder-decoder, "
+                         f"depth_basis or a reversible stack)")
+    return model.layers
+
+
+def _layer_sets(c, keep) -> dict:
+    """The per-layer index lists of ``c`` (``gate_layers``; ``window_layers`` where the config
+    has it) for a network of the layers ``keep`` (tuples of old layers, each one new layer); a
+    group of listed and unlisted layers: ValueError. None (every layer) stays None."""
+    out = {}
+    for name in ("gate_layers", "window_layers"):
+        listed = getattr(c, name, None)
+        if listed is None:
+            continue
+        on, new = set(listed), []
+        for k, group in enumerate(keep):
+            if len({j in on for j in group}) > 1:
+                raise ValueError(f"layers {group} are in {name} and not: they cannot be one "
+                                 f"layer")
+            new += [k] if group[0] in on else []
+        out[name] = tuple(new)
+    return out
+
+
+def drop_layer(model, k: int):
+    """``model`` without its layer ``k``: ``L - 1`` layers at the same step ``h``, a view over
+    the model's own modules (nothing copied; ShortGPT's layer removal). ``k`` outside
+    ``0..L-1`` or a network of one layer: ValueError."""
+    layers, c = _one_stack(model, "drop_layer"), model.config
+    L = len(layers)
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < L or L < 2:
+        raise ValueError(f"drop_layer: layer k in 0..{L - 1} of a network of at least 2 "
+                         f"layers, got k={k!r} of {L}")
+    keep = [(j,) for j in range(L) if j != k]
+    return with_layers(model, [layers[j] for (j,) in keep], **_layer_sets(c, keep))
+
+
+def _fields(layer) -> dict:
+    return {f: getattr(layer, f) for f in layer.field_names}
+
+
+def coarsen_pair(model, k: int, restriction: str = "mean"):
+    """``model`` with layers ``k`` and ``k + 1`` run as one step of ``2 h``
+    (:func:`splitnet.nets.depth.coarsen` of that pair alone): its fields the mean of the two
+    layers' weights (``"mean"``, averaged in float64, a new module) or layer ``k``'s own
+    (``"first"``, shared); every other layer the model's own. ``L - 1`` layers; the stack's
+    step stays ``h`` (the merged layer steps ``2 h``), so this is a view to evaluate, not a
+    config to save. Learned coefficients: not supported."""
+    layers, c = _one_stack(model, "coarsen_pair"), model.config
+    L = len(layers)
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < L - 1:
+        raise ValueError(f"coarsen_pair: the pair k, k + 1 with k in 0..{L - 2}, got k={k!r} "
+                         f"of {L} layers")
+    if restriction not in RESTRICTIONS:
+        raise ValueError(f"restriction must be one of {', '.join(RESTRICTIONS)}, got "
+                         f"{restriction!r}")
+    if getattr(c, "learn_coefficients", False):
+        raise ValueError("coarsen_pair of a network with learned coefficients is not "
+                         "supported yet")
+    keep = [(j,) for j in range(k)] + [(k, k + 1)] + [(j,) for j in range(k + 2, L)]
+    sets = _layer_sets(c, keep)
+    fields = _fields(layers[k])
+    if restriction == "mean":
+        fields = copy.deepcopy(fields)
+        other = {f"{f}.{n}": p for f, m in _fields(layers[k + 1]).items()
+                 for n, p in m.named_parameters()}
+        with torch.no_grad():
+            for f, m in fields.items():
+                for n, p in m.named_parameters():
+                    p.copy_(((p.double() + other[f"{f}.{n}"].double()) / 2).to(p.dtype))
+    merged = build_layer(c.replace(step_size=2 * c.step_size), model.scheme, fields)
+    return with_layers(model, [merged if g == (k, k + 1) else layers[g[0]] for g in keep],
+                       **sets)
 
 
 def block_influence(model, evaluate: Callable) -> tuple[float, list[float]]:
@@ -175,4 +258,4 @@ def layer_study(model, evaluate: Callable, restrictions=RESTRICTIONS,
     return LayerStudy(loss, bi, drop, pairs)
 
 
-__all__ = ["LayerStudy", "block_influence", "layer_study", "ranks"]
+__all__ = ["LayerStudy", "block_influence", "coarsen_pair", "drop_layer", "layer_study", "ranks"]

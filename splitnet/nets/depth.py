@@ -387,74 +387,12 @@ def _mean_fields(layers) -> dict:
     return out
 
 
-def _one_stack(model, what: str):
-    """The layers of a decoder of one set of weights per layer (``what``: for the error)."""
-    stacks, c = _stacks(model), model.config
-    if len(stacks) != 1 or c.depth_basis is not None or c.stack == "reversible":
-        raise ValueError(f"{what} takes a decoder of one set of weights per layer and a stack "
-                         f"that hands the state from layer to layer (not an encoder-decoder, "
-                         f"depth_basis or a reversible stack)")
-    return model.layers
-
-
-def _layer_gates(c, keep):
-    """``gate_layers`` of a network of the layers ``keep`` (tuples of old layers, each one new
-    layer; a group of gated and plain layers: ValueError)."""
-    if getattr(c, "gate", None) is None or c.gate_layers is None:
-        return {}
-    on, out = set(c.gate_layers), []
-    for k, group in enumerate(keep):
-        if len({j in on for j in group}) > 1:
-            raise ValueError(f"layers {group} are gated and not gated: they cannot be one layer")
-        out += [k] if group[0] in on else []
-    return {"gate_layers": tuple(out)}
-
-
-def drop_layer(model, k: int):
-    """``model`` without its layer ``k``: ``L - 1`` layers at the same step ``h``, a view over
-    the model's own modules (nothing copied; ShortGPT's layer removal). ``k`` outside
-    ``0..L-1`` or a network of one layer: ValueError."""
-    layers, c = _one_stack(model, "drop_layer"), model.config
-    L = len(layers)
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < L or L < 2:
-        raise ValueError(f"drop_layer: layer k in 0..{L - 1} of a network of at least 2 "
-                         f"layers, got k={k!r} of {L}")
-    keep = [(j,) for j in range(L) if j != k]
-    cfg = c.replace(n_layers=L - 1, **_layer_gates(c, keep))
-    return _view(model, cfg, {"layers": [layers[j] for (j,) in keep]})
-
-
-def coarsen_pair(model, k: int, restriction: str = "mean"):
-    """``model`` with layers ``k`` and ``k + 1`` run as one step of ``2 h`` (:func:`coarsen`
-    of that pair alone): its fields the mean of the two layers' weights (``"mean"``, a new
-    module) or layer ``k``'s own (``"first"``, shared); every other layer the model's own.
-    ``L - 1`` layers; the stack's step stays ``h`` (the merged layer steps ``2 h``), so this
-    is a view to evaluate, not a config to save. Learned coefficients: not supported."""
-    layers, c = _one_stack(model, "coarsen_pair"), model.config
-    L = len(layers)
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < L - 1:
-        raise ValueError(f"coarsen_pair: the pair k, k + 1 with k in 0..{L - 2}, got k={k!r} "
-                         f"of {L} layers")
-    if restriction not in RESTRICTIONS:
-        raise ValueError(f"restriction must be one of {', '.join(RESTRICTIONS)}, got "
-                         f"{restriction!r}")
-    if getattr(c, "learn_coefficients", False):
-        raise ValueError("coarsen_pair of a network with learned coefficients is not "
-                         "supported yet")
-    keep = [(j,) for j in range(k)] + [(k, k + 1)] + [(j,) for j in range(k + 2, L)]
-    cfg = c.replace(n_layers=L - 1, **_layer_gates(c, keep))
-    fields = _field_modules(layers[k])
-    if restriction == "mean":
-        fields = copy.deepcopy(fields)
-        other = {f"{f}.{n}": p for f, m in _field_modules(layers[k + 1]).items()
-                 for n, p in m.named_parameters()}
-        with torch.no_grad():
-            for f, m in fields.items():
-                for n, p in m.named_parameters():
-                    p.copy_(_restrict([p, other[f"{f}.{n}"]], "mean"))
-    merged = build_layer(c.replace(step_size=2 * c.step_size), model.scheme, fields)
-    return _view(model, cfg, {"layers": [merged if g == (k, k + 1) else layers[g[0]]
-                                         for g in keep]})
+def with_layers(model, layers, **changes):
+    """A view of ``model`` (every other module shared) whose stack is ``layers`` in its kind at
+    its step, with the config ``model.config.replace(n_layers=len(layers), **changes)``: the
+    networks of one layer dropped or one pair merged (:mod:`splitnet.analyses.redundancy`)."""
+    cfg = model.config.replace(n_layers=len(layers), **changes)
+    return _view(model, cfg, {"layers": list(layers)})
 
 
 def at_depth(model, n, view: bool = False):
@@ -494,6 +432,5 @@ def at_depth(model, n, view: bool = False):
                   lambda a, k: _mean_fields(getattr(model, a)[f * k:f * k + f]))
 
 
-__all__ = ["FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsen_pair", "coarsened_config",
-           "depths", "drop_layer", "prolong", "prolonged_config", "source_layer", "stack_names",
-           "to_basis"]
+__all__ = ["FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths", "prolong",
+           "prolonged_config", "source_layer", "stack_names", "to_basis", "with_layers"]

@@ -369,8 +369,7 @@ def _layer_study(args, model, evaluate, unit, scale):
     None when not asked or when the network has no such layers (a line says why)."""
     if not args.layer_costs:
         return None
-    from ...analyses.redundancy import layer_study
-    from ...nets.depth import drop_layer
+    from ...analyses.redundancy import drop_layer, layer_study
 
     try:
         drop_layer(model, 0)    # the networks it takes, checked; a view, nothing evaluated
