@@ -50,6 +50,12 @@ def _config(family: str):
         return tf.GPTNeoXConfig(vocab_size=256, hidden_size=32, intermediate_size=64,
                                 num_hidden_layers=LAYERS, num_attention_heads=4,
                                 max_position_embeddings=CTX, rotary_pct=0.5)
+    if family in ("gemma2", "gemma3"):          # windows of 16 of the 64 positions
+        cfg = tf.Gemma2Config if family == "gemma2" else tf.Gemma3TextConfig
+        layers = {"gemma2": ["sliding_attention", "full_attention"] * (LAYERS // 2),
+                  "gemma3": ["sliding_attention"] * (LAYERS - 1) + ["full_attention"]}[family]
+        return cfg(**_LLAMA, head_dim=8, sliding_window=16, layer_types=layers,
+                   pad_token_id=0, eos_token_id=1, bos_token_id=2)
     cfg = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "mistral": tf.MistralConfig,
            "qwen3": tf.Qwen3Config, "olmo2": tf.Olmo2Config, "phi3": tf.Phi3Config}[family]
     extra = {"mistral": {"sliding_window": None}, "qwen3": {"head_dim": 16},
@@ -57,7 +63,8 @@ def _config(family: str):
     return cfg(**_LLAMA, **extra.get(family, {}))
 
 
-FAMILIES = ("gpt2", "gpt-neox", "llama", "qwen2", "mistral", "qwen3", "olmo2", "phi3")
+FAMILIES = ("gpt2", "gpt-neox", "llama", "qwen2", "mistral", "qwen3", "olmo2", "phi3", "gemma2",
+            "gemma3")
 ROWS = tuple((f, True) for f in FAMILIES) + (("llama", False),)    # (family, trained)
 
 
@@ -104,7 +111,8 @@ def measure(family: str, trained: bool = True):
 
 
 def _list(xs, fmt: str) -> str:
-    return ", ".join(format(x, fmt) for x in xs)
+    """``xs`` formatted, NaN (a pair of a local and a global layer: no one step) as ``-``."""
+    return ", ".join("-" if x != x else format(x, fmt) for x in xs)
 
 
 def cache_file(family: str, trained: bool) -> Path:

@@ -16,6 +16,7 @@ from splitnet.analyses.redundancy import (
     coarsen_pair,
     drop_layer,
     layer_study,
+    mergeable,
     ranks,
 )
 
@@ -204,6 +205,29 @@ def test_gated_layers_keep_their_gates_and_a_mixed_pair_is_refused():
     assert coarsen_pair(m, 0).config.gate_layers == (0, 2)
     with pytest.raises(ValueError, match=r"layers \(1, 2\) are in gate_layers and not"):
         coarsen_pair(m, 1)
+
+
+def test_a_pair_of_a_local_and_a_global_layer_is_nan_in_the_study_and_said_in_the_table():
+    """Gemma's pattern: layers 0 and 2 windowed, 1 and 3 global; no pair can be one step, yet
+    the study runs (its pairs NaN), and a windowed network's dropped layer keeps its kind."""
+    m = sn.SplitTransformer(vocab_size=V, d_model=16, n_heads=2, n_layers=4, max_len=16,
+                            sliding_window=4, window_layers=(0, 2), positions="none",
+                            rotary_pct=1.0).eval()
+    assert [mergeable(m, k) for k in range(3)] == [False, False, False]
+    assert drop_layer(m, 0).config.window_layers == (1,)
+    ids = torch.randint(0, V, (2, 12), generator=torch.Generator().manual_seed(0))
+
+    def evaluate(net):
+        logits = net(ids)
+        return float(torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1),
+                                                       ids[:, 1:].flatten()))
+    s = layer_study(m, evaluate)
+    assert all(math.isnan(v) for r in s.pairs for v in s.pairs[r])
+    assert len(s.drop) == 4 and not any(math.isnan(v) for v in s.drop)
+    assert s.table().count("cannot merge") == 3 * len(s.pairs)
+    assert mergeable(sn.SplitTransformer(vocab_size=V, d_model=16, n_heads=2, n_layers=4,
+                                         max_len=16, sliding_window=4, window_layers=(0, 1),
+                                         positions="none", rotary_pct=1.0), 0)
 
 
 def _folder(tmp_path):

@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 
 from ..configs.options import check_real
-from ..nets.depth import RESTRICTIONS, stack_names, with_layers
+from ..nets.depth import LAYER_SETS, RESTRICTIONS, stack_names, with_layers
 from ..nets.stack import build_layer
 from .depth import loss_of
 
@@ -52,7 +52,7 @@ def _layer_sets(c, keep) -> dict:
     has it) for a network of the layers ``keep`` (tuples of old layers, each one new layer); a
     group of listed and unlisted layers: ValueError. None (every layer) stays None."""
     out = {}
-    for name in ("gate_layers", "window_layers"):
+    for name, _ in LAYER_SETS:
         listed = getattr(c, name, None)
         if listed is None:
             continue
@@ -166,7 +166,7 @@ class LayerStudy:
     loss: float
     bi: list[float]
     drop: list[float]
-    pairs: dict[str, list[float]]
+    pairs: dict[str, list[float]]      # NaN: a pair that cannot be one layer (:func:`mergeable`)
 
     def drop_costs(self) -> list[float]:
         return [v - self.loss for v in self.drop]
@@ -221,8 +221,8 @@ class LayerStudy:
             cs = {r: self.pair_costs(r) for r in rs}
             rk = {r: ranks(cs[r]) for r in rs}
             lines += [f"{f'{k}-{k + 1}':>7} " + " ".join(
-                f"{cs[r][k] * scale:>+12.4f} {rk[r][k]:>5}" for r in rs)
-                for k in range(len(dc) - 1)]
+                f"{cs[r][k] * scale:>+12.4f} {rk[r][k]:>5}" if not math.isnan(cs[r][k]) else
+                f"{'cannot merge':>12} {'-':>5}" for r in rs) for k in range(len(dc) - 1)]
         return "\n".join(lines)
 
 
@@ -253,9 +253,27 @@ def layer_study(model, evaluate: Callable, restrictions=RESTRICTIONS,
     drop, pairs = [], {r: [] for r in restrictions}
     with torch.no_grad():
         for what, k, r in it:
+            if what == "pair" and not mergeable(model, k):     # e.g. a local and a global layer
+                pairs[r].append(math.nan)
+                continue
             m = drop_layer(model, k) if what == "drop" else coarsen_pair(model, k, r)
             (drop if what == "drop" else pairs[r]).append(loss_of(evaluate, m.eval()))
     return LayerStudy(loss, bi, drop, pairs)
 
 
-__all__ = ["LayerStudy", "block_influence", "coarsen_pair", "drop_layer", "layer_study", "ranks"]
+def mergeable(model, k: int) -> bool:
+    """Whether layers ``k`` and ``k + 1`` can be one layer: both or neither listed in each of
+    the config's layer lists (:data:`splitnet.nets.depth.LAYER_SETS`: a gated and an ungated
+    layer, a local and a global one cannot); a pair that cannot is NaN in a
+    :class:`LayerStudy`."""
+    L = len(model.layers)
+    keep = [(j,) for j in range(k)] + [(k, k + 1)] + [(j,) for j in range(k + 2, L)]
+    try:
+        _layer_sets(model.config, keep)
+    except ValueError:
+        return False
+    return True
+
+
+__all__ = ["LayerStudy", "block_influence", "coarsen_pair", "drop_layer", "layer_study",
+           "mergeable", "ranks"]
