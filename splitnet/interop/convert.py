@@ -309,7 +309,9 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         mode (load with ``splitnet.interop.hf`` imported); ``"auto"`` (default) -- the first
         of gpt2 and the Llama family's formats that is exact, else splitnet.
     tokenizer : ``"auto"`` -- the byte tokenizer (:func:`byte_tokenizer`) for a vocabulary of
-        256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
+        256, else none; a ``transformers`` tokenizer to save alongside (an imported model's,
+        ``Imported.tokenizer``), or splitnet's byte-level BPE (``kind == "bpe"``: mlm and
+        translate's ``--bpe``) written as one (:func:`hf_tokenizer`); None -- none.
 
     Returns the format written."""
     transformers, hf = require_hf()
@@ -325,7 +327,10 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         raise ValueError(f"{out} exists and is not a directory")
     fmt = _format(model, format)
     tok = byte_tokenizer() if tokenizer == "auto" and model.vocab_size == 256 else (
-        None if tokenizer in ("auto", None) else tokenizer)
+        None if tokenizer in ("auto", None) else hf_tokenizer(tokenizer))
+    if tok is not None and len(tok) > model.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tok)} tokens, more than the model's "
+                         f"vocabulary of {model.vocab_size}")
     dtype = next(model.parameters()).dtype
     hf_model = (_to_gpt2(model, transformers) if fmt == "gpt2" else
                 to_llama(model, transformers, fmt) if fmt in OUT else _to_splitnet(model, hf))
@@ -389,6 +394,21 @@ def byte_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
+def hf_tokenizer(tokenizer):
+    """``tokenizer`` as a ``transformers`` tokenizer: a splitnet byte-level BPE (``kind ==
+    "bpe"``, :class:`splitnet.translate.batches.BPETokenizer`) as a ``PreTrainedTokenizerFast``
+    over the same ``tokenizers`` model (so ``encode`` gives the same ids, no specials added),
+    its ``<pad>``, ``<s>``, ``</s>`` named; anything else as it is."""
+    if getattr(tokenizer, "kind", None) != "bpe":
+        return tokenizer
+    require_hf()
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(
+        tokenizer.tokenizer.to_str()), pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
 __all__ = [
     "ACT_TO_HF",
     "FORMATS",
@@ -397,6 +417,7 @@ __all__ = [
     "byte_tokenizer",
     "from_hf",
     "gpt2_mismatch",
+    "hf_tokenizer",
     "require_hf",
     "to_hf",
 ]

@@ -394,6 +394,14 @@ def _mean_fields(layers) -> dict:
     return out
 
 
+def with_layers(model, layers, **changes):
+    """A view of ``model`` (every other module shared) whose stack is ``layers`` in its kind at
+    its step, with the config ``model.config.replace(n_layers=len(layers), **changes)``: the
+    networks of one layer dropped or one pair merged (:mod:`splitnet.analyses.redundancy`)."""
+    cfg = model.config.replace(n_layers=len(layers), **changes)
+    return _view(model, cfg, {"layers": list(layers)})
+
+
 def at_depth(model, n, view: bool = False):
     """``model`` with ``n`` steps over its time ``T = L h`` (step ``T / n``); for an
     encoder–decoder ``n`` for both stacks or a pair (encoder, decoder).
@@ -432,4 +440,5 @@ def at_depth(model, n, view: bool = False):
 
 
 __all__ = ["FITS", "LAYER_SETS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config",
-           "depths", "prolong", "prolonged_config", "source_layer", "stack_names", "to_basis"]
+           "depths", "prolong", "prolonged_config", "source_layer", "stack_names", "to_basis",
+           "with_layers"]
