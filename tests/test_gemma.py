@@ -289,8 +289,8 @@ def test_planted_swapping_the_q_and_k_norms_is_caught(monkeypatch, exact_gemma):
 def test_planted_a_window_one_token_wider_is_caught(name, monkeypatch, exact_gemma):
     from splitnet.interop import gemma
 
-    windows = gemma._windows
-    monkeypatch.setattr(gemma, "_windows", lambda c: {
+    windows = gemma.layer_windows
+    monkeypatch.setattr(gemma, "layer_windows", lambda c: {
         **windows(c), "sliding_window": windows(c)["sliding_window"] + 1})
     assert _planted_gap(name, monkeypatch) > 1e-6
 

@@ -89,9 +89,9 @@ class SplitConfig:
     d_ff: int | None = network_option("d_ff")
     max_len: int = option(1024, "longest sequence (learned positions)", cli=False)
     context_slides: bool = option(True, "generation past max_len slides the context (the last "
-                                  "max_len tokens, nanoGPT's crop); False: it is refused (an "
-                                  "imported sliding attention window, exact only while every "
-                                  "token sees every other)", cli=False)
+                                  "max_len tokens, nanoGPT's crop); False: it is refused (a "
+                                  "context that must never slide: a Mistral imported before "
+                                  "issue 61 with its window as max_len)", cli=False)
     dropout: float = network_option("dropout")
     gate: str | None = option(None, "SDU self-dependency gates (Highway Transformer)",
                               choices=GATES)

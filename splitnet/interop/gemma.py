@@ -59,9 +59,11 @@ def _bases(c, local: bool) -> dict:
     return out
 
 
-def _windows(c) -> dict:
-    """``sliding_window`` and ``window_layers`` of ``layer_types``; ValueError for a layer type
-    it does not know or local layers without a window."""
+def layer_windows(c) -> dict:
+    """``sliding_window`` and ``window_layers`` of ``layer_types`` (Gemma 2 / 3, and Qwen2 /
+    Qwen3, whose configs derive it: ``sliding_attention`` from layer ``max_window_layers`` on
+    when ``use_sliding_window``); ValueError for a layer type it does not know or local layers
+    without a window."""
     types = list(c.layer_types or ())
     other = sorted({t for t in types if t not in LAYER_TYPES})
     if other:
@@ -74,8 +76,10 @@ def _windows(c) -> dict:
     if not local:
         return {}
     if c.sliding_window is None:
+        off = " (use_sliding_window is False, which unsets it)" if getattr(
+            c, "use_sliding_window", None) is False else ""
         raise ValueError(f"this {c.model_type} has sliding_attention layers and no "
-                         f"sliding_window")
+                         f"sliding_window{off}; transformers cannot run it either")
     return {"sliding_window": int(c.sliding_window), "window_layers": tuple(local)}
 
 
@@ -96,7 +100,7 @@ def gemma_options(c) -> dict:
         ) if wrong]
     if bad:
         raise ValueError(f"this {family} cannot be mapped exactly: {'; '.join(bad)}")
-    windows = _windows(c)
+    windows = layer_windows(c)
     cap = None if GEMMA[family] else c.attn_logit_softcapping
     return {"convection_field": "geglu", "norm": "rms_offset", "norm_position": "sandwich",
             "scale_embedding": True, "qk_norm": "head" if GEMMA[family] else "none",
@@ -104,7 +108,6 @@ def gemma_options(c) -> dict:
             "attention_softcap": None if cap is None else float(cap),
             "logit_softcap": (None if c.final_logit_softcapping is None else
                               float(c.final_logit_softcapping)),
-            "max_len": int(c.max_position_embeddings), "context_slides": True,
             **windows, **_bases(c, bool(windows))}
 
 
@@ -122,4 +125,4 @@ def gemma_mismatch(c) -> list[tuple[str, bool]]:
          c.sliding_window is not None)]
 
 
-__all__ = ["GEMMA", "LAYER_TYPES", "gemma_mismatch", "gemma_options"]
+__all__ = ["GEMMA", "LAYER_TYPES", "gemma_mismatch", "gemma_options", "layer_windows"]

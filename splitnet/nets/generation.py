@@ -22,11 +22,12 @@ position changes, nothing cached stays valid (a cache cannot be shifted), and ea
 costs a full forward of the ``max_len``-token window, as it would without a cache. Cached and
 uncached generation compute the same function (``tests/test_generation.py`` checks them equal).
 
-A model whose ``config.context_slides`` is False (a Mistral or Qwen2 imported with a sliding
-attention window as its ``max_len``: sliding a ``W``-token context is not sliding-window
-attention once there are several layers, for information travels ``W`` tokens back per layer)
-never slides: a request whose prompt and new tokens do not fit in ``max_len`` is refused
-before any work (:func:`check_request`).
+A model whose ``config.context_slides`` is False never slides: a request whose prompt and new
+tokens do not fit in ``max_len`` is refused before any work (:func:`check_request`). Imports
+before issue 61 set it on a Mistral or Qwen2 whose attention window was its ``max_len``
+(sliding a ``W``-token context is not sliding-window attention once there are several layers,
+for information travels ``W`` tokens back per layer), so such saved models keep refusing;
+imports now carry the window itself (``sliding_window``) and may slide.
 
 **Without a cache** (``use_cache=False``, or when a cache cannot be exact): a forward of the
 window per token. The automatic choice (``use_cache=None``) falls back to it for
