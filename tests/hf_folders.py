@@ -18,9 +18,9 @@ HEADER = "## Importing a Hugging Face folder"
 
 
 def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
-    """A tiny GPT-2, GPT-NeoX, Llama or Mistral (3 layers, a window of 4 of 32 positions,
-    bytes) folder as ``root/name`` (default ``kind``); ``config`` overrides the config's
-    fields."""
+    """A tiny GPT-2, GPT-NeoX, Llama, Mistral or Qwen2 (3 layers, a window of 4 of 32
+    positions, bytes) folder as ``root/name`` (default ``kind``); ``config`` overrides the
+    config's fields."""
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -39,6 +39,20 @@ def hf_folder(kind: str, root: Path, name: str | None = None, **config) -> Path:
             "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32,
             "max_position_embeddings": 32, "sliding_window": 4, "bos_token_id": 0,
             "eos_token_id": 0, **config}))
+    elif kind == "qwen2":
+        m = tf.Qwen2ForCausalLM(tf.Qwen2Config(**{
+            "vocab_size": 256, "hidden_size": 16, "num_hidden_layers": 3,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32,
+            "max_position_embeddings": 32, "use_sliding_window": True, "sliding_window": 4,
+            "max_window_layers": 1, "bos_token_id": 0, "eos_token_id": 0, **config}))
+    elif kind in ("gemma2", "gemma3"):
+        cls, cfg = ((tf.Gemma2ForCausalLM, tf.Gemma2Config) if kind == "gemma2" else
+                    (tf.Gemma3ForCausalLM, tf.Gemma3TextConfig))
+        m = cls(cfg(**{"vocab_size": 256, "hidden_size": 16, "num_hidden_layers": 2,
+                       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                       "intermediate_size": 32, "max_position_embeddings": 32,
+                       "sliding_window": 4, "bos_token_id": 0, "eos_token_id": 0,
+                       "pad_token_id": 0, **config}))
     else:
         m = tf.LlamaForCausalLM(tf.LlamaConfig(**{
             "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 1,
@@ -124,7 +138,20 @@ def scratch(tmp: Path) -> Path:
     _config_edit(hf_folder("gpt2", root, "gpt2-3-heads"), n_head=3)                 # D2
     _no_key(hf_folder("llama", root, "llama-no-hidden-size"), "hidden_size")        # D12
     _no_key(hf_folder("gpt2", root, "gpt2-no-n-layer"), "n_layer")                  # D12
-    hf_folder("mistral", root, "mistral-window")                                     # D3
+    # issue 61: windows are exact past them now; what Qwen2's layer_types can ask and not map
+    hf_folder("qwen2", root, "qwen2-window-off", use_sliding_window=False, layer_types=[
+        "full_attention", "sliding_attention", "sliding_attention"])
+    hf_folder("qwen2", root, "qwen2-chunked", layer_types=[
+        "full_attention", "chunked_attention", "sliding_attention"])
+    # issue 61: what of Gemma 2 / 3 is not mapped
+    _config_edit(hf_folder("gemma3", root, "gemma3-linear-rope"), rope_parameters={
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    hf_folder("gemma3", root, "gemma3-attn-softcap", attn_logit_softcapping=50.0)
+    hf_folder("gemma2", root, "gemma2-gelu", hidden_activation="gelu")
+    hf_folder("gemma3", root, "gemma3-bidirectional", use_bidirectional_attention=True)
+    (root / "gemma3-multimodal").mkdir()
+    (root / "gemma3-multimodal" / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
     hf_folder("gpt2", root, "gpt2", vocab_size=256)          # a good one, for --text's cases
     (root / "empty.txt").write_text("")
     return tmp
@@ -200,6 +227,19 @@ HF_CASES = [
      r"config.json has no 'hidden_size': a llama config.json states vocab_size, hidden_size"),
     ("GPT-2: config.json without n_layer", _api("{tmp}/hf-folders/gpt2-no-n-layer"),
      ValueError, r"config.json has no 'n_layer'"),
+    ("Gemma 3: scaled rotary positions on its global layers",
+     _api("{tmp}/hf-folders/gemma3-linear-rope"), ValueError,
+     r"scales its rotary positions on full_attention layers \(rope_type 'linear'\)"),
+    ("Gemma 3: attn_logit_softcapping, which transformers' Gemma 3 does not apply",
+     _api("{tmp}/hf-folders/gemma3-attn-softcap"), ValueError,
+     r"attn_logit_softcapping 50.0 \(transformers' Gemma 3 attention does not apply it\)"),
+    ("Gemma 2: an activation other than tanh-GELU", _api("{tmp}/hf-folders/gemma2-gelu"),
+     ValueError, r"hidden_activation 'gelu' \(Gemma's GeGLU gates with gelu_pytorch_tanh\)"),
+    ("Gemma 3: bidirectional attention", _api("{tmp}/hf-folders/gemma3-bidirectional"),
+     ValueError, r"use_bidirectional_attention=True"),
+    ("Gemma 3 with its vision tower (multimodal, model type gemma3)",
+     _api("{tmp}/hf-folders/gemma3-multimodal"), ValueError,
+     r"holds a 'gemma3' model: Gemma 3 with its vision tower"),
     ("an object that is not a model", _not_a_model, TypeError,
      r"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, .*got int"),
     ("describe: GPT-NeoX with an unmapped activation",
@@ -221,11 +261,12 @@ HF_CASES = [
     ("refine: config.json without hidden_size",
      ["refine", "--hf", "{tmp}/hf-folders/llama-no-hidden-size", "--out",
       "{tmp}/hf-folders/r.png", "--no-progress"], 2, r"config.json has no 'hidden_size'"),
-    ("sample: past a Mistral's sliding window of 4 tokens (sliding its context would not be "
-     "its attention)",
-     ["sample", "--hf", "{tmp}/hf-folders/mistral-window", "--prompt", "the quick brown fox",
-      "--temperature", "0"], 2,
-     r"context of 4 tokens may not slide .*a 19-token prompt leaves no room for any"),
+    ("Qwen2: sliding layers in layer_types with use_sliding_window false",
+     _api("{tmp}/hf-folders/qwen2-window-off"), ValueError,
+     r"has sliding_attention layers and no sliding_window \(use_sliding_window is False"),
+    ("Qwen2: a layer type other than sliding and full attention",
+     _api("{tmp}/hf-folders/qwen2-chunked"), ValueError,
+     r"has layer_types 'chunked_attention'; splitnet maps sliding_attention and full_attention"),
     ("trajectories: a model type splitnet does not import",
      ["trajectories", "--hf", "{tmp}/hf-folders/bert", "--prompt", "x = 1", "--out",
       "{tmp}/hf-folders/t.png"], 2,

@@ -225,3 +225,20 @@ def fifo(path: Path) -> Path:
 __all__ = ["ARCHIVES", "EDITS", "S2S_TINY", "TEXT", "corrupt_archives",
            "damaged_checkpoints", "edited_checkpoints", "fifo", "flip_exponent",
            "good_checkpoint", "good_translation", "pair_sources", "po"]
+
+
+def run_main(argv) -> tuple[int, str, str]:
+    """``splitnet ARGV`` in this process: (exit status, stdout, stderr). The same code path as
+    ``python -m splitnet`` after its imports (argparse's own exits caught as their status), at
+    none of a new process's ~3 s of importing torch."""
+    import contextlib
+
+    from splitnet.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as e:
+            rc = e.code
+    return rc, out.getvalue(), err.getvalue()

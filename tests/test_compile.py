@@ -103,6 +103,7 @@ TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "8"
         "2", "--pairs", "1", "--reps", "1", "--warmup", "1", "--scheme-reps", "1"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("dtype", ["bfloat16", pytest.param("float32", marks=pytest.mark.slow)])
 def test_bench_layers_runs_and_reference_matches_size(dtype, tmp_path):
     import json

@@ -87,6 +87,12 @@ def test_closed_forms_are_exact_for_every_registry_scheme(scheme):
     {"norm_position": "post", "scheme": "strang", "qk_norm": "projection"},
     {"convection_field": "geglu", "norm": "rms_offset", "scale_embedding": True,
      "weights": "per-stage", "scheme": "strang"},
+    # Gemma 2 / 3: soft-caps (element-wise: no FLOPs), the attention scalar, windows on some
+    # layers (a mask: counted dense, as FlopCounterMode counts attention), two rotary bases
+    {"attention_softcap": 50.0, "logit_softcap": 30.0, "attention_scalar": 12.0,
+     "sliding_window": 4, "window_layers": [0], "n_kv_heads": 1, "head_dim": 12},
+    {"sliding_window": 3, "local_rotary_base": 100.0, "positions": "none", "rotary_pct": 1.0,
+     "qk_norm": "head", "norm": "rms_offset", "norm_position": "sandwich", "scheme": "strang"},
 ])
 def test_closed_forms_are_exact_for_sum_stages_and_options(options):
     _assert_exact(**options)

@@ -73,6 +73,12 @@ def _model(**kw):
     return sn.models.SplitTransformer(256, 8, 2, 1, max_len=8, **kw)
 
 
+def _redundancy():
+    import splitnet.analyses.redundancy as R
+
+    return R
+
+
 def _train_config(**kw):
     from splitnet.training.train import TrainConfig
 
@@ -268,6 +274,17 @@ CASES = [
      ValueError, r"gate_layers given without gate"),
     ("gate layer beyond the model", lambda: sn.models.SplitConfig(gate="tanh", gate_layers=(9,)),
      ValueError, r"gate_layers \[9\] outside 0..3"),
+    # issue 61: Gemma's local layers and caps
+    ("local layers without a window", lambda: sn.models.SplitConfig(window_layers=(0,)),
+     ValueError, r"window_layers given without sliding_window"),
+    ("a window on a bidirectional network",
+     lambda: sn.models.SplitConfig(sliding_window=4, causal=False),
+     ValueError, r"sliding_window is a causal window"),
+    ("a local rotary base without local layers or rotary",
+     lambda: sn.models.SplitConfig(local_rotary_base=1e4),
+     ValueError, r"local_rotary_base is the rotary base of the local layers"),
+    ("a soft-cap that is not positive", lambda: sn.models.SplitConfig(logit_softcap=-1.0),
+     ValueError, r"logit_softcap must be > 0, got -1"),
     ("empty scheme name in a config", lambda: sn.models.SplitConfig(scheme=""),
      ValueError, r"empty scheme name; give a registered name \(splitnet schemes lists them\), "
                  r"a pattern"),
@@ -319,6 +336,13 @@ CASES = [
     ("coarsening a depth the factor does not divide",
      lambda: sn.depth.coarsen(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 2),
      ValueError, r"n_layers=3 is not divisible by the factor 2"),
+    ("dropping a layer the network does not have",
+     lambda: _redundancy().drop_layer(sn.models.SplitTransformer(256, 8, 2, 3, max_len=8), 3),
+     ValueError, r"drop_layer: layer k in 0..2 of a network of at least 2 layers, got k=3"),
+    ("a pair of a reversible network run as one step",
+     lambda: _redundancy().coarsen_pair(_model(reversible=True), 0), ValueError,
+     r"coarsen_pair takes a decoder of one set of weights per layer and a stack that hands the "
+     r"state from layer to layer"),
     ("growth steps out of order", lambda: _train_config(grow_at=(8, 4)),
      ValueError, r"--grow-at 8,4 must be strictly increasing \(sorted, no step twice\)"),
     ("cosine floor below 0", lambda: _train_config(min_lr_ratio=-1),
@@ -657,6 +681,10 @@ CLI_CASES = [
     ("evaluate: --json over the run's metrics",
      ["evaluate", "--checkpoint", "{tmp}/garbage", "--json", "{tmp}/garbage/metrics.jsonl"], 2,
      r"--json \{tmp\}/garbage/metrics.jsonl is the run's metrics.jsonl"),
+    ("refine: the layers' figure over the text it reads",
+     ["refine", "--hf", "{tmp}", "--text", "{tmp}/r_layers.png", "--out", "{tmp}/r.png"], 2,
+     r"--layer-costs' figure \{tmp\}/r_layers.png is the text \{tmp\}/r_layers.png, which "
+     r"this command reads"),
     ("refine: zero substeps", ["refine", "--checkpoint", "{tmp}/garbage", "--substeps", "1,0",
                                "--out", "{tmp}/r.png"], 2,
      r"--substeps: expected a positive integer, got '0'"),

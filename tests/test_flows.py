@@ -28,8 +28,11 @@ REGISTRY = sn.schemes.available()      # a new scheme is tested without editing 
 SYMMETRIC = [n for n in REGISTRY if sn.schemes.get(n).is_symmetric]
 # Checks with torchdiffeq sub-flows cost ~0.05 s a stage: the core seven by default, the zoo
 # (up to 105 stages a step) under -m slow.
-CORE_FIRST = [n if n in sn.schemes.CORE else pytest.param(n, marks=pytest.mark.slow)
-              for n in REGISTRY]
+# Quick: orders 1, 2 and 4 (two to four stages); the core's higher orders (up to 15 stages,
+# seconds each) heavy, so CI runs them; the rest of the zoo slow.
+QUICK = ("lie-trotter", "strang", "yoshida4")
+CORE_FIRST = [n if n in QUICK else pytest.param(
+    n, marks=pytest.mark.heavy if n in sn.schemes.CORE else pytest.mark.slow) for n in REGISTRY]
 # Local-error step sizes by classical order: errors stay above the 1e-12 floor and the
 # leading term dominates.
 LOCAL_H = {1: [.2, .1, .05, .025], 2: [.2, .1, .05, .025], 3: [.2, .1, .05, .025],
@@ -178,9 +181,10 @@ def test_a_wrong_clock_breaks_the_order(name, mode):
     assert wrong[-1] > 10 * right[-1]
 
 
-@pytest.mark.parametrize("name,method", [("strang", "exact"), ("yoshida4", "exact"),
-                                         ("yoshida4", "rk4"), ("yoshida4", "midpoint"),
-                                         ("blanes-moan4", "midpoint"), ("strang", "euler")])
+@pytest.mark.parametrize("name,method", [
+    ("strang", "exact"), pytest.param("yoshida4", "exact", marks=pytest.mark.heavy),   # ~3 s
+    ("yoshida4", "rk4"), ("yoshida4", "midpoint"), ("blanes-moan4", "midpoint"),
+    ("strang", "euler")])
 def test_time_dependent_local_orders_with_library_subflows(name, method):
     s = sn.schemes.get(name)
     p = time_dependent_linear()
@@ -189,9 +193,10 @@ def test_time_dependent_local_orders_with_library_subflows(name, method):
     assert abs(slope(hs, e) - (s.effective_order(method) + 1)) <= 0.3, e
 
 
-@pytest.mark.parametrize("name,method", [("strang", "exact"), ("yoshida4", "closed-form"),
-                                         ("suzuki4", "closed-form"), ("blanes-moan4", "rk4"),
-                                         ("yoshida4", "midpoint")])
+@pytest.mark.parametrize("name,method", [
+    pytest.param("strang", "exact", marks=pytest.mark.heavy),   # adaptive exact flows: ~4 s
+    ("yoshida4", "closed-form"), ("suzuki4", "closed-form"), ("blanes-moan4", "rk4"),
+    ("yoshida4", "midpoint")])
 def test_time_dependent_global_orders(name, method):
     s = sn.schemes.get(name)
     method = ClosedFormFlow() if method == "closed-form" else method

@@ -304,12 +304,12 @@ def test_every_bad_path_for_every_other_option(command, flag, scratch, tmp_path_
 
 @pytest.mark.parametrize("argv", [
     ["order", "--tokens", str(2**64)],
-    ["train", "--dry-run", "--lr", "1e308"],
+    pytest.param(["train", "--dry-run", "--lr", "1e308"], marks=pytest.mark.heavy),  # ~5 s
     ["trajectories", "--step-size", "1e308", "--out", "/nonexistent/t.png"],
     ["sample", "--checkpoint", "/nonexistent", "--temperature", "1e-320"],
     ["schemes", "--check", "c:1e308,c:-1e308,c:1,d:1", "--order", "1"],
     ["describe", "--d-model", str(10**9), "--n-heads", "2"],
-    ["translate", "--checkpoint", "/dev/null"],
+    pytest.param(["translate", "--checkpoint", "/dev/null"], marks=pytest.mark.heavy),
 ], ids=lambda a: " ".join(a[:3]))
 def test_extremes_in_a_real_process(argv):
     r = subprocess.run([sys.executable, "-m", "splitnet", *argv], capture_output=True,

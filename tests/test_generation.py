@@ -492,6 +492,7 @@ def test_sample_streams_and_stops_when_the_reader_goes(run_dir):
 # the benchmark runs
 
 
+@pytest.mark.heavy
 def test_bench_generate_runs(tmp_path):
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_generate.py"
     out = tmp_path / "g.json"

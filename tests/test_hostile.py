@@ -498,6 +498,7 @@ def test_a_subset_comparison_does_not_overwrite_the_tracked_report(tmp_path):
     assert cs.outputs(a, ["transformer"], tmp_path, seeds)[0] == tmp_path / "report.md"
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_the_gpu_suite_refuses_to_run_without_a_gpu(tmp_path):
     r = subprocess.run(["bash", str(Path(ROOT) / "benchmarks" / "gpu_suite.sh")],

@@ -346,6 +346,7 @@ def test_matrix_step_takes_a_field_mapping():
     np.testing.assert_allclose(matrix_step(s.stages, mats, 0.1), want, atol=1e-14)
 
 
+@pytest.mark.heavy
 def test_order_command_with_three_fields(tmp_path, capsys):
     from splitnet.cli import main
 

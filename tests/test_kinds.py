@@ -62,12 +62,16 @@ def _all_kinds():
 
 # the network options that change a kind's module: the norm, grouped-query attention, biases
 VARIANTS = [{}, {"norm": "rms", "n_kv_heads": 2, "attention_bias": "qkv"},
-            {"norm": "rms", "n_kv_heads": 1, "attention_bias": "none"}]
+            {"norm": "rms", "n_kv_heads": 1, "attention_bias": "none"},
+            # Gemma 2's attention: the explicit soft-capped product instead of SDPA
+            {"norm": "rms_offset", "n_kv_heads": 2, "attention_softcap": 2.0,
+             "attention_scalar": 5.0}]
 
 
 @pytest.mark.parametrize("kind", _all_kinds(), ids=repr)
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("variant", VARIANTS, ids=["gpt2", "rms-gqa-qkv", "rms-mqa-none"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["gpt2", "rms-gqa-qkv", "rms-mqa-none",
+                                                   "gemma2-softcap"])
 def test_closed_forms_equal_the_module_and_flop_counter(kind, causal, variant):
     cfg = _cfg_for(kind, causal=causal, conv_kernel=5, **variant)
     width = 24 if kind.default_width(cfg) is not None else None

@@ -112,63 +112,6 @@ def test_greedy_cached_generation_equals_transformers(name, exact_norms):
     assert torch.equal(m.generate(idx, 12, temperature=0), theirs)     # prompt + 12 tokens
 
 
-def test_a_sliding_window_that_binds_within_the_context_caps_the_context():
-    """Mistral's window of 16 < 64 positions: exact on contexts up to 16 (max_len 16), which
-    may not slide; a window as long as the positions binds nowhere (the context slides)."""
-    m = sn.interop.from_hf(_tiny("mistral", sliding_window=16))
-    assert (m.config.max_len, m.config.context_slides) == (16, False)
-    m = sn.interop.from_hf(_tiny("mistral", sliding_window=64))
-    assert (m.config.max_len, m.config.context_slides) == (64, True)
-
-
-WINDOWED = [("mistral", {"sliding_window": 4}),
-            ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
-            ("qwen3", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
-            ("phi3", {"sliding_window": 4})]
-
-
-@pytest.mark.parametrize("name,extra", WINDOWED, ids=[n for n, _ in WINDOWED])
-@pytest.mark.parametrize("prompt,new", [(1, 4), (3, 2), (2, 3), (3, 3), (4, 1), (2, 12),
-                                        (19, 12), (5, 1)])
-def test_a_sliding_window_gives_transformers_tokens_or_refuses(name, extra, prompt, new,
-                                                               exact_norms):
-    """3 layers, a window of 4 of 64 positions (Qwen2: layer 0 full, 1 and 2 windowed):
-    greedy generation is transformers' token for token while the sequence fits in the
-    window, and refused, one line, once it would not; never other tokens (issue D3: sliding
-    a 4-token context is not sliding-window attention over 3 layers)."""
-    src = _tiny(name, seed=6, num_hidden_layers=3, **extra)
-    m = sn.interop.from_hf(src)
-    idx = _idx(prompt, rows=1, seed=7)
-    theirs = src.generate(idx, max_new_tokens=new, do_sample=False, pad_token_id=0)
-    if prompt + new - 1 <= 4:
-        assert torch.equal(m.generate(idx, new, temperature=0), theirs)
-        assert torch.equal(m.generate(idx, new, temperature=0, use_cache=False), theirs)
-        return
-    for cache in (None, False):
-        with pytest.raises(ValueError, match=r"context of 4 tokens may not slide") as info:
-            m.generate(idx, new, temperature=0, use_cache=cache)
-        assert "\n" not in str(info.value)
-
-
-def test_sample_refuses_to_run_past_an_imported_window(tmp_path, capsys):
-    """The command line: a window of 4 tokens and a 19-byte prompt is one line, exit 2, and
-    nothing sampled; a 2-byte prompt and 3 bytes are transformers' bytes."""
-    from splitnet.cli import main
-
-    src = _tiny("mistral", seed=8, num_hidden_layers=3, sliding_window=4, vocab_size=256)
-    src.save_pretrained(tmp_path / "m")
-    capsys.readouterr()
-    assert main(["sample", "--hf", str(tmp_path / "m"), "--prompt", "the quick brown fox",
-                 "--temperature", "0"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "may not slide" in err, err
-    assert main(["sample", "--hf", str(tmp_path / "m"), "--prompt", "th", "--temperature", "0",
-                 "--max-new-tokens", "3"]) == 0
-    want = src.generate(torch.tensor([list(b"th")]), max_new_tokens=3, do_sample=False,
-                        pad_token_id=0)[0, 2:]
-    assert capsys.readouterr().out.encode("utf-8", "surrogateescape") == bytes(want.tolist())
-
-
 @pytest.mark.parametrize("extra,says", [
     ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,

@@ -109,3 +109,65 @@ def test_export_format_llama_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a llama model (scheme 'strang'" in err, err
     assert not (tmp_path / "p").exists()
+
+
+# -- the tokenizer written beside the model (issue 61, item 3) --------------------------------
+
+TEXTS = ["def f(x):\n    return x + 1\n", "naïve café — 東京 🙂", "  two  spaces\tand a tab"]
+
+
+def _greedy_text(tok, encode, decode, m, back, prompt):
+    """splitnet's greedy continuation of ``prompt`` decoded, and transformers' from the ids
+    its own AutoTokenizer gives."""
+    ours = m.generate(torch.tensor([encode(prompt)]), 12, temperature=0)[0].tolist()
+    ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    theirs = back.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0)[0].tolist()
+    return decode(ours), tok.decode(theirs)
+
+
+def test_a_byte_level_llama_leaves_with_a_tokenizer_of_the_same_ids(tmp_path, exact_norms):
+    m = _llama_parts(vocab_size=256)
+    assert sn.interop.to_hf(m, tmp_path, format="llama") == "llama"
+    tok = tf.AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
+    back = tf.AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True).eval()
+    for t in TEXTS:
+        assert tok.encode(t, add_special_tokens=False) == list(t.encode("utf-8")), t
+        assert tok.decode(list(t.encode("utf-8"))) == t
+    ours, theirs = _greedy_text(tok, lambda s: list(s.encode()),
+                                lambda ids: bytes(ids).decode("utf-8", "replace"), m, back,
+                                "def f(x):")
+    assert ours == theirs
+
+
+def test_a_bpe_model_leaves_with_its_bpe(tmp_path, exact_norms):
+    """A causal network over splitnet's byte-level BPE (the tokenizer of mlm and translate's
+    --bpe): the folder's AutoTokenizer encodes every text to the same ids, decodes them back,
+    and greedy text from transformers equals splitnet's; imported back, the folder's
+    tokenizer is the one analyses use."""
+    from splitnet.translate.batches import train_bpe
+
+    bpe = train_bpe(["def f(x):\n    return x + 1\n" * 40, "naïve café 東京 " * 40] + TEXTS, 300)
+    m = _llama_parts(vocab_size=bpe.vocab_size)
+    assert sn.interop.to_hf(m, tmp_path, format="llama", tokenizer=bpe) == "llama"
+    tok = tf.AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
+    back = tf.AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True).eval()
+    for t in TEXTS:
+        ids = bpe.encode(t)
+        assert len(ids) < len(t.encode()) or t == TEXTS[2]       # merges, not bytes
+        assert tok.encode(t, add_special_tokens=False) == ids == tok.encode(t), t
+        assert tok.decode(ids) == t
+    assert (tok.pad_token, tok.bos_token, tok.eos_token) == ("<pad>", "<s>", "</s>")
+    ours, theirs = _greedy_text(tok, bpe.encode, lambda ids: bpe.tokenizer.decode(ids), m, back,
+                                "def f(x):")
+    assert ours == theirs
+    imp = sn.interop.load_hf_for_analysis(tmp_path)
+    assert imp.encode(TEXTS[1]).tolist() == bpe.encode(TEXTS[1])
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tmp_path):
+    from splitnet.translate.batches import train_bpe
+
+    bpe = train_bpe(["def f(x):\n    return x + 1\n" * 40], 300)
+    with pytest.raises(ValueError, match="more than the model's vocabulary of 97"):
+        sn.interop.to_hf(_llama_parts(), tmp_path / "hf", format="llama", tokenizer=bpe)
+    assert not (tmp_path / "hf").exists()

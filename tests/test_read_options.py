@@ -130,6 +130,9 @@ def test_each_reader_takes_the_option(net):
             value = _other(cls, name)
             if name == "rotary_base":
                 kw["rotary_pct"] = 0.5
+            if name in ("window_layers", "local_rotary_base"):   # refine the window's layers
+                kw.update(sliding_window=4, rotary_pct=0.5)
+                value = (0,) if name == "window_layers" else value
             cfg = cls(**kw, **{name: value})
             assert getattr(cfg, name) == value
             tried += 1

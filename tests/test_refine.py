@@ -365,6 +365,11 @@ def test_cli_writes_table_and_png(run_dir, tmp_path, capsys):
     assert p.loss == res.own.loss and res.unit == "bpb"
     assert math.isclose(res.value(p), p.loss / math.log(2))
     assert f"{res.value(res.own):.4f} bpb" in out
+    # beside it, each layer dropped and each pair merged, in bits per byte (issue 61)
+    layers = json.loads(js.read_text())["layers"]
+    assert layers["loss"] == res.own.loss and len(layers["drop"]) == 2
+    assert f"layers dropped and merged (bpb, change against the network as it is, " \
+           f"{res.value(res.own):.4f}" in out
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -118,6 +118,7 @@ def test_the_lock_is_released_and_holds_the_holder():
 
 # ------------------------------------------------------------------------------ --overwrite
 
+@pytest.mark.heavy
 def test_overwrite_leaves_nothing_resume_could_pick_up(text, tmp_path):
     """The issue's scenario: a finished Lie–Trotter run, then --overwrite with Strang killed
     (-9) before its first checkpoint; --resume must not continue the old run."""

@@ -55,6 +55,7 @@ def test_no_output_option_writes_over_a_file_of_the_run_it_reads(run, name, comm
         assert (run / name).read_bytes() == before
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("linked", ["checkpoint file", "run folder"])
 def test_a_run_read_through_a_link_keeps_its_files_guarded(run, linked, tmp_path):
     """Round five's pass: ``--checkpoint LINK`` (a link to the checkpoint file, or to the run's

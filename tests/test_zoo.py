@@ -189,7 +189,7 @@ def test_the_nystrom_problem_tells_kick_from_drift():
 # ---------------------------------------------------------------------------------------------
 # The nonlinear attention + feed-forward particle system, exact sub-flows
 
-CORE_PARTICLE = ["ruth3", "mclachlan-atela4-rkn"]       # ~5 s each; the rest under -m slow
+CORE_PARTICLE = ["ruth3", "mclachlan-atela4-rkn"]   # ~5 s each: heavy (CI); the rest slow
 
 
 def _particle_order(scheme) -> tuple[float, float, int]:
@@ -213,7 +213,8 @@ def _particle_order(scheme) -> tuple[float, float, int]:
 
 
 @pytest.mark.parametrize("name", [
-    n if n in CORE_PARTICLE else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
+    pytest.param(n, marks=pytest.mark.heavy if n in CORE_PARTICLE else pytest.mark.slow)
+    for n in NAMES])
 def test_every_entry_on_the_particle_system(name):
     """Up to the order float64 can show (docs/zoo.md): orders up to 4 within 0.35 (tail);
     order 6 within 0.6, its asymptotic range starting near the reference's floor; orders 8 and

@@ -112,6 +112,7 @@ class RefinementResult:
     def from_dict(cls, d: dict) -> RefinementResult:
         d = dict(d)
         d.pop("depth", None)          # splitnet refine's --json: the depth table beside it
+        d.pop("layers", None)         # and the layers dropped and merged
         d["own"] = RefinePoint(**d["own"])
         d["points"] = [RefinePoint(**p) for p in d["points"]]
         d["ode"] = None if d.get("ode") is None else RefinePoint(**d["ode"])

@@ -91,9 +91,9 @@ class SplitConfig:
     d_ff: int | None = network_option("d_ff")
     max_len: int = option(1024, "longest sequence (learned positions)", cli=False)
     context_slides: bool = option(True, "generation past max_len slides the context (the last "
-                                  "max_len tokens, nanoGPT's crop); False: it is refused (an "
-                                  "imported sliding attention window, exact only while every "
-                                  "token sees every other)", cli=False)
+                                  "max_len tokens, nanoGPT's crop); False: it is refused (a "
+                                  "context that must never slide: a Mistral imported before "
+                                  "issue 61 with its window as max_len)", cli=False)
     dropout: float = network_option("dropout")
     gate: str | None = option(None, "SDU self-dependency gates (Highway Transformer)",
                               choices=GATES)
@@ -139,6 +139,25 @@ class SplitConfig:
                                 "N2(f(N1(x))))", choices=NORM_POSITIONS)
     scale_embedding: bool = option(False, "the token embedding multiplied by sqrt(d_model) "
                                    "in forward (Gemma; init xavier does it too)")
+    attention_softcap: float | None = option(
+        None, "attention logits soft-capped, c tanh(z / c), before the mask and the softmax "
+        "(Gemma 2: 50); default none")
+    attention_scalar: float | None = option(
+        None, "attention logits Q K^T / sqrt(S) (Gemma's query_pre_attn_scalar); default "
+        "head_dim")
+    sliding_window: int | None = option(
+        None, "local attention: each query sees its last W positions, itself included "
+        "(Gemma 2 / 3), in the layers --window-layers names; default none (global)",
+        metavar="W")
+    window_layers: tuple[int, ...] | None = option(
+        None, "0-based layers whose attention is local, e.g. 0,2 (default: all, with "
+        "--sliding-window); the others attend globally", metavar="K,K,...", parse=int_list)
+    local_rotary_base: float | None = option(
+        None, "RoPE base (theta) of the local layers (Gemma 3: 10000, its global layers' 1e6); "
+        "default rotary_base")
+    logit_softcap: float | None = option(
+        None, "final logits soft-capped, c tanh(z / c) (Gemma 2: 30): in forward, the chunked "
+        "loss and generation; default none")
     tie_head: bool = option(True, "output head tied to the token embedding (default for a "
                             "language model, as GPT-2; --no-tie-head: a matrix of its own, as "
                             "GPT-NeoX; a translation model's head is its own unless --tie-head)")
@@ -190,6 +209,7 @@ class SplitConfig:
         check_projection(self, scheme)
         set_(self, "causal", bool(self.causal))
         self._check_gates()
+        self._check_windows()
         set_(self, "_plan", _plan.Plan(self, spec, scheme, fields, "a SplitTransformer"))
         self._check_stack()
         for f in self.plan.layer(0):                   # fields the model has kinds for
@@ -220,20 +240,27 @@ class SplitConfig:
         resolve_stack(self).check(self, [("scheme", self._plan.scheme)])
 
     def _check_gates(self) -> None:
-        gl = self.gate_layers
-        if gl is None:
-            return
-        if isinstance(gl, str):
-            gl = int_list(gl)
-        if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in gl):
-            raise ValueError(f"gate_layers must be layer indices (ints), got {gl!r}")
-        gl = tuple(sorted({int(i) for i in gl}))
-        if gl and self.gate is None:
-            raise ValueError("gate_layers given without gate='sigmoid' or 'tanh'")
-        bad = [i for i in gl if not 0 <= i < self.n_layers]
-        if bad:
-            raise ValueError(f"gate_layers {bad} outside 0..{self.n_layers - 1}")
-        object.__setattr__(self, "gate_layers", gl)
+        object.__setattr__(self, "gate_layers", layer_indices(
+            self, "gate_layers", self.gate_layers, "gate='sigmoid' or 'tanh'", self.gate))
+
+    def _check_windows(self) -> None:
+        """The soft-caps, the attention scalar and the local rotary base positive numbers or
+        None; ``sliding_window`` an int >= 1 on a causal network; ``window_layers`` layer
+        indices, only with a window (:func:`layer_indices`)."""
+        set_ = object.__setattr__
+        for name in ("attention_softcap", "logit_softcap", "attention_scalar",
+                     "local_rotary_base"):
+            set_(self, name, _real(name, getattr(self, name), lo=0.0, lo_open=True, none=True))
+        set_(self, "sliding_window", _int("sliding_window", self.sliding_window, none=True))
+        if self.sliding_window is not None and not self.causal:
+            raise ValueError("sliding_window is a causal window (the last W positions); this "
+                             "network is bidirectional (causal=False)")
+        set_(self, "window_layers", layer_indices(self, "window_layers", self.window_layers,
+                                                  "sliding_window", self.sliding_window))
+        if self.local_rotary_base is not None and (self.sliding_window is None or
+                                                   self.rotary_pct == 0):
+            raise ValueError("local_rotary_base is the rotary base of the local layers; give "
+                             "sliding_window (and window_layers) and rotary_pct > 0 too")
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -262,8 +289,9 @@ class SplitConfig:
         """Plain data (str, numbers, lists, dicts): safe in a ``weights_only`` checkpoint and in
         JSON."""
         d = dataclasses.asdict(self)
-        if d["gate_layers"] is not None:
-            d["gate_layers"] = list(d["gate_layers"])
+        for name in ("gate_layers", "window_layers"):
+            if d[name] is not None:
+                d[name] = list(d[name])
         return d
 
     @classmethod
@@ -276,6 +304,24 @@ class SplitConfig:
         the fields are unchanged)."""
         return _plan.replaced(self, carried(self, stack_changes(self, changes)),
                               {"scheme": self._plan})
+
+
+def layer_indices(cfg, name: str, given, needs: str, switch):
+    """``given`` (layer indices, or ``"0,2"``; None: all) as a sorted tuple of distinct
+    layers of ``cfg``; ValueError for anything else, or a non-empty list while ``switch``,
+    the option it refines (``needs`` names it), is None."""
+    if given is None:
+        return None
+    gl = int_list(given) if isinstance(given, str) else given
+    if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in gl):
+        raise ValueError(f"{name} must be layer indices (ints), got {gl!r}")
+    gl = tuple(sorted({int(i) for i in gl}))
+    if gl and switch is None:
+        raise ValueError(f"{name} given without {needs}")
+    bad = [i for i in gl if not 0 <= i < cfg.n_layers]
+    if bad:
+        raise ValueError(f"{name} {bad} outside 0..{cfg.n_layers - 1}")
+    return gl
 
 
 class MissingDependency(ImportError, ValueError):
@@ -302,7 +348,7 @@ __all__ = ["ADAMW_IMPLS", "ATTENTION_BIASES", "COMPILE_MODES", "COMPILE_SCOPES",
            "CUDAGRAPH_MODES", "DEVICES", "GATES", "GATE_FIELDS", "LAYER_DROP_RULES", "LOSSES",
            "MAX_BEAM", "MLM_MASK_ID", "MLM_VOCAB", "PAIR_NAMES", "PARALLEL", "PARAM_DTYPES",
            "POSITIONS", "SCHEDULES", "SDPA_BACKENDS", "MissingDependency", "SplitConfig",
-           "cli_fields", "require"]
+           "cli_fields", "layer_indices", "require"]
 
 
 def __getattr__(name: str):

@@ -92,6 +92,12 @@ def check_depth_basis(cfg) -> None:
                              f"layers only (gate_layers {tuple(gated)}) cannot be; gate all "
                              f"layers or none")
         object.__setattr__(cfg, "gate_layers", None)
+    local = getattr(cfg, "window_layers", None)
+    if getattr(cfg, "sliding_window", None) is not None and local is not None and \
+            tuple(local) != tuple(range(cfg.n_layers)):
+        raise ValueError(f"depth_basis runs the same fields in every layer: attention windows "
+                         f"on some layers only (window_layers {tuple(local)}: a field that "
+                         f"changes from layer to layer) cannot be; window all layers or none")
 
 
 __all__ = ["DEPTH_BASES", "DEPTH_BASIS_HELP", "MAX_BASIS", "check_depth_basis",

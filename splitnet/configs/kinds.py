@@ -34,7 +34,9 @@ m = memory tokens, q = d_h n_heads the queries' width and e = d_h n_kv_heads the
 head_dim, default d / n_heads: q = d, and e = d without grouped-query attention), N = the
 norm's 2 d (LayerNorm) or d (RMSNorm). Attention's biases d + q + 2 e are the "4 d" when all
 are kept (``attention_bias="qkv"`` drops the output's d, ``"none"`` all); ``qk_norm`` adds a
-norm over d_h channels twice (``"head"``) or over q + e (``"projection"``). A
+norm over d_h channels twice (``"head"``) or over q + e (``"projection"``); Gemma's
+attention options (``attention_softcap``, ``attention_scalar``, ``sliding_window`` on
+``window_layers`` with ``local_rotary_base``) add neither (a window is a mask, counted dense). A
 self-dependency gate (:class:`GatedKind`, any kind) adds ``2 d^2 + 2 d`` parameters and
 ``4 d^2`` FLOPs. Tests check every closed form against the real modules' parameter counts
 and against FlopCounterMode.
@@ -60,13 +62,7 @@ from collections.abc import Sequence
 
 from ..names import unknown_name
 from ..stagelists.stages import CONVECTION, CROSS, DIFFUSION
-
-HALF = 0.5 ** 0.5       # ConvS2S's residual scale (splitnet.fields.conv.HALF)
-
-
-def convs2s(config) -> bool:
-    """Whether ``config`` asks for ConvS2S's blocks and scaling (``init="convs2s"``)."""
-    return getattr(config, "init", None) == "convs2s"
+from .fieldkind import HALF, FieldKind, convs2s, norm_arguments, norm_params
 
 
 def present(config, fields: Sequence[str]) -> tuple[str, ...]:
@@ -76,84 +72,14 @@ def present(config, fields: Sequence[str]) -> tuple[str, ...]:
                                 False))
 
 
-def norm_params(config, channels: int | None = None) -> int:
-    """The parameters of a field's norms of ``config`` (two under ``norm_position="sandwich"``),
-    or of one over ``channels``: LayerNorm's scale and shift, RMSNorm's scale, none's nothing."""
-    each = {"rms": 1, "rms_offset": 1, "none": 0}.get(getattr(config, "norm", "layer"), 2)
-    sandwich = getattr(config, "norm_position", "pre") == "sandwich"
-    return each * (config.d_model * (1 + sandwich) if channels is None else channels)
-
-
-def norm_arguments(config) -> dict:
-    """A field's norm: its kind, epsilon and position (pre, post or sandwich)."""
-    return {"norm_eps": config.norm_eps, "norm": getattr(config, "norm", "layer"),
-            "norm_position": getattr(config, "norm_position", "pre")}
-
-
-class FieldKind:
-    """A kind of field. Subclasses set ``name``, ``serves``, ``module`` (``"package.module:
-    Class"``) and ``mixes_tokens``, and give :meth:`arguments`, :meth:`params`, :meth:`flops`.
-    ``width`` is the kind's hidden width where it has one (the feed-forward's; ``None``: the
-    kind's default from the config, :meth:`default_width`)."""
-
-    name: str = ""
-    serves: str = ""
-    module: str = ""
-    summary: str = ""          # one line for the <field>_field option's help
-    mixes_tokens: bool = True
-    uses_memory: bool = False
-    reads_embedding: bool = False   # reads the decoder's embedded inputs (target_embedding=)
-    memory_parts: int = 1           # the memory it reads: 1 = the encoder output, 2 = [z | e]
-    absent: bool = False            # "none": the field is left out of the network
-    reversible: bool = True         # its module runs in a reversible network's pair
-    # the matrices whose output is the field's value (what a residual sub-layer adds; GPT-2's
-    # initialisation scales them by 1/sqrt(n residual sub-layers), splitnet.nets.init)
-    residual_outputs: tuple[str, ...] = ()
-    # its map onto transformers' GPT2Block: (module attribute, block path) pairs of equal
-    # parameters, e.g. ("qkv", "attn.c_attn"); None: none (format="gpt2" refused, naming it)
-    gpt2: tuple[tuple[str, str], ...] | None = None
-    reads: tuple[str, ...] = ()     # options only some kinds read that it reads (check_read)
-
-    def cacheable(self, config) -> bool:
-        """Whether a key/value cache makes generation with this field exact."""
-        return False
-
-    def default_width(self, config) -> int | None:
-        return None
-
-    def check(self, config) -> None:
-        """Raise ``ValueError`` for a config this kind cannot be built from."""
-
-    def arguments(self, config, width: int | None) -> dict:
-        raise NotImplementedError
-
-    def build(self, config, width: int | None = None):
-        """The ``nn.Module`` of this kind for ``config`` (imports torch)."""
-        path, _, cls = self.module.partition(":")
-        return getattr(importlib.import_module(path), cls)(**self.arguments(config, width))
-
-    def params(self, config, width: int | None = None) -> int:
-        raise NotImplementedError
-
-    def flops(self, config, width: int | None = None, seq_len: int = 1,
-              memory_len: int = 0) -> float:
-        """Forward matmul FLOPs per token of one evaluation, on sequences of ``seq_len`` tokens
-        (``memory_len``: memory tokens, for a field that reads a memory)."""
-        raise NotImplementedError
-
-    def _width(self, config, width):
-        return self.default_width(config) if width is None else width
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
 class AttentionKind(FieldKind):
     """Multi-head self-attention (:class:`splitnet.fields.Attention`), causal as the config."""
 
     name, serves, module = "attention", DIFFUSION, "splitnet.fields.attention:Attention"
     summary = "self-attention"
-    mixes_tokens, reads = True, ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base")
+    mixes_tokens = True
+    reads = ("n_kv_heads", "attention_bias", "rotary_pct", "rotary_base", "attention_softcap",
+             "attention_scalar", "sliding_window", "window_layers", "local_rotary_base")
     residual_outputs = ("proj.weight",)
     gpt2 = (("norm", "ln_1"), ("qkv", "attn.c_attn"), ("proj", "attn.c_proj"))
 
@@ -185,7 +111,26 @@ class AttentionKind(FieldKind):
                 "dropout": config.dropout, "bias": getattr(config, "attention_bias", "all"),
                 "rotary_dims": self.rotary_dims(config), "rotary_base": config.rotary_base,
                 **norm_arguments(config), **{k: getattr(config, k, None) for k in (
-                    "n_kv_heads", "head_dim")}, "qk_norm": getattr(config, "qk_norm", "none")}
+                    "n_kv_heads", "head_dim", "attention_softcap", "attention_scalar")},
+                "qk_norm": getattr(config, "qk_norm", "none")}
+
+    @staticmethod
+    def windowed(config, layer: int) -> bool:
+        """Whether layer ``layer``'s attention is local (``sliding_window`` set, the layer in
+        ``window_layers``: all of them when that is None)."""
+        if getattr(config, "sliding_window", None) is None:
+            return False
+        listed = getattr(config, "window_layers", None)
+        return listed is None or layer in listed
+
+    def layer_arguments(self, config, layer):
+        """A local layer's window and rotary base (``local_rotary_base``, else the global one):
+        Gemma's pattern of local and global layers, each with its own base."""
+        if not self.windowed(config, layer):
+            return {}
+        base = getattr(config, "local_rotary_base", None)
+        return {"window": config.sliding_window,
+                **({} if base is None else {"rotary_base": base})}
 
     @classmethod
     def widths(cls, config) -> tuple[int, int]:
@@ -396,9 +341,13 @@ class GatedKind(FieldKind):
     def check(self, config) -> None:
         self.inner.check(config)
 
-    def arguments(self, config, width):
-        return {"field": self.inner.build(config, width), "d_model": config.d_model,
+    def arguments(self, config, width, layer: int = 0):
+        return {"field": self.inner.build(config, width, layer), "d_model": config.d_model,
                 "gate": self.gate}
+
+    def build(self, config, width=None, layer: int = 0):
+        path, _, cls = self.module.partition(":")    # the inner module built for its layer
+        return getattr(importlib.import_module(path), cls)(**self.arguments(config, width, layer))
 
     def params(self, config, width=None):
         d = config.d_model
@@ -494,7 +443,6 @@ def kind_of(config, field: str) -> FieldKind:
     return get_kind(name)
 
 
-__all__ = ["HALF", "KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind",
-           "FieldKind", "GatedKind", "GeGLUKind", "MultiStepKind", "NoneKind", "Serving",
-           "SwiGLUKind", "check_option", "convs2s", "get_kind", "kind_of", "norm_arguments",
-           "norm_params", "option_help", "option_name", "present", "serving"]
+__all__ = ["KINDS", "AttentionKind", "ConvKind", "CrossKind", "FeedForwardKind", "GatedKind",
+           "GeGLUKind", "MultiStepKind", "NoneKind", "Serving", "SwiGLUKind", "check_option",
+           "get_kind", "kind_of", "option_help", "option_name", "present", "serving"]

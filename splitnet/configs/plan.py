@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..stagelists.stages import CONVECTION, DIFFUSION, FIELDS
-from .kinds import KINDS, FieldKind, GatedKind, kind_of, serving
+from .fieldkind import FieldKind
+from .kinds import KINDS, GatedKind, kind_of, serving
 
 
 def check_fields(scheme, fields: Sequence[str] = FIELDS,

@@ -115,6 +115,9 @@ TARGETS = {t.name: t for t in [
     Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
            "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
            (("experiments/llama_study.py",),)),
+    Target("hf-depth", "docs/llama.md (the table of layers dropped and merged on tiny trained "
+           "models of each imported family, from experiments/cache/hf_depth; without it, trains "
+           "them again: ~1 min a row)", "seconds", (("experiments/hf_depth.py",),)),
     Target("mlm-gradients", "docs/mlm.md (how much of a shared field's gradient its stage calls "
            "cancel, at initialisation)", "~25 s", (("experiments/shared_gradients.py",),)),
     Target("mlm", "docs/mlm.md (the table between its markers), docs/figures/mlm_curves.png",

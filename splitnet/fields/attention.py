@@ -55,6 +55,12 @@ class Attention(nn.Module):
     ``"none"`` (default) not at all. Both keep the field a function of the token states
     alone: a layer with them is the same splitting step of a different diffusion field.
 
+    ``attention_softcap`` ``c``: the logits capped, ``c tanh(z / c)``, before the mask and the
+    softmax (Gemma 2); ``attention_scalar`` ``s``: logits ``Q K^T / sqrt(s)`` instead of
+    ``sqrt(d_h)`` (Gemma's ``query_pre_attn_scalar``); ``window`` ``W`` (causal only): each
+    query sees its last ``W`` positions, itself included (a local layer of Gemma 2 / 3: the
+    field is then local in the tokens; a cache still holds every position, masked).
+
     ``norm_position``: the norm on the input (``"pre"``), on the output (``"post"``: OLMo 2's
     ``x + N(attn(x))``) or both (``"sandwich"``: Gemma's ``x + N2(attn(N1(x)))``), weights
     ``norm`` and ``post_norm`` (:func:`splitnet.fields.norms.make_norms`).
@@ -73,7 +79,8 @@ class Attention(nn.Module):
                  bias: bool | str = True, norm_eps: float = 1e-5, rotary_dims: int = 0,
                  rotary_base: float = 10000.0, n_kv_heads: int | None = None,
                  norm: str = "layer", head_dim: int | None = None, qk_norm: str = "none",
-                 norm_position: str = "pre"):
+                 norm_position: str = "pre", attention_softcap: float | None = None,
+                 attention_scalar: float | None = None, window: int | None = None):
         super().__init__()
         if head_dim is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -102,6 +109,13 @@ class Attention(nn.Module):
             self.k_norm = make_norm(norm, self.head_dim if per_head else self.kv_width, norm_eps)
         self.resid_dropout = nn.Dropout(dropout)
         self.rotary = Rotary(rotary_dims, rotary_base) if rotary_dims else None
+        if window is not None and (not causal or int(window) < 1):
+            raise ValueError(f"an attention window needs causal attention and a width >= 1, "
+                             f"got window={window!r} with causal={causal}")
+        self.softcap = None if attention_softcap is None else float(attention_softcap)
+        # SDPA's scale: None is its own 1/sqrt(d_h); Gemma's query_pre_attn_scalar s: 1/sqrt(s)
+        self.scale = None if attention_scalar is None else float(attention_scalar) ** -0.5
+        self.window = None if window is None else int(window)
 
     def forward(self, t, x: torch.Tensor, cache=None,
                 padding_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -130,14 +144,14 @@ class Attention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         mask, causal = None, self.causal
+        if self.window is not None:             # causal within the window: a band
+            mask, causal = self._visible(n, 0, x.device), False
         if padding_mask is not None:            # (B, n), True = padding: keys not attended
-            mask = ~padding_mask.bool().reshape(-1, 1, 1, n)
+            keep = ~padding_mask.bool().reshape(-1, 1, 1, n)
             if causal:
-                mask = mask & torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
-                causal = False
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=causal, **self._gqa)
+                mask, causal = self._visible(n, 0, x.device), False
+            mask = keep if mask is None else keep & mask
+        y = self._attend(q, k, v, mask, causal, self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(*lead, n, heads * hd)     # (..., n, d')
         return drop(self.resid_dropout, post(self.post_norm, self.proj(y)))
 
@@ -163,12 +177,38 @@ class Attention(nn.Module):
             q, k = self.rotary(q, k, start=past)                # keys cached rotated
         k, v = cache.append(k, v)                               # (B, H, past + n, hd)
         mask = None
-        if n > 1 and past > 0:   # new token i sees positions 0 .. past + i
-            mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                           is_causal=past == 0 and n > 1, **self._gqa)
+        if (n > 1 and past > 0) or self.window is not None:   # i sees (past + i - W) .. past + i
+            mask = self._visible(n, past, x.device)
+        y = self._attend(q, k, v, mask, mask is None and past == 0 and n > 1, 0.0)
         return drop(self.resid_dropout, post(self.post_norm,
                                              self.proj(y.transpose(1, 2).reshape(b, n, -1))))
+
+    def _visible(self, n: int, past: int, device) -> torch.Tensor:
+        """(n, past + n) bool: which keys query ``past + i`` sees -- positions up to its own
+        and, with a window ``W``, after ``past + i - W`` (the last W positions, itself
+        included: transformers' ``sliding_window_overlay``)."""
+        i = torch.arange(past, past + n, device=device)[:, None]
+        j = torch.arange(past + n, device=device)[None, :]
+        seen = j <= i
+        return seen if self.window is None else seen & (j > i - self.window)
+
+    def _attend(self, q, k, v, mask, causal: bool, dropout: float) -> torch.Tensor:
+        """``softmax(cap(s Q K^T) + mask) V``, ``s`` the scale, ``cap(z) = c tanh(z / c)`` with a
+        soft-cap ``c`` (Gemma 2), else the identity; SDPA without a cap (its kernels), the
+        explicit product with one (SDPA has none)."""
+        if self.softcap is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                                  is_causal=causal, scale=self.scale, **self._gqa)
+        if k.shape[-3] != q.shape[-3]:                  # grouped keys: one per query head
+            k, v = (z.repeat_interleave(q.shape[-3] // z.shape[-3], dim=-3) for z in (k, v))
+        scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
+        s = q @ k.transpose(-1, -2) * scale
+        s = self.softcap * torch.tanh(s / self.softcap)
+        if causal:
+            mask = self._visible(q.shape[-2], k.shape[-2] - q.shape[-2], q.device)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        return F.dropout(torch.softmax(s, dim=-1), dropout, training=dropout > 0) @ v
 
     def _split(self, qkv: torch.Tensor):
         """q, k, v of the projected states: thirds (d' = d, or this rank's heads' width under
@@ -197,7 +237,9 @@ class Attention(nn.Module):
         return {"enable_gqa": True} if self.n_kv_heads != self.n_heads else {}
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
+        extra = "".join(f", {n}={getattr(self, n)}" for n in ("softcap", "window")
+                        if getattr(self, n) is not None)
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}{extra}"
 
 
 __all__ = ["Attention"]

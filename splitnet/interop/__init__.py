@@ -1,7 +1,7 @@
 """Models in and out: GPT-2 and GPT-NeoX (Pythia) from ``transformers`` as a SplitTransformer with
 equal logits, and any SplitTransformer back (``sn.interop.from_hf``, ``sn.interop.to_hf``).
 
-* :mod:`~splitnet.interop.convert` -- the mappings and the byte tokenizer.
+* :mod:`~splitnet.interop.convert` -- the mappings and the tokenizers written out (bytes, BPE).
 * :mod:`~splitnet.interop.imported` -- imported models for the analyses (a folder, its
   tokenizer, the loss of any re-discretised copy). Both modules' public names are served here.
 * :mod:`~splitnet.interop.agree` -- a source's config and its tensors agree, or the import
@@ -20,6 +20,7 @@ from .convert import (
     byte_tokenizer,
     from_hf,
     gpt2_mismatch,
+    hf_tokenizer,
     require_hf,
     to_hf,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "check_directory",
     "from_hf",
     "gpt2_mismatch",
+    "hf_tokenizer",
     "load_hf_for_analysis",
     "load_tokenizer",
     "require_hf",

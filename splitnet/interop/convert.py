@@ -48,7 +48,8 @@ from ..nets.init import embed_scale
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION, Stage
 from .agree import check_object, follow_head, warn_unused
-from .folder import llama_classes, load_pretrained, require_hf
+from .folder import MULTIMODAL, llama_classes, load_pretrained, require_hf
+from .gemma import gemma_mismatch
 from .llama import OUT, from_llama, llama_mismatch, to_llama
 
 # splitnet activation <-> transformers ACT2FN name computing the same function with the same
@@ -91,10 +92,13 @@ def from_hf(model_or_path, dtype: torch.dtype | None = None) -> SplitTransformer
         model = _from_neox(src)
     elif isinstance(src, llama_classes(transformers)):
         model = from_llama(src)
+    elif type(src).__name__ in MULTIMODAL:
+        raise ValueError(f"{type(src).__name__} is {MULTIMODAL[type(src).__name__]}")
     else:
         raise TypeError(f"from_hf takes a GPT2LMHeadModel, a GPTNeoXForCausalLM, a "
                         f"LlamaForCausalLM, a Qwen2ForCausalLM, a MistralForCausalLM, a "
                         f"Qwen3ForCausalLM, an Olmo2ForCausalLM, a Phi3ForCausalLM, a "
+                        f"Gemma2ForCausalLM, a Gemma3ForCausalLM, a "
                         f"SplitTransformerForCausalLM or a directory, got {type(src).__name__}")
     model = follow_head(src, model, where)     # a head its config calls tied, kept as it is
     model = model.cpu().eval()
@@ -259,6 +263,7 @@ def gpt2_mismatch(model: SplitTransformer) -> str | None:
         reasons.append(f"norm_position {c.norm_position!r} (GPT-2 normalises inputs only)")
     if c.qk_norm != "none":
         reasons.append(f"qk_norm {c.qk_norm!r} (GPT-2 normalises no queries or keys)")
+    reasons += [why for why, wrong in gemma_mismatch(c) if wrong]
     if c.learn_coefficients:
         reasons.append("learned stage coefficients")
     if c.reversible:
@@ -304,7 +309,9 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         mode (load with ``splitnet.interop.hf`` imported); ``"auto"`` (default) -- the first
         of gpt2 and the Llama family's formats that is exact, else splitnet.
     tokenizer : ``"auto"`` -- the byte tokenizer (:func:`byte_tokenizer`) for a vocabulary of
-        256, else none; a ``transformers`` tokenizer to save alongside; None -- none.
+        256, else none; a ``transformers`` tokenizer to save alongside (an imported model's,
+        ``Imported.tokenizer``), or splitnet's byte-level BPE (``kind == "bpe"``: mlm and
+        translate's ``--bpe``) written as one (:func:`hf_tokenizer`); None -- none.
 
     Returns the format written."""
     transformers, hf = require_hf()
@@ -320,7 +327,10 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         raise ValueError(f"{out} exists and is not a directory")
     fmt = _format(model, format)
     tok = byte_tokenizer() if tokenizer == "auto" and model.vocab_size == 256 else (
-        None if tokenizer in ("auto", None) else tokenizer)
+        None if tokenizer in ("auto", None) else hf_tokenizer(tokenizer))
+    if tok is not None and len(tok) > model.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tok)} tokens, more than the model's "
+                         f"vocabulary of {model.vocab_size}")
     dtype = next(model.parameters()).dtype
     hf_model = (_to_gpt2(model, transformers) if fmt == "gpt2" else
                 to_llama(model, transformers, fmt) if fmt in OUT else _to_splitnet(model, hf))
@@ -384,6 +394,21 @@ def byte_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
+def hf_tokenizer(tokenizer):
+    """``tokenizer`` as a ``transformers`` tokenizer: a splitnet byte-level BPE (``kind ==
+    "bpe"``, :class:`splitnet.translate.batches.BPETokenizer`) as a ``PreTrainedTokenizerFast``
+    over the same ``tokenizers`` model (so ``encode`` gives the same ids, no specials added),
+    its ``<pad>``, ``<s>``, ``</s>`` named; anything else as it is."""
+    if getattr(tokenizer, "kind", None) != "bpe":
+        return tokenizer
+    require_hf()
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(
+        tokenizer.tokenizer.to_str()), pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
 __all__ = [
     "ACT_TO_HF",
     "FORMATS",
@@ -392,6 +417,7 @@ __all__ = [
     "byte_tokenizer",
     "from_hf",
     "gpt2_mismatch",
+    "hf_tokenizer",
     "require_hf",
     "to_hf",
 ]

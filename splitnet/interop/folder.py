@@ -35,6 +35,14 @@ _OPTIONAL_SIZES = ("max_position_embeddings", "n_positions", "num_key_value_head
                    "sliding_window", "n_inner")
 
 
+# multimodal models of a family splitnet imports, refused by name (class or model type) with the
+# reason and what to import instead
+MULTIMODAL = dict.fromkeys(("Gemma3ForConditionalGeneration", "gemma3"), (
+    "Gemma 3 with its vision tower (multimodal: images enter the token sequence); splitnet "
+    "imports text models only: save and import its language model as a Gemma3ForCausalLM "
+    "(model_type gemma3_text)"))
+
+
 def require_hf():
     """The optional modules, or one clear line saying what to install."""
     require("transformers", "safetensors", extra="hf", feature="splitnet.interop")
@@ -49,7 +57,8 @@ def llama_classes(transformers) -> tuple:
     """The model classes of :data:`splitnet.interop.llama.FAMILIES`, in its order."""
     return (transformers.LlamaForCausalLM, transformers.Qwen2ForCausalLM,
             transformers.MistralForCausalLM, transformers.Qwen3ForCausalLM,
-            transformers.Olmo2ForCausalLM, transformers.Phi3ForCausalLM)
+            transformers.Olmo2ForCausalLM, transformers.Phi3ForCausalLM,
+            transformers.Gemma2ForCausalLM, transformers.Gemma3ForCausalLM)
 
 
 def check_directory(path) -> Path:
@@ -135,6 +144,8 @@ def load_pretrained(path):
     kinds = {"gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM,
              **dict(zip(FAMILIES, llama_classes(transformers))),
              hf.MODEL_TYPE: hf.SplitTransformerForCausalLM}
+    if cfg.model_type in MULTIMODAL:
+        raise ValueError(f"{p} holds a {cfg.model_type!r} model: {MULTIMODAL[cfg.model_type]}")
     if cfg.model_type not in kinds:
         raise ValueError(f"{p} holds a {cfg.model_type!r} model; splitnet imports "
                          f"{', '.join(repr(k) for k in kinds)} models")
@@ -225,5 +236,5 @@ def _loading_problem(info: dict) -> str | None:
     return "; ".join(parts) or None
 
 
-__all__ = ["REQUIRED", "check_directory", "first_line", "llama_classes", "load_pretrained",
-           "quiet", "read_config", "require_hf"]
+__all__ = ["MULTIMODAL", "REQUIRED", "check_directory", "first_line", "llama_classes",
+           "load_pretrained", "quiet", "read_config", "require_hf"]

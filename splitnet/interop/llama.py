@@ -21,15 +21,20 @@ each block's norms on the sub-layers' outputs, inside the residual (``norm_posit
 ``N o mlp``. Phi-3 fuses q, k, v into ``qkv_proj`` (rows in splitnet's order) and gate and up
 into ``gate_up_proj`` (gate first), which are split on the way in.
 
+Sliding-window attention is splitnet's own (``sliding_window``, ``window_layers``), so the
+import is exact on every context and cached generation past a window is too. Each family's
+window is the one its transformers model applies: Mistral's and Phi-3's ``sliding_window`` on
+every layer (their masks ignore ``layer_types``), Qwen2's and Qwen3's on the layers
+``layer_types`` names (their configs derive it, ``sliding_attention`` from layer
+``max_window_layers`` on when ``use_sliding_window``), Llama's and OLMo 2's never (their
+models read no window). A window no shorter than ``max_position_embeddings`` binds nowhere
+within the context and is left out.
+
 Anything the map would not reproduce exactly is a one-line ValueError naming it, never an
 approximation: rotary scaling (Llama 3's ``llama3``, ``linear``, ``dynamic``, ``yarn``...),
-partial rotary, MLP biases, an
-activation other than SiLU, sliding-window attention that binds within the context. A Mistral or
-Qwen2 window ``W`` shorter than ``max_position_embeddings`` is exact on contexts of up to ``W``
-tokens, so the model's ``max_len`` is ``W`` then (no token is ever out of another's window), and
-its context may not slide (``context_slides=False``): generation that would run past ``W``
-tokens is refused, since sliding a ``W``-token context over a longer sequence is not
-sliding-window attention once there is more than one layer."""
+partial rotary, MLP biases, an activation other than SiLU, a layer type other than
+``sliding_attention`` and ``full_attention``, sliding layers without a window (Qwen2's
+``layer_types`` with ``use_sliding_window`` False)."""
 
 from __future__ import annotations
 
@@ -38,12 +43,16 @@ import torch
 from ..configs.options import FAMILY_FORMATS
 from ..nets.models import SplitTransformer
 from ..stagelists.stages import CONVECTION, DIFFUSION
+from .gemma import GEMMA, gemma_mismatch, gemma_options, layer_windows
 
 # model_type -> which of self-attention's projections have biases (Llama: by its config)
 FAMILIES = {"llama": None, "qwen2": "qkv", "mistral": "none", "qwen3": None, "olmo2": None,
-            "phi3": "none"}
+            "phi3": "none", "gemma2": None, "gemma3_text": None}
 # model_type -> (qk_norm, norm_position) where not Llama's ("none", "pre")
 PARTS = {"qwen3": ("head", "pre"), "olmo2": ("projection", "post")}
+# model_type -> which layers transformers' model windows: "every" one (by its sliding_window,
+# when set) or those its "layer_types" name; the rest never window
+WINDOWED = {"mistral": "every", "phi3": "every", "qwen2": "layer_types", "qwen3": "layer_types"}
 
 
 def _rope(c) -> float:
@@ -64,19 +73,21 @@ def _rope(c) -> float:
     return float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
-def _window(c) -> tuple[int, bool]:
-    """The context splitnet can run exactly and whether it may slide: ``max_position_embeddings``
-    (slides, as every splitnet model's context), or a sliding window that is shorter (within it
-    the window never binds; past it no sliding of a ``W``-token context is the model's
-    attention, since each of several layers reaches ``W`` tokens further back: it may not
-    slide)."""
-    n = int(c.max_position_embeddings)
-    w = getattr(c, "sliding_window", None)
-    used = w is not None and getattr(c, "use_sliding_window", True)
-    if used and int(w) < n and any(t == "sliding_attention" for t in (
-            getattr(c, "layer_types", None) or ("sliding_attention",))):
-        return int(w), False
-    return n, True
+def _windows(c) -> dict:
+    """``sliding_window`` and ``window_layers`` of the attention windows transformers' model
+    applies (module docstring); none when the window is no shorter than the context."""
+    rule = WINDOWED.get(c.model_type)
+    if rule is None:
+        return {}
+    if rule == "layer_types":
+        out = layer_windows(c)
+    elif getattr(c, "sliding_window", None) is None:
+        return {}
+    else:
+        out = {"sliding_window": int(c.sliding_window), "window_layers": None}
+    if not out or out["sliding_window"] >= int(c.max_position_embeddings):
+        return {}
+    return out
 
 
 def llama_options(c) -> dict:
@@ -87,26 +98,26 @@ def llama_options(c) -> dict:
         raise ValueError(f"{family!r} is not of the Llama family ({', '.join(FAMILIES)})")
     d, heads = c.hidden_size, c.num_attention_heads
     head_dim = getattr(c, "head_dim", None) or d // heads
+    gemma = gemma_options(c) if family in GEMMA else {}    # its own activation, rope, windows
     bad = [why for why, wrong in (
-        (f"hidden_act {c.hidden_act!r} (the Llama family's SwiGLU gates with silu)",
-         c.hidden_act != "silu"),
+        (f"hidden_act {getattr(c, 'hidden_act', None)!r} (the Llama family's SwiGLU gates with "
+         f"silu)", not gemma and c.hidden_act != "silu"),
         ("mlp_bias=True (splitnet's SwiGLU has no biases)", bool(getattr(c, "mlp_bias", False))),
         ) if wrong]
     if bad:
         raise ValueError(f"this {family} cannot be mapped exactly: {'; '.join(bad)}")
     bias = FAMILIES[family] or ("all" if getattr(c, "attention_bias", False) else "none")
-    context, slides = _window(c)
     return {
         "vocab_size": c.vocab_size, "d_model": d, "n_heads": heads,
         "n_kv_heads": c.num_key_value_heads or heads, "n_layers": c.num_hidden_layers,
         "scheme": "lie-trotter", "causal": True, "weights": "shared", "step_size": 1.0,
-        "d_ff": c.intermediate_size, "convection_field": "swiglu", "max_len": context,
-        "context_slides": slides,
+        "d_ff": c.intermediate_size, "convection_field": "swiglu",
+        "max_len": int(c.max_position_embeddings), **({} if gemma else _windows(c)),
         "dropout": 0.0, "norm": "rms",     # (attention_dropout: training only, not mapped)
         "norm_eps": c.rms_norm_eps, "positions": "none", "rotary_pct": 1.0,
-        "rotary_base": _rope(c), "attention_bias": bias,
+        "rotary_base": None if gemma else _rope(c), "attention_bias": bias,
         "tie_head": bool(c.tie_word_embeddings), "head_dim": head_dim,   # (SwiGLU: no activation)
-        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre"))))}
+        **dict(zip(("qk_norm", "norm_position"), PARTS.get(family, ("none", "pre")))), **gemma}
 
 
 def _param(dst: torch.nn.Parameter, src: torch.Tensor, name: str) -> None:
@@ -136,7 +147,13 @@ def from_llama(src) -> SplitTransformer:
 def _copy_block(layer, block, prefix: str) -> None:
     att, ffn = layer.field_modules(DIFFUSION)[0], layer.field_modules(CONVECTION)[0]
     a, m = block.self_attn, block.mlp
-    if att.post_norm is None:          # pre-norm: the block's input norm is the field's
+    if hasattr(block, "pre_feedforward_layernorm"):    # Gemma: a norm on both sides of each
+        for ours, theirs in ((att.norm, "input_layernorm"),
+                             (att.post_norm, "post_attention_layernorm"),
+                             (ffn.norm, "pre_feedforward_layernorm"),
+                             (ffn.post_norm, "post_feedforward_layernorm")):
+            _param(ours.weight, getattr(block, theirs).weight, f"{prefix}.{theirs}.weight")
+    elif att.post_norm is None:        # pre-norm: the block's input norm is the field's
         _param(att.norm.weight, block.input_layernorm.weight,
                f"{prefix}.input_layernorm.weight")
         _param(ffn.norm.weight, block.post_attention_layernorm.weight,
@@ -212,6 +229,7 @@ def llama_mismatch(model, family: str) -> str | None:
         (f"qk_norm {c.qk_norm!r} ({family}: {qk})", c.qk_norm != qk),
         (f"norm_position {c.norm_position!r} ({family}: {where})", c.norm_position != where),
         ("the token embedding scaled by sqrt(d_model)", embed_scale(c) != 1.0),
+        *gemma_mismatch(c),
         ("learned stage coefficients", c.learn_coefficients),
         (f"the {c.stack} stack (a Llama's layers are a plain residual stack)",
          c.stack not in ("plain", "checkpointed")),
@@ -270,5 +288,5 @@ def _export_block(layer, block) -> None:
         theirs.copy_(ours)
 
 
-__all__ = ["FAMILIES", "OUT", "PARTS", "from_llama", "llama_mismatch", "llama_options",
+__all__ = ["FAMILIES", "OUT", "PARTS", "WINDOWED", "from_llama", "llama_mismatch", "llama_options",
            "to_llama"]

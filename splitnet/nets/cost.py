@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 
 from ..configs.config import SplitConfig
 from ..configs.depth import parse_depth_basis, stage_evaluations
-from ..configs.kinds import norm_params
+from ..configs.fieldkind import norm_params
 from ..configs.options import WEIGHTS
 from ..integrators.schemes import available
 from ..integrators.subflows import METHODS, get_method

@@ -74,10 +74,15 @@ def _stacks(model) -> dict:
                     f"{type(model).__name__}")
 
 
-def _gates(c, f: int, finer: bool):
-    """``gate_layers`` of the new depth: each gated layer's copies, or the coarse layers all of
-    whose merged layers are gated (a mixed group cannot be one layer: ValueError)."""
-    gl = getattr(c, "gate_layers", None)
+# options listing layers that differ from the others: (option, what a listed layer is)
+LAYER_SETS = (("gate_layers", "gated"), ("window_layers", "local (windowed)"))
+
+
+def _layer_set(c, f: int, finer: bool, name: str = "gate_layers", what: str = "gated"):
+    """``name`` (``gate_layers``, ``window_layers``) of the new depth: each listed layer's
+    copies, or the coarse layers all of whose merged layers are listed (a mixed group cannot
+    be one layer: ValueError)."""
+    gl = getattr(c, name, None)
     if gl is None:
         return None
     if finer:
@@ -87,11 +92,17 @@ def _gates(c, f: int, finer: bool):
     for k in range(c.n_layers // f):
         group = {f * k + j in on for j in range(f)}
         if len(group) > 1:
-            raise ValueError(f"layers {f * k}..{f * k + f - 1} are gated and not gated "
-                             f"(gate_layers {tuple(gl)}): they cannot be one layer")
+            raise ValueError(f"layers {f * k}..{f * k + f - 1} are {what} and not {what} "
+                             f"({name} {tuple(gl)}): they cannot be one layer")
         if group == {True}:
             out.append(k)
     return tuple(out)
+
+
+def _sets(c, f: int, finer: bool) -> dict:
+    """The layer lists of ``c`` (:data:`LAYER_SETS`) at the new depth."""
+    return {name: _layer_set(c, f, finer, name, what) for name, what in LAYER_SETS
+            if getattr(c, name, None) is not None}
 
 
 def depths(c) -> dict:
@@ -104,9 +115,7 @@ def prolonged_config(c, f: int):
     """The config of ``prolong(model, f)`` for a model of config ``c``."""
     f = _factor(f)
     changes = {n: L * f for n, L in depths(c).items()}
-    if getattr(c, "gate", None):
-        changes["gate_layers"] = _gates(c, f, finer=True)
-    return c.replace(step_size=c.step_size / f, **changes)
+    return c.replace(step_size=c.step_size / f, **changes, **_sets(c, f, finer=True))
 
 
 def coarsened_config(c, f: int):
@@ -117,9 +126,7 @@ def coarsened_config(c, f: int):
         if L % f:
             raise ValueError(f"{n}={L} is not divisible by the factor {f}")
     changes = {n: L // f for n, L in depths(c).items()}
-    if getattr(c, "gate", None):
-        changes["gate_layers"] = _gates(c, f, finer=False)
-    return c.replace(step_size=c.step_size * f, **changes)
+    return c.replace(step_size=c.step_size * f, **changes, **_sets(c, f, finer=False))
 
 
 def _rebuilt(model, cfg, state: dict):
@@ -387,13 +394,19 @@ def _mean_fields(layers) -> dict:
     return out
 
 
-# how at_depth restricts a layered network to fewer layers: coarsen by the mean or the first of
-# each group (depth as a step size), keep every (L/n)-th layer at its own step (LayerDrop's
-# pruning), or the first n layers (an early exit)
+def with_layers(model, layers, **changes):
+    """A view of ``model`` (every other module shared) whose stack is ``layers`` in its kind at
+    its step, with the config ``model.config.replace(n_layers=len(layers), **changes)``: the
+    networks of one layer dropped or one pair merged (:mod:`splitnet.analyses.redundancy`)."""
+    cfg = model.config.replace(n_layers=len(layers), **changes)
+    return _view(model, cfg, {"layers": list(layers)})
+
+
+# at_depth below the depth: coarsened (mean, first), every (L/n)-th layer (drop), the first n (exit)
 AT_DEPTH = RESTRICTIONS + ("drop", "exit")
 
 
-def _keepable(model):
+def _keepable(model):      # a layered SplitTransformer's config, else ValueError
     _stacks(model)
     if not isinstance(model, SplitTransformer) or model.config.depth_basis is not None:
         raise ValueError("keeping some layers (LayerDrop's pruning, an early exit) takes a "
@@ -402,27 +415,21 @@ def _keepable(model):
 
 
 def kept_layers(model, layers, view: bool = True):
-    """``model`` with only the layers ``layers`` (indices, in order), each at its own step
-    ``h`` (so the network runs ``len(layers)`` steps over ``len(layers) h``, not its time
-    ``T``): the network LayerDrop trains and prunes (``[0, f, 2f, ...]``, Fan et al. 2019's
-    every-other) and the early exit after ``n`` layers (``[0, ..., n - 1]``): each followed by
-    the final norm and head. ``view``: sharing the layers (training it trains them); else new
-    tensors. A layered :class:`SplitTransformer` only (``ValueError`` otherwise)."""
+    """``model`` with only the layers ``layers`` (increasing indices), each at its own step
+    ``h``, then the final norm and head: what LayerDrop trains and prunes (``[0, f, 2f, ...]``,
+    Fan et al.'s every-other) and the early exit after n layers (``[0, ..., n - 1]``). ``view``:
+    sharing the layers; else new tensors. A layered :class:`SplitTransformer` only."""
     c = _keepable(model)
-    if getattr(c, "gate", None):
-        raise ValueError("keeping some layers of a network with gated layers is not supported "
-                         "yet")
     ks = [int(k) for k in layers]
-    if ks != sorted(set(ks)) or (ks and not 0 <= ks[0] <= ks[-1] < c.n_layers):
-        raise ValueError(f"the layers kept must be increasing indices in 0..{c.n_layers - 1}, "
-                         f"got {ks}")
-    if not ks:
-        raise ValueError("keep at least one layer")
-    cfg = c.replace(n_layers=len(ks))
-    new = _view(model, cfg, {"layers": [model.layers[k] for k in ks]})
+    if not ks or ks != sorted(set(ks)) or not 0 <= ks[0] <= ks[-1] < c.n_layers:
+        raise ValueError(f"the layers kept must be one or more increasing indices in "
+                         f"0..{c.n_layers - 1}, got {ks}")
+    lists = {name: tuple(i for i, k in enumerate(ks) if k in set(getattr(c, name)))
+             for name, _ in LAYER_SETS if getattr(c, name, None) is not None}
+    new = with_layers(model, [model.layers[k] for k in ks], **lists)
     if check_flag("view", view):
         return new
-    return _rebuilt(model, cfg, {k: v.clone() for k, v in new.state_dict().items()})
+    return _rebuilt(model, new.config, {k: v.clone() for k, v in new.state_dict().items()})
 
 
 def _restricted(model, n: int, restriction: str, view: bool):
@@ -440,11 +447,9 @@ def at_depth(model, n, view: bool = False, restriction: str = "mean"):
     """``model`` with ``n`` steps over its time ``T = L h`` (step ``T / n``); for an
     encoder–decoder ``n`` for both stacks or a pair (encoder, decoder).
 
-    ``restriction`` (a layered network below its depth; :data:`AT_DEPTH`): ``"mean"``
-    (default) or ``"first"``: coarsened (:func:`coarsen`); ``"drop"``: the layers ``0, f, 2f,
-    ...`` (``f = L / n``) at their own step, the pruning of a network trained with LayerDrop;
-    ``"exit"``: the first ``n`` layers, the early exit of a network trained with an early-exit
-    loss (both :func:`kept_layers`: ``n`` steps of ``h``, not ``T / n``).
+    ``restriction`` (:data:`AT_DEPTH`): ``"mean"`` (default) or ``"first"``: coarsened
+    (:func:`coarsen`); ``"drop"``: layers ``0, L/n, 2L/n, ...`` (LayerDrop's pruning);
+    ``"exit"``: the first n layers (both :func:`kept_layers`: n steps of ``h``, not ``T / n``).
 
     With ``depth_basis`` a view: the same depth fields, evaluated at the new layers' clock
     times (nothing copied; training the view trains the model). A layered network: ``n`` a
@@ -489,6 +494,6 @@ def at_depth(model, n, view: bool = False, restriction: str = "mean"):
                   lambda a, k: _mean_fields(getattr(model, a)[f * k:f * k + f]))
 
 
-__all__ = ["AT_DEPTH", "FITS", "RESTRICTIONS", "at_depth", "coarsen", "coarsened_config", "depths",
-           "kept_layers", "prolong", "prolonged_config", "source_layer", "stack_names",
-           "to_basis"]
+__all__ = ["AT_DEPTH", "FITS", "LAYER_SETS", "RESTRICTIONS", "at_depth", "coarsen",
+           "coarsened_config", "depths", "kept_layers", "prolong", "prolonged_config",
+           "source_layer", "stack_names", "to_basis", "with_layers"]

@@ -22,11 +22,12 @@ position changes, nothing cached stays valid (a cache cannot be shifted), and ea
 costs a full forward of the ``max_len``-token window, as it would without a cache. Cached and
 uncached generation compute the same function (``tests/test_generation.py`` checks them equal).
 
-A model whose ``config.context_slides`` is False (a Mistral or Qwen2 imported with a sliding
-attention window as its ``max_len``: sliding a ``W``-token context is not sliding-window
-attention once there are several layers, for information travels ``W`` tokens back per layer)
-never slides: a request whose prompt and new tokens do not fit in ``max_len`` is refused
-before any work (:func:`check_request`).
+A model whose ``config.context_slides`` is False never slides: a request whose prompt and new
+tokens do not fit in ``max_len`` is refused before any work (:func:`check_request`). Imports
+before issue 61 set it on a Mistral or Qwen2 whose attention window was its ``max_len``
+(sliding a ``W``-token context is not sliding-window attention once there are several layers,
+for information travels ``W`` tokens back per layer), so such saved models keep refusing;
+imports now carry the window itself (``sliding_window``) and may slide.
 
 **Without a cache** (``use_cache=False``, or when a cache cannot be exact): a forward of the
 window per token. The automatic choice (``use_cache=None``) falls back to it for
@@ -189,7 +190,7 @@ def forward_cached(model, idx: torch.Tensor, cache: GenerationCache) -> torch.Te
     x = model.embed(idx, start=start)             # checks ids and start + n <= max_len
     x = model.run_layers_cached(x, cache.layers)
     cache.length = start + idx.shape[1]
-    return model.head(model.norm(x))
+    return model.to_logits(model.norm(x))
 
 
 def forward_last(model, idx: torch.Tensor) -> torch.Tensor:
@@ -197,7 +198,7 @@ def forward_last(model, idx: torch.Tensor) -> torch.Tensor:
     network on the whole window, the head on its last position only (as ``model(idx)[:, -1]``,
     without projecting every position onto the vocabulary)."""
     x = model.run_layers(model.embed(idx))
-    return model.head(model.norm(x[:, -1]))
+    return model.to_logits(model.norm(x[:, -1]))
 
 
 def _next_logits(model, seq: torch.Tensor, cache: GenerationCache | None) -> torch.Tensor:

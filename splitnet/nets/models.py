@@ -123,8 +123,8 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         one module per field (shared) or one per stage (per-stage)."""
         c, fields = self.config, {}
         for f in c.plan.layer(k):
-            fields[f.field] = f.kind.build(c, f.width) if f.shared else \
-                [f.kind.build(c, f.width) for _ in range(f.calls)]
+            fields[f.field] = f.kind.build(c, f.width, k) if f.shared else \
+                [f.kind.build(c, f.width, k) for _ in range(f.calls)]
         return fields
 
     def _init_weights(self) -> None:
@@ -177,8 +177,15 @@ class SplitTransformer(ConfigBuilt, nn.Module):
         x = self.embed(idx)
         if check_flag("return_states", return_states):
             x, states = self._states(x)
-            return self.head(self.norm(x)), states
-        return self.head(self.norm(self.run_layers(x)))
+            return self.to_logits(self.norm(x)), states
+        return self.to_logits(self.norm(self.run_layers(x)))
+
+    def to_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The logits of final states ``h`` (after the norm): ``head(h)``, soft-capped to
+        ``c tanh(head(h) / c)`` with ``logit_softcap`` ``c`` (Gemma 2)."""
+        z = self.head(h)
+        cap = self.config.logit_softcap
+        return z if cap is None else cap * torch.tanh(z / cap)
 
     def run_layers(self, x: torch.Tensor) -> torch.Tensor:
         """The embedded tokens ``x`` (B, T, D) through every layer (layer k at time ``k h``),
@@ -219,8 +226,9 @@ class SplitTransformer(ConfigBuilt, nn.Module):
 
     def features(self, idx: torch.Tensor) -> torch.Tensor:
         """The final states after the last norm, ``norm(x_L)`` (B, T, D): ``forward(idx)`` is
-        ``head(features(idx))``. A loss that never forms the full logits multiplies them by
-        ``head.weight`` itself (:func:`splitnet.tasks.losses.linear_cross_entropy`)."""
+        ``to_logits(features(idx))``. A loss that never forms the full logits multiplies them
+        by ``head.weight`` itself, soft-capping each chunk as :meth:`to_logits` does
+        (:func:`splitnet.tasks.losses.linear_cross_entropy`)."""
         return self.norm(self.run_layers(self.embed(idx)))
 
     def state_times(self) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """A trained network re-integrated (:mod:`splitnet.analyses.refine`): loss against field evaluations
-per model (:func:`plot_refinement`), and the change in loss over seeds
-(:func:`plot_refinement_summary`)."""
+per model (:func:`plot_refinement`), the change in loss over seeds
+(:func:`plot_refinement_summary`), and each layer dropped or merged beside its block influence
+(:func:`plot_layer_study`, :mod:`splitnet.analyses.redundancy`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .style import readable_log_ticks, save_figure, series_style
 
-__all__ = ["plot_refinement", "plot_refinement_summary"]
+__all__ = ["plot_layer_study", "plot_refinement", "plot_refinement_summary"]
 
 
 # The i-th sub-flow method of splitnet.integrators.subflows.METHODS gets the i-th dash and marker
@@ -189,4 +190,37 @@ def plot_refinement_summary(panels: Mapping[str, Mapping[str, np.ndarray]], xlab
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.04 + 0.035 * math.ceil(len(names) / 2), 1, 1))
+    return save_figure(fig, path)
+
+
+def plot_layer_study(study, path, unit: str = "bpb", scale: float = 1.0,
+                     title: str | None = None):
+    """A :class:`~splitnet.analyses.redundancy.LayerStudy`: left, each layer's drop cost (bars)
+    and block influence (line, right axis); right, each adjacent pair's cost run as one step of
+    2 h, a line per restriction. Returns the path written."""
+    import matplotlib.pyplot as plt
+
+    L = len(study.bi)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    a.bar(range(L), [c * scale for c in study.drop_costs()], color=series_style(0)["color"],
+          label="drop cost")
+    a.set(xlabel="layer dropped", ylabel=f"loss change ({unit})")
+    t = a.twinx()
+    t.plot(range(L), study.bi, "o-", color=series_style(1)["color"], label="block influence")
+    t.set_ylabel("block influence (1 - cos)")
+    rho, _ = study.spearman()
+    a.set_title(f"Spearman(BI, drop cost) = {rho:+.2f}" if math.isfinite(rho) else
+                "drop cost and block influence")
+    a.legend(handles=a.get_legend_handles_labels()[0] + t.get_legend_handles_labels()[0],
+             fontsize=8, loc="upper right")
+    for i, r in enumerate(study.pairs):
+        b.plot(range(L - 1), [c * scale for c in study.pair_costs(r)], marker="os"[i % 2],
+               color=series_style(i)["color"], label=f"{r} at 2h")
+    b.set(xlabel="pair run as one step", ylabel=f"loss change ({unit})")
+    b.set_xticks(range(L - 1), [f"{k}-{k + 1}" for k in range(L - 1)])
+    if study.pairs:
+        b.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
     return save_figure(fig, path)

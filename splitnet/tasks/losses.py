@@ -47,9 +47,12 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-def _chunk_loss(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor):
-    """Float32 logits of one chunk, their log-sum-exp and the summed loss of its rows."""
+def _chunk_loss(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, cap: float | None = None):
+    """Float32 logits of one chunk (soft-capped, ``cap tanh(z / cap)``, with a ``cap``), their
+    log-sum-exp and the summed loss of its rows."""
     logits = _upcast(h @ w.t())                                          # (c, V)
+    if cap is not None:
+        logits = cap * torch.tanh(logits / cap)
     lse = torch.logsumexp(logits, dim=-1)                               # (c,)
     return logits, lse, (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
 
@@ -58,7 +61,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Loss and both gradients chunk by chunk in the forward pass; backward scales them."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, chunk_size):
+    def forward(ctx, hidden, weight, targets, chunk_size, cap=None):
         n = hidden.shape[0]
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         acc = torch.promote_types(weight.dtype, torch.float32)
@@ -67,11 +70,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
         for s in range(0, n, chunk_size):
             h, t = hidden[s:s + chunk_size], targets[s:s + chunk_size]
-            logits, lse, part = _chunk_loss(h, weight, t)
+            logits, lse, part = _chunk_loss(h, weight, t, cap)
             total = total + part
             # softmax - one-hot, scaled by 1/N: d(mean loss)/d(logits) of these rows
             g = (logits - lse[:, None]).exp()
             g.scatter_add_(1, t[:, None], torch.full_like(t[:, None], -1, dtype=g.dtype))
+            if cap is not None:              # through the cap: d(c tanh(z/c))/dz = 1 - (y/c)^2
+                g = g * (1 - (logits / cap).square())
             g = (g / n).to(hidden.dtype)
             if need_h:
                 grad_h[s:s + chunk_size] = (g @ weight.to(hidden.dtype)).to(hidden.dtype)
@@ -86,12 +91,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h, grad_w = ctx.saved_tensors
         gh = None if grad_h is None else grad_h * grad_out.to(grad_h.dtype)
         gw = None if grad_w is None else (grad_w * grad_out.to(grad_w.dtype)).to(ctx.weight_dtype)
-        return gh, gw, None, None
+        return gh, gw, None, None, None
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         chunk_size: int = 4096) -> torch.Tensor:
-    """Mean cross-entropy of ``hidden @ weight.T`` (logits) against ``targets``, without the full
+                         chunk_size: int = 4096, softcap: float | None = None) -> torch.Tensor:
+    """Mean cross-entropy of ``hidden @ weight.T`` (logits; with ``softcap`` ``c`` the capped
+    ``c tanh(z / c)``, as :meth:`~splitnet.nets.models.SplitTransformer.to_logits`) against
+    ``targets``, without the full
     logits: rows in chunks of ``chunk_size``, gradients computed alongside (see the module).
 
     ``hidden`` (..., D), ``weight`` (V, D), ``targets`` (...) int64 -> scalar (float32; float64
@@ -101,9 +108,9 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     targets = targets.reshape(-1)
     _check(hidden, weight, targets, chunk_size)
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-        return _LinearCrossEntropy.apply(hidden, weight, targets, chunk_size)
-    total = sum(_chunk_loss(hidden[s:s + chunk_size], weight, targets[s:s + chunk_size])[2]
-                for s in range(0, hidden.shape[0], chunk_size))
+        return _LinearCrossEntropy.apply(hidden, weight, targets, chunk_size, softcap)
+    total = sum(_chunk_loss(hidden[s:s + chunk_size], weight, targets[s:s + chunk_size],
+                            softcap)[2] for s in range(0, hidden.shape[0], chunk_size))
     return total / hidden.shape[0]
 
 
@@ -131,12 +138,17 @@ class LMLoss(nn.Module):
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         self.model, self.impl, self.chunk_size, self.head_fn = model, impl, chunk_size, head_fn
+        # the model's final-logit soft-cap (Gemma 2), applied wherever the head is
+        self.softcap = getattr(getattr(model, "config", None), "logit_softcap", None)
 
     def head_loss(self, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor):
-        """The loss of final states ``h`` under head ``weight`` (this module's ``impl``)."""
+        """The loss of final states ``h`` under head ``weight`` (this module's ``impl``), the
+        logits soft-capped as the model's."""
         if self.impl == "chunked":
-            return linear_cross_entropy(h, weight, targets, self.chunk_size)
-        return plain_cross_entropy(F.linear(h, weight), targets)
+            return linear_cross_entropy(h, weight, targets, self.chunk_size, self.softcap)
+        z = F.linear(h, weight)
+        return plain_cross_entropy(z if self.softcap is None else
+                                   self.softcap * torch.tanh(z / self.softcap), targets)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if self.head_fn is not None:

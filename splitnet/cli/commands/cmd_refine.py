@@ -76,6 +76,8 @@ def factor_list(text: str) -> list[int]:
 
 
 def configure(p) -> None:
+    import argparse
+
     p.description = (
         "Keep every weight of a trained model and integrate each layer's own fields (attention "
         "= diffusion, feed-forward = convection; per-stage weights: their coefficient-weighted "
@@ -119,6 +121,11 @@ def configure(p) -> None:
     p.add_argument("--prolong", type=factor_list, default=[2], metavar="F,F,...|none",
                    help="also evaluate the model with F times its layers at step h / F (each "
                         "layer copied) (default 2)")
+    p.add_argument("--layer-costs", action=argparse.BooleanOptionalAction, default=True,
+                   help="also measure each layer dropped and each adjacent pair run as one "
+                        "step of 2 h (mean, first), ranked beside ShortGPT's block influence "
+                        "(splitnet.analyses.redundancy; figure: --out's name + '_layers') "
+                        "(default on)")
     add_png_option(p, "refine.png")
     add_output_option(p, "--json", "also write the results as JSON")
     add_at_depth_option(p)
@@ -290,7 +297,8 @@ def run(args) -> int:
     from ...analyses.refine import refinement_study, scheme_label, stacks
 
     grid = _grid(args)                              # every input checked before any work
-    check_outputs([("--out", args.out), ("--json", args.json)], _inputs(args))
+    check_outputs([("--out", args.out), ("--json", args.json),
+                   ("--layer-costs' figure", _layers_png(args))], _inputs(args))
     plots.check_format(args.out)
     device = torch_device(args.device)
     set_threads(args.threads)
@@ -328,17 +336,49 @@ def run(args) -> int:
         depth = depth_study(model, evaluate, args.coarsen, args.prolong,
                             progress=shows_progress(args.progress))
         print(depth_table(depth, unit, scale))
+    study = _layer_study(args, model, evaluate, unit, scale)
     if args.json:                  # the numbers first: a figure that fails must not lose them
         import dataclasses
 
         from ..._io import atomic_write_text
 
-        d = {**res.to_dict(), "depth": [dataclasses.asdict(p) for p in depth]}
+        d = {**res.to_dict(), "depth": [dataclasses.asdict(p) for p in depth],
+             "layers": None if study is None else study.to_dict()}
         atomic_write_text(args.json, json.dumps(_finite(d), indent=1))
         print(f"json: {args.json}")
     plots.plot_refinement([res], args.out)
     print(f"png: {args.out}")
+    if study is not None:
+        plots.plot_layer_study(study, _layers_png(args), unit, scale)
+        print(f"png: {_layers_png(args)}")
     return 0
+
+
+def _layers_png(args) -> str | None:
+    """The figure of the layer study: ``--out``'s name with ``_layers`` (None: no study)."""
+    from pathlib import Path
+
+    if not args.layer_costs:
+        return None
+    p = Path(args.out)
+    return str(p.with_name(f"{p.stem}_layers{p.suffix}"))
+
+
+def _layer_study(args, model, evaluate, unit, scale):
+    """Each layer dropped and each pair merged, ranked beside block influence (printed);
+    None when not asked or when the network has no such layers (a line says why)."""
+    if not args.layer_costs:
+        return None
+    from ...analyses.redundancy import drop_layer, layer_study
+
+    try:
+        drop_layer(model, 0)    # the networks it takes, checked; a view, nothing evaluated
+    except ValueError as e:    # an encoder-decoder, a reversible stack: the rest still stands
+        print(f"layers dropped and merged: - ({e})")
+        return None
+    study = layer_study(model, evaluate, progress=shows_progress(args.progress))
+    print(study.table(unit, scale))
+    return study
 
 
 def _finite(x):
