@@ -308,3 +308,16 @@ def test_docs_elastic_md_study_table_is_the_cache_and_its_reading_holds():
     assert (bpb(drop, 4) - bpb(exit_, 4)).min() > 0.3                # LayerDrop 0.5 lags the exit
     assert (bpb(exit_, 8) - bpb("frontier-8", 8)).max() < 0          # the exit loss helps at 8
     assert (bpb(strang, 4) - bpb("frontier-4", 4)).min() > 0.02      # goal missed at 4 steps
+
+
+def test_pruning_a_gated_network_keeps_the_gates_of_the_layers_kept():
+    m = _model(gate="tanh", gate_layers=(1, 3)).eval()
+    v = kept_layers(m, [0, 2, 3])
+    assert v.config.gate_layers == (2,) and v.config.n_layers == 3
+    x = torch.randint(0, 256, (2, 8))
+    h = m.embed(x)
+    for k in (0, 2, 3):
+        h = m.layers[k](h, 0.0)
+    assert torch.allclose(v(x), m.head(m.norm(h)), rtol=0, atol=1e-13)
+    c = kept_layers(m, [0, 2, 3], view=False)
+    assert torch.allclose(c(x), v(x), rtol=0, atol=1e-13)
