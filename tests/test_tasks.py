@@ -206,7 +206,7 @@ def test_the_run_options_are_in_sections_and_each_in_one():
 
 
 # run options added since 0.3 (each its section's): none of 0.3's went away
-ADDED_SINCE_03 = ("train_depths", "depth_distill")
+ADDED_SINCE_03 = ("train_depths", "depth_distill", "layer_drop", "layer_drop_rule", "early_exit")
 
 # every run option of splitnet 0.3 (TrainConfig's flat fields): the flags users' scripts use
 OPTIONS_OF_03 = (
