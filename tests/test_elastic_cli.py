@@ -106,6 +106,10 @@ def test_describe_says_the_basis_and_the_depths(elastic, capsys):
     out = capsys.readouterr().out
     assert "depth basis bernstein:2" in out and "trained at 2, 4 steps" in out
     assert depth_line(SplitConfig()) is None
+    assert "LayerDrop 0.2 (linear)" in depth_line(SplitConfig(), {"layer_drop": 0.2,
+                                                                   "layer_drop_rule": "linear"})
+    assert "early exits after 2, 4 layers" in depth_line(SplitConfig(), {"early_exit": [2, 4]})
+    assert depth_line(SplitConfig(), {"layer_drop": 0.0, "early_exit": []}) is None
 
 
 def test_evaluate_refuses_a_depth_of_a_layered_encoder_where_it_cannot_apply(layered, capsys):

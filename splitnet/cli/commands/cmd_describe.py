@@ -303,14 +303,17 @@ def _describe_checkpoint(args) -> int:
 
     state = ck.load(args.checkpoint, trust=args.trust_checkpoint)
     model = ck.model_from_state(state, args.checkpoint)
-    trained = state.get("train_config", {}).get("train_depths") or ()
     return _describe_model(args, model, f"{ck.checkpoint_file(args.checkpoint)}: step "
-                                        f"{state.get('step')}", trained)
+                                        f"{state.get('step')}", state.get("train_config"))
 
 
-def depth_line(config, train_depths=()) -> str | None:
+def depth_line(config, train_options: dict | None = None) -> str | None:
     """What ``describe`` says of a network's depth: its basis (weights as functions of depth)
-    and the depths it was trained at (``--train-depths``); None when it has neither."""
+    and how its training made the depth elastic (``train_options``, a checkpoint's
+    ``train_config``: ``--train-depths``, ``--layer-drop``, ``--early-exit``); None when it
+    has none of these."""
+    o = train_options or {}
+    train_depths = o.get("train_depths") or ()
     basis, L = config.depth_basis, getattr(config, "n_layers", None)
     parts = []
     if basis is not None:
@@ -319,6 +322,13 @@ def depth_line(config, train_depths=()) -> str | None:
                      f"(--at-depth N){f'; {L} as built' if L else ''}")
     if train_depths:
         parts.append(f"trained at {', '.join(map(str, train_depths))} steps (--train-depths)")
+    if (o.get("layer_drop") or 0) > 0:
+        parts.append(f"trained with LayerDrop {o['layer_drop']:g} "
+                     f"({o.get('layer_drop_rule', 'uniform')}): --at-depth N keeps every "
+                     f"(L/N)-th layer")
+    if o.get("early_exit"):
+        parts.append(f"trained with early exits after {', '.join(map(str, o['early_exit']))} "
+                     f"layers: --at-depth N exits after the first N")
     return "; ".join(parts) or None
 
 
@@ -330,10 +340,10 @@ def _describe_hf(args) -> int:
                                         f"as a splitting network")
 
 
-def _describe_model(args, model, title: str, train_depths=()) -> int:
+def _describe_model(args, model, title: str, train_options: dict | None = None) -> int:
     from ...nets import cost
 
-    line = depth_line(model.config, train_depths)
+    line = depth_line(model.config, train_options)
     title = title if line is None else f"{title}\n{line}"
     seq_len = min(args.seq_len, model.config.max_len)
     if args.activations or model.config.reversible:

@@ -76,7 +76,8 @@ def _model(args, device):
         model = type(model)(config=model.config)
     from ...mlm.tokens import text_tokens
 
-    return at_depth_of(model.to(device).eval(), args.at_depth), text_tokens(state)
+    return (at_depth_of(model.to(device).eval(), args.at_depth, state.get("train_config")),
+            text_tokens(state))
 
 
 def run(args) -> int:
