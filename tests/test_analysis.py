@@ -79,7 +79,8 @@ def test_euler_steps_make_every_splitting_second_order_locally(system):
     assert c_mac < 0.9 * c_lt
 
 
-@pytest.mark.parametrize("kind,unmerged,merged", [("local", 4, 3), ("global", 3, 2)])
+@pytest.mark.parametrize("kind,unmerged,merged", [
+    ("local", 4, 3), pytest.param("global", 3, 2, marks=pytest.mark.heavy)])
 def test_merged_triple_jump_loses_the_midpoint_gain(system, kind, unmerged, merged):
     F, G, x0 = system
     y = sn.schemes.get("yoshida4")

@@ -98,9 +98,8 @@ def test_a_bare_translation_study_runs_the_seeds_the_docs_report(monkeypatch):
     assert jobs == [("ConvS2S", 7)]
 
 
-@pytest.mark.parametrize("script", ["bench_reversible.py",
-                                    pytest.param("bench_llama.py", marks=pytest.mark.heavy),
-                                    pytest.param("gpu_reversible.py", marks=pytest.mark.heavy)])
+@pytest.mark.heavy                 # a Python process each (~3.5 s of importing torch)
+@pytest.mark.parametrize("script", ["bench_reversible.py", "bench_llama.py", "gpu_reversible.py"])
 def test_cuda_without_a_device_is_one_line(script, tmp_path):
     """``--device cuda:1`` where torch sees no GPU: splitnet.cli._args.torch_device's one line,
     the same as the CLI's."""

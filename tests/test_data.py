@@ -59,6 +59,7 @@ def test_load_stdlib_split_by_file(tmp_path):
     assert np.array_equal(again.train, c.train)
 
 
+@pytest.mark.heavy
 def test_default_corpus_is_the_running_stdlib():
     c = D.load_stdlib()
     assert len(c.train) > 1_000_000 and len(c.val) > 10_000

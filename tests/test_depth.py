@@ -169,6 +169,7 @@ def test_depth_study_rows_and_the_refine_options():
         factor_list("1")
 
 
+@pytest.mark.heavy
 def test_the_convergence_table_of_docs_depth_md_is_what_the_code_measures():
     """docs/depth.md's table is experiments/depth_study.py's rendering of these measurements
     (regen depth): every rate there equals the one measured now, to its two decimals."""

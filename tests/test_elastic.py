@@ -245,8 +245,8 @@ def test_seq2seq_runs_both_stacks_at_any_depth():
                               depth_basis="legendre:2"), 3)
 
 
-@pytest.mark.parametrize("options", [{"scheme": "strang"},
-                                     {"scheme": "blanes-moan4", "reversible": True}])
+@pytest.mark.parametrize("options", [{"scheme": "strang"}, pytest.param(
+    {"scheme": "blanes-moan4", "reversible": True}, marks=pytest.mark.heavy)])
 def test_the_analyses_see_the_same_ode(options):
     """Re-discretising every layer into 2 steps is the network at twice its depth; the exact
     flow of its ODE (an adaptive solver, t a tensor) is where its steps converge to; the

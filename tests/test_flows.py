@@ -117,7 +117,8 @@ def test_symmetric_schemes_return_to_the_start(name, seed, h, time_dependent):
     assert float((x1 - p.x0).norm()) > 1e-3          # it did move
 
 
-@pytest.mark.parametrize("name", ["strang", "yoshida4", "blanes-moan4"])
+@pytest.mark.parametrize("name", ["strang", pytest.param("yoshida4", marks=pytest.mark.heavy),
+                                  pytest.param("blanes-moan4", marks=pytest.mark.heavy)])
 def test_symmetric_return_with_torchdiffeq_subflows(name):
     s = sn.schemes.get(name)
     p = time_dependent_linear(5, 1, t0=0.1)

@@ -328,6 +328,7 @@ def test_trajectories_command_on_a_hugging_face_directory(gpt2_dir, tmp_path, ca
     assert "not both" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_refine_command_on_a_hugging_face_directory(gpt2_dir, tmp_path, capsys):
     """``splitnet refine --hf``: loss in nats per token on consecutive windows of the model's
     context from --text; GPT-2 is Lie–Trotter, so its lie-trotter/euler/1 point is the model."""

@@ -139,6 +139,7 @@ def _shared_gradients():
     return load_script(ROOT / "experiments" / "shared_gradients.py")
 
 
+@pytest.mark.heavy
 def test_a_shared_yoshida4_field_cancels_most_of_its_gradient_and_strang_none():
     """Issue 62: the shared compositions' plateau. At initialisation Yoshida4's feed-forward
     calls (two at a negative step) sum to a quarter of their magnitudes, Strang's two half

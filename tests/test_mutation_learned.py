@@ -52,7 +52,8 @@ def _x():
 
 @pytest.mark.parametrize("spec,method", [("strang", "euler"), ("yoshida4", "rk4"),
                                          ("c:0.25,d:0.5,d+c:0.5,c:0.25", "midpoint"),
-                                         ("c:0.25,d:0.5,d+c:0.5,c:0.25", "exact")])
+                                         pytest.param("c:0.25,d:0.5,d+c:0.5,c:0.25", "exact",
+                                                      marks=pytest.mark.heavy)])
 def test_a_learned_layer_is_the_plain_layer_at_its_initial_coefficients(spec, method):
     scheme = sn.schemes.resolve(spec)
     d, c = _TimeField(0), _TimeField(1)

@@ -102,6 +102,7 @@ def test_named_own_scheme_equals_default_for_shared_weights():
         torch.testing.assert_close(a, m.head(m.norm(x)), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.heavy
 def test_substeps_with_exact_flows_converge():
     """Exact sub-flows, n = 1, 2, 4, 8 substeps of Lie–Trotter and Strang on a random model: the
     differences between successive refinements shrink with the splitting's order (global slope

@@ -338,6 +338,7 @@ def test_parameters_and_state_dict_equal_the_plain_network():
                         sum(p.numel() for p in b.parameters()))
 
 
+@pytest.mark.heavy
 def test_refinement_of_a_reversible_network_converges_to_its_partitioned_ode():
     """rediscretize keeps the shears (its own stages: the model bit for bit), refining with
     Euler substeps converges to the exact flow of the partitioned ODE at the scheme's order,

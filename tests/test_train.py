@@ -285,6 +285,7 @@ def test_cuda_bf16_run(text, tmp_path):
     assert s["step"] == 5 and math.isfinite(s["val_bpb"])
 
 
+@pytest.mark.heavy
 def test_summary_is_the_steady_state_median_not_the_average(text, tmp_path, monkeypatch, capsys):
     """A fake slow first step (as compilation makes it) must not pull the reported speed down:
     tokens/s and MFU are the median over the steps after warm-up, the first step's excess is
