@@ -314,7 +314,6 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
         translate's ``--bpe``) written as one (:func:`hf_tokenizer`); None -- none.
 
     Returns the format written."""
-    transformers, hf = require_hf()
     _check_model(model)
     if not model.config.causal:       # issue 49 D12: AutoModelForCausalLM would generate from it
         raise ValueError("the model is bidirectional (causal=False: a masked language model), "
@@ -326,6 +325,7 @@ def to_hf(model: SplitTransformer, directory, format: str = "auto",
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a directory")
     fmt = _format(model, format)
+    transformers, hf = require_hf()      # after the model's own faults, which need no library
     tok = byte_tokenizer() if tokenizer == "auto" and model.vocab_size == 256 else (
         None if tokenizer in ("auto", None) else hf_tokenizer(tokenizer))
     if tok is not None and len(tok) > model.vocab_size:
