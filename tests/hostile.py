@@ -242,3 +242,20 @@ def run_main(argv) -> tuple[int, str, str]:
         except SystemExit as e:
             rc = e.code
     return rc, out.getvalue(), err.getvalue()
+
+
+def code_corpus(path: Path) -> Path:
+    """A small Python-like corpus (600 two-line functions) at ``path``, for training tests."""
+    path.write_text("".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n"
+                            for i in range(600)))
+    return path
+
+
+def train_cli(*argv):
+    """``splitnet train ARGV`` in this process, through the command line's own parser and
+    config (the trainer's return value)."""
+    from splitnet.cli import build_parser
+    from splitnet.cli.commands.cmd_train import config_from_args
+    from splitnet.training.train import train
+
+    return train(*config_from_args(build_parser("train").parse_args([str(a) for a in argv])))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hostile import code_corpus, train_cli
 
 from splitnet.cli import build_parser
 from splitnet.cli.commands.cmd_train import config_from_args
@@ -17,7 +18,6 @@ from splitnet.nets.depth import at_depth
 from splitnet.nets.models import SplitTransformer
 from splitnet.runs import checkpoint as ck
 from splitnet.tasks.task import get_task
-from splitnet.training import train as T
 from splitnet.training.config import TrainConfig
 from splitnet.training.elastic import DepthsLoss, depths_at, kl_to
 from splitnet.training.setup import flops_per_token
@@ -30,14 +30,10 @@ TINY = ["--d-model", "32", "--n-heads", "2", "--n-layers", "4", "--context", "32
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    p = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    p.write_text("".join(f"def f{i}(x):\n    return x * {i % 7} + {i % 3}\n"
-                         for i in range(600)))
-    return p
+    return code_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
-def _train(*argv):
-    return T.train(*config_from_args(build_parser("train").parse_args(list(argv))))
+_train = train_cli
 
 
 def _records(out):

@@ -6,10 +6,8 @@ themselves are rows of tests/test_errors.py's ``CLI_CASES``; here what a row can
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
+from hostile import run_main
 
 from splitnet.cli import main
 from splitnet.runs import checkpoint as ck
@@ -19,13 +17,8 @@ TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--context", "16
 
 
 def _main(argv) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, err.getvalue()
+    rc, _, err = run_main(argv)
+    return rc, err
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,11 @@ still loads, its unread options reset to their defaults (they changed nothing)."
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 
 import pytest
+from hostile import run_main
 
-from splitnet.cli import main
 from splitnet.configs import kinds as K
 from splitnet.configs.config import SplitConfig
 from splitnet.configs.options import NORMS, flag, kind_option_fields, readers
@@ -171,13 +169,8 @@ def test_replace_carries_no_option_the_new_network_does_not_read():
 
 
 def _main(argv) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, err.getvalue()
+    rc, _, err = run_main(argv)
+    return rc, err
 
 
 @pytest.mark.parametrize("argv", [
