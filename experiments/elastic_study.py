@@ -4,11 +4,11 @@
     python experiments/elastic_study.py --report-only  # the table from the cache
 
 Issue 60, item 4, cut to fit the time there was (docs/elastic.md says so): the scale of
-experiments/elastic_start.py, 400 steps where docs/depth.md trains 1200 (1200 was not run), and
-seeds 0, 1, 2 where the time allowed (byte LM of the Python standard library, d_model 64, 4
-heads, d_ff 256, context 64, batch 16, 400 AdamW steps at lr 2e-3, cosine, warmup 30, 128
-validation windows). Arms, each evaluated at 1, 2, 4, 8 and 16 steps
-(:func:`splitnet.nets.depth.at_depth`) where it can run there:
+experiments/elastic_start.py at 400 steps, and with ``--steps 1200`` (docs/depth.md's length)
+for the arms that decide the goals and three controls, seeds 0, 1, 2 where the time allowed
+(byte LM of the Python standard library, d_model 64, 4 heads, d_ff 256, context 64, batch 16,
+AdamW at lr 2e-3, cosine, warmup 30, 128 validation windows). Arms, each evaluated at 1, 2, 4,
+8 and 16 steps (:func:`splitnet.nets.depth.at_depth`) where it can run there:
 
 - ``frontier-L``: the Transformer (Lie–Trotter, Euler) trained at L = 2, 4 and 8 layers (arm
   d); the 8-layer one at 1, 2, 4 and 16 steps, coarsened by the mean or prolonged, is arm a;
@@ -21,7 +21,10 @@ validation windows). Arms, each evaluated at 1, 2, 4, 8 and 16 steps
 - ``*-train-depths`` / ``strang-distill``: 8 layers, weights ``bernstein:4`` (docs/elastic.md's
   start table: the basis that trains), ``--train-depths 2,4,8``: reversible Strang (also with
   ``--depth-distill``), reversible Yoshida4, plain Lie–Trotter, Macaron (plain Strang with
-  per-stage weights) (arm e).
+  per-stage weights) (arm e); ``strang-bernstein8-train-depths``: the same with ``bernstein:8``
+  (the 8-layer Transformer's parameters);
+- controls (1200 steps): ``strang-layered``, the reversible Strang stack of 8 layers without a
+  basis, and ``strang-one-depth``, with ``bernstein:4`` but trained at 8 steps only.
 
 Each finished run's numbers go to experiments/cache/elastic/ (a rerun resumes; ``--arms`` and
 ``--seeds`` choose what to train), from which the table is rebuilt (``python3 -m splitnet.dev
@@ -61,6 +64,13 @@ ARMS = {   # name -> (network options, train options)
     "lie-trotter-train-depths": ({"n_layers": 8, **BASIS}, DEPTHS3),
     "macaron-train-depths": ({"n_layers": 8, "scheme": "strang", "weights": "per-stage",
                               **BASIS}, DEPTHS3),
+    # what costs the Strang arm its loss (run at 1200 steps): the reversible Strang stack
+    # without a basis, the basis trained at 8 steps only, and bernstein:8 (the 8-layer
+    # Transformer's parameters) at several depths
+    "strang-layered": ({"n_layers": 8, "scheme": "strang", "reversible": True}, {}),
+    "strang-one-depth": ({"n_layers": 8, **STRANG}, {}),
+    "strang-bernstein8-train-depths": ({"n_layers": 8, **STRANG, "depth_basis": "bernstein:8"},
+                                       DEPTHS3),
 }
 PROJECTED = {"to-basis": "legendre:4", "to-basis-8": "legendre:8"}   # arm -> basis
 LABELS = {"frontier-2": "Transformer trained at 2 layers (d)",
@@ -78,22 +88,49 @@ LABELS = {"frontier-2": "Transformer trained at 2 layers (d)",
           "lie-trotter-train-depths": "Transformer (Lie–Trotter), bernstein:4, "
                                       "--train-depths 2,4,8 (e)",
           "macaron-train-depths": "Macaron (Strang, per-stage), bernstein:4, "
-                                  "--train-depths 2,4,8 (e)"}
+                                  "--train-depths 2,4,8 (e)",
+          "strang-layered": "reversible Strang, 8 layers, no basis, trained at 8 (control)",
+          "strang-one-depth": "reversible Strang, bernstein:4, trained at 8 only (control)",
+          "strang-bernstein8-train-depths": "reversible Strang, bernstein:8, --train-depths "
+                                            "2,4,8 (e)"}
 DEPTHS = (1, 2, 4, 8, 16)
 SEEDS = (0, 1, 2)
 
 
-def _cache_file(arm: str, seed: int) -> Path:
-    return CACHE / f"{arm}-seed{seed}.json"
+def scale(steps: int = SCALE["steps"]) -> dict:
+    """The study's scale at ``steps`` training steps (one validation, at the end)."""
+    return {**SCALE, "steps": steps, "eval_every": steps}
 
 
-def _train(arm: str, seed: int, runs: Path) -> tuple[Path, float]:
+def cache_dir(steps: int = SCALE["steps"]) -> Path:
+    """Where the runs of ``steps`` steps are cached: the 400-step study's folder, or its
+    ``steps{N}`` subfolder."""
+    return CACHE if steps == SCALE["steps"] else CACHE / f"steps{steps}"
+
+
+def block(steps: int = SCALE["steps"]) -> tuple[str, Path]:
+    """The doc block and figure of the study at ``steps``."""
+    if steps == SCALE["steps"]:
+        return "study", FIGURE
+    return f"study-{steps}", FIGURE.with_name(f"{FIGURE.stem}_{steps}{FIGURE.suffix}")
+
+
+def _cache_file(arm: str, seed: int, steps: int) -> Path:
+    return cache_dir(steps) / f"{arm}-seed{seed}.json"
+
+
+def _run_dir(runs: Path, arm: str, seed: int, steps: int) -> Path:
+    tail = "" if steps == SCALE["steps"] else f"-steps{steps}"
+    return runs / f"{arm}-seed{seed}{tail}"
+
+
+def _train(arm: str, seed: int, runs: Path, steps: int) -> tuple[Path, float]:
     """Train one arm into ``runs``; its run folder and wall time."""
     from splitnet.configs.config import SplitConfig
     from splitnet.training.config import TrainConfig
     from splitnet.training.train import train
 
-    sc, (net, opts), out = SCALE, ARMS[arm], runs / f"{arm}-seed{seed}"
+    sc, (net, opts), out = scale(steps), ARMS[arm], _run_dir(runs, arm, seed, steps)
     model = SplitConfig(d_model=sc["d_model"], n_heads=sc["n_heads"], d_ff=sc["d_ff"],
                         max_len=sc["context"], **net)
     cfg = TrainConfig(model=model, context=sc["context"], steps=sc["steps"],
@@ -109,7 +146,7 @@ def _train(arm: str, seed: int, runs: Path) -> tuple[Path, float]:
     return out, wall
 
 
-def run_one(arm: str, seed: int, runs: Path) -> dict:
+def run_one(arm: str, seed: int, runs: Path, steps: int = SCALE["steps"]) -> dict:
     """Train one arm (unless cached; ``to-basis``: project the frontier-8 run of the seed,
     trained first if its checkpoint is missing), evaluate it at each depth of DEPTHS it can
     run at (LayerDrop pruned, early exit exited: the checkpoint's rule)."""
@@ -122,22 +159,22 @@ def run_one(arm: str, seed: int, runs: Path) -> dict:
     from splitnet.training.elastic import restriction_of
     from splitnet.training.setup import flops_per_token
 
-    cache = _cache_file(arm, seed)
+    cache = _cache_file(arm, seed, steps)
     if cache.exists():
         return json.loads(cache.read_text())
-    sc, (net, opts) = SCALE, ARMS[arm]
+    sc, (net, opts) = scale(steps), ARMS[arm]
     extra = {}
     if arm in PROJECTED:
-        out = runs / f"frontier-8-seed{seed}"
+        out = _run_dir(runs, "frontier-8", seed, steps)
         if not (out / ck.CKPT).exists():
-            _train("frontier-8", seed, runs)
+            _train("frontier-8", seed, runs, steps)
         t0 = time.perf_counter()
         m, evaluate, _ = checkpoint_source(out, windows=sc["eval_windows"])
         m, res = to_basis(m.eval(), PROJECTED[arm], return_residual=True)
         wall, net = time.perf_counter() - t0, {**net, "depth_basis": PROJECTED[arm]}
         extra = {"source": "frontier-8", "relative_residual": res["relative"]}
     else:
-        out, wall = _train(arm, seed, runs)
+        out, wall = _train(arm, seed, runs, steps)
         m, evaluate, _ = checkpoint_source(out, windows=sc["eval_windows"])
     recs = [r for r in ck.read_metrics(out / ck.METRICS) if "loss" in r]
     tokens = sc["batch_size"] * sc["context"]
@@ -154,7 +191,7 @@ def run_one(arm: str, seed: int, runs: Path) -> dict:
             flops[str(n)] = forward_flops(v.config, sc["context"])
     d = {"arm": arm, "seed": seed, "scale": sc, "wall_s": wall, "params": m.n_params(),
          "train_flops": train_flops, "bpb": bpb, "inference_flops_per_token": flops, **extra}
-    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(d, indent=1) + "\n")
     print(f"[{time.strftime('%H:%M:%S')}] {arm} seed {seed}: {wall:.0f} s, "
           + ", ".join(f"{k}: {v:.3f}" for k, v in bpb.items()), file=sys.stderr, flush=True)
@@ -212,7 +249,91 @@ def table(results: list) -> str:
     return "\n".join(lines)
 
 
-def plot(results: list, path: Path) -> None:
+GOAL_ARMS = ("strang-train-depths", "yoshida4-train-depths")   # the goals' network, [order 4]
+RATE_GOAL = {"strang-train-depths": 1.8, "yoshida4-train-depths": 3.5}
+
+
+def _pdiff(by: dict, arm: str, other: str, n: int):
+    """``arm`` minus ``other`` at ``n`` steps paired by seed: (mean, text), or None."""
+    import numpy as np
+
+    d = [by[(arm, s)]["bpb"][str(n)] - by[(other, s)]["bpb"][str(n)] for s in SEEDS
+         if (arm, s) in by and (other, s) in by and str(n) in by[(arm, s)]["bpb"]
+         and str(n) in by[(other, s)]["bpb"]]
+    if not d:
+        return None
+    m = float(np.mean(d))
+    if len(d) == 1:
+        return m, f"{m:+.3f} (1 seed)"
+    sd = float(np.std(d, ddof=1))
+    if sd == 0:
+        return m, f"{m:+.3f} (every seed)"
+    return m, f"{m:+.3f}, t = {m / (sd / np.sqrt(len(d))):.1f}"
+
+
+def _gaps(by: dict, arm: str):
+    """The mean-over-seeds loss gaps |bpb(n) - bpb(2n)| and their rates, or None."""
+    import numpy as np
+
+    from splitnet.analyses.depth import gap_rates
+
+    runs = [by[(arm, s)] for s in SEEDS if (arm, s) in by]
+    if not runs:
+        return None
+    gaps, rates, _ = gap_rates([(n, float(np.mean([r["bpb"][str(n)] for r in runs])))
+                                for n in DEPTHS])
+    return [g for _, g in gaps], rates
+
+
+def _goal_rows(by: dict, arm: str) -> list:
+    """(goal, measured text, met) for ``arm``; a measure it lacks is None."""
+    rows = []
+    for n, bound in ((8, 0.02), (4, 0.02), (2, 0.05)):
+        d = _pdiff(by, arm, f"frontier-{n}", n)
+        goal = (f"within {bound} bpb of the {n}-layer Transformer at {n} steps" if bound == 0.02
+                else f"at most +{bound} against the {n}-layer one at {n} steps")
+        rows.append((goal, d and d[1], d and d[0] <= bound))
+    runs = [by[(arm, s)] for s in SEEDS if (arm, s) in by]
+    up = [r["bpb"]["16"] - r["bpb"]["8"] for r in runs]
+    rows.append(("no worse at 16 steps than at 8", ", ".join(f"{u:+.5f}" for u in up) +
+                 " by seed" if up else None, bool(up) and max(up) <= 0))
+    g = _gaps(by, arm)
+    rows.append((f"the gap between n and 2n falling at rate >= {RATE_GOAL[arm]} over the "
+                 f"finest two pairs", g and ("gaps " + ", ".join(f"{x:.5f}" for x in g[0]) +
+                                           " for n = 1, 2, 4, 8; rates " +
+                                           ", ".join(f"{x:.2f}" for x in g[1])),
+                 g and g[1][-1] >= RATE_GOAL[arm]))
+    for other, name in (("layerdrop", "LayerDrop 0.5"), ("layerdrop-0.2", "LayerDrop 0.2"),
+                        ("early-exit", "early exit")):
+        d = _pdiff(by, arm, other, 4)
+        rows.append((f"at half depth 0.05 bpb better than {name}", d and d[1],
+                     d and d[0] <= -0.05))
+    fl = [r["train_flops"] for r in runs]
+    f8 = [by[("frontier-8", s)]["train_flops"] for s in SEEDS if ("frontier-8", s) in by]
+    rows.append(("training at most the FLOPs of the 8-layer run", fl and f8 and
+                 f"{sum(fl) / len(fl) / 1e12:.2f} against {sum(f8) / len(f8) / 1e12:.2f} "
+                 "TFLOP", bool(fl and f8) and sum(fl) / len(fl) <= sum(f8) / len(f8)))
+    return rows
+
+
+def goals(results: list) -> str:
+    """Issue 60's goals for reversible Strang trained at 2, 4, 8 steps, measured (reversible
+    Yoshida4's in brackets where it ran): mean over seeds, paired by seed."""
+    by = {(r["arm"], r["seed"]): r for r in results}
+    main = _goal_rows(by, GOAL_ARMS[0])
+    alt = _goal_rows(by, GOAL_ARMS[1]) if any((GOAL_ARMS[1], s) in by for s in SEEDS) else None
+    lines = ["| goal | reversible Strang (reversible Yoshida4) | Strang | Yoshida4 |",
+             "|---|---|---|---|"]
+    for k, (goal, text, met) in enumerate(main):
+        other = alt[k] if alt else (None, None, None)
+        cell = (text or "not run") + (f" ({other[1]})" if other[1] else "")
+        verdict = "met" if met else ("missed" if text else "–")
+        lines.append(f"| {goal} | {cell} | {verdict} | "
+                     f"{('met' if other[2] else 'missed') if other[1] else '–'} |")
+    return "\n".join(lines)
+
+
+def plot(results: list, path: Path, steps: int = SCALE["steps"]) -> None:
     """bpb against steps and against inference FLOPs per token (mean over the seeds run): each
     arm at every depth it ran, and the frontier (each Transformer at its own depth) as one
     line."""
@@ -253,8 +374,8 @@ def plot(results: list, path: Path) -> None:
         ax.grid(alpha=0.3)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=7, frameon=False)
-    fig.suptitle("one network at several depths against separately trained ones (400 steps; "
-                 "mean over the seeds run; points above 5 bpb off the scale)")
+    fig.suptitle(f"one network at several depths against separately trained ones ({steps} "
+                 "steps; mean over the seeds run; points above 5 bpb off the scale)")
     fig.tight_layout(rect=(0, 0.25, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -269,18 +390,38 @@ def main(argv=None) -> int:
                    help=f"arms to train, comma-separated (default all: {', '.join(ARMS)})")
     p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")],
                    default=list(SEEDS), help="seeds to train (default 0,1,2)")
+    p.add_argument("--steps", type=int, default=SCALE["steps"],
+                   help=f"training steps (default {SCALE['steps']}; another count has its own "
+                        "cache folder, table and figure)")
     a = p.parse_args(argv)
+    unknown = [x for x in a.arms if x not in ARMS]
+    if unknown:
+        p.error(f"unknown arm(s) {', '.join(unknown)}: the arms are {', '.join(ARMS)}")
+    if a.steps < 1:
+        p.error(f"--steps must be >= 1, got {a.steps}")
     if not a.report_only:
         for seed in a.seeds:
             for arm in a.arms:
-                run_one(arm, seed, a.runs)
-    results = [json.loads(f.read_text()) for f in sorted(CACHE.glob("*.json"))]
+                run_one(arm, seed, a.runs, a.steps)
     from splitnet.dev.docblocks import write_blocks
 
-    changed = write_blocks(a.doc, "elastic", {"study": table(results)})
-    plot(results, FIGURE)
+    blocks = {}
+    for steps in studied():
+        results = [json.loads(f.read_text()) for f in sorted(cache_dir(steps).glob("*.json"))]
+        name, figure = block(steps)
+        blocks[name] = table(results)
+        blocks[name.replace("study", "goals")] = goals(results)
+        plot(results, figure, steps)
+    changed = write_blocks(a.doc, "elastic", blocks)
     print(f"{a.doc}: {'written' if changed else 'unchanged'}", file=sys.stderr)
     return 0
+
+
+def studied() -> list[int]:
+    """The step counts with cached runs: 400, and each ``steps{N}`` folder's N."""
+    more = sorted(int(p.name[5:]) for p in CACHE.glob("steps*") if p.name[5:].isdigit()
+                  and any(p.glob("*.json")))
+    return [SCALE["steps"], *more]
 
 
 if __name__ == "__main__":

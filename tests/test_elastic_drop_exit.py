@@ -291,8 +291,15 @@ def test_docs_elastic_md_study_table_is_the_cache_and_its_reading_holds():
         import elastic_study as S
     finally:
         sys.path.pop(0)
+    doc = (root / "docs" / "elastic.md").read_text()
+    assert S.studied()[0] == 400 and len(S.studied()) > 1      # the 1200-step study is cached
+    for steps in S.studied():
+        cached = [json.loads(p.read_text()) for p in sorted(S.cache_dir(steps).glob("*.json"))]
+        name = S.block(steps)[0]
+        assert f"<!-- elastic:{name} -->\n{S.table(cached)}\n<!-- /elastic:{name} -->" in doc
+        goals = name.replace("study", "goals")
+        assert f"<!-- elastic:{goals} -->\n{S.goals(cached)}\n<!-- /elastic:{goals} -->" in doc
     runs = [json.loads(p.read_text()) for p in sorted(S.CACHE.glob("*.json"))]
-    assert S.table(runs) in (root / "docs" / "elastic.md").read_text()
 
     def bpb(arm, n):
         return np.array([r["bpb"][str(n)] for r in sorted(runs, key=lambda r: r["seed"])
@@ -304,6 +311,17 @@ def test_docs_elastic_md_study_table_is_the_cache_and_its_reading_holds():
     assert (bpb(drop, 4) - bpb(exit_, 4)).min() > 0.3                # LayerDrop 0.5 lags the exit
     assert (bpb(exit_, 8) - bpb("frontier-8", 8)).max() < 0          # the exit loss helps at 8
     assert (bpb(strang, 4) - bpb("frontier-4", 4)).min() > 0.02      # goal missed at 4 steps
+    long = [json.loads(p.read_text()) for p in sorted(S.cache_dir(1200).glob("*.json"))]
+
+    def bpb12(arm, n):
+        return np.array([r["bpb"][str(n)] for r in sorted(long, key=lambda r: r["seed"])
+                         if r["arm"] == arm])
+
+    # 1200 steps: the lag grows, early exit stays ahead at half depth, the controls add up
+    assert (bpb12(strang, 4) - bpb12("frontier-4", 4)).min() > 0.1
+    assert (bpb12(strang, 4) - bpb12(exit_, 4)).min() > 0.05
+    assert bpb12("frontier-8", 8)[0] < bpb12("strang-layered", 8)[0] < bpb12(
+        "strang-one-depth", 8)[0] < bpb12(strang, 8)[0]
 
 
 def test_pruning_a_gated_network_keeps_the_gates_of_the_layers_kept():
@@ -317,3 +335,39 @@ def test_pruning_a_gated_network_keeps_the_gates_of_the_layers_kept():
     assert torch.allclose(v(x), m.head(m.norm(h)), rtol=0, atol=1e-13)
     c = kept_layers(m, [0, 2, 3], view=False)
     assert torch.allclose(c(x), v(x), rtol=0, atol=1e-13)
+
+
+def test_the_study_goals_verdicts_follow_the_numbers():
+    """elastic_study.goals on made-up runs: a Strang arm inside every bound is met on each
+    row, and one pushed past a bound is missed on that row only."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "experiments"))
+    try:
+        import elastic_study as S
+    finally:
+        sys.path.pop(0)
+
+    def run(arm, seed, bpb, flops=1.0):
+        return {"arm": arm, "seed": seed, "bpb": {str(n): v for n, v in bpb.items()},
+                "train_flops": flops}
+
+    def runs(strang_at_4):
+        out = []
+        for s in S.SEEDS:
+            e = 1e-3 * s            # seed noise, so the paired t is finite
+            for n in (2, 4, 8):
+                out.append(run(f"frontier-{n}", s, {n: 3.0 + e}, flops=2.0))
+            for arm in ("layerdrop", "layerdrop-0.2", "early-exit"):
+                out.append(run(arm, s, {4: 3.2 + 2 * e}))
+            # gaps 0.51, 0.03, 0.01, 0.002: the finest pairs' rate 2.3 (>= 1.8); 16 better
+            out.append(run("strang-train-depths", s, {1: 3.55, 2: 3.04 + e, 4: strang_at_4 + e,
+                                                      8: 3.0 + 1.5 * e, 16: 2.998 + 1.5 * e}))
+        return out
+
+    rows = S.goals(runs(3.01)).splitlines()[2:]
+    assert [r.split(" | ")[2] for r in rows] == ["met"] * 9, rows
+    missed = S.goals(runs(3.05)).splitlines()[2:]
+    verdicts = [r.split(" | ")[2] for r in missed]
+    assert verdicts[1] == "missed" and verdicts[0] == "met" and verdicts[5:] == ["met"] * 4

@@ -108,10 +108,15 @@ TARGETS = {t.name: t for t in [
     Target("elastic-start", "docs/elastic.md (the table of bases trained at one depth, from "
            "experiments/cache/elastic_start; without it, trains the 30 runs again: ~30 min on "
            "one thread)", "seconds", (("experiments/elastic_start.py",),)),
-    Target("elastic-study", "docs/elastic.md, docs/figures/elastic_study.png (the study of one "
-           "network at several depths, from experiments/cache/elastic; 'python3 "
-           "experiments/elastic_study.py' trains what is missing)", "seconds",
+    Target("elastic-study", "docs/elastic.md, docs/figures/elastic_study{,_1200}.png (the study "
+           "of one network at several depths at 400 and 1200 steps, from "
+           "experiments/cache/elastic; 'python3 experiments/elastic_study.py [--steps 1200]' "
+           "trains what is missing)", "seconds",
            (("experiments/elastic_study.py", "--report-only"),)),
+    Target("elastic-translation", "docs/elastic.md (the translation table of one network at "
+           "several depths, from experiments/cache/elastic_translation; without it, trains the "
+           "4 runs again: ~1.5 h on two threads)", "seconds",
+           (("experiments/elastic_translation.py", "--report-only"),)),
     Target("llama", "docs/llama.md (the table between its markers, from experiments/cache/llama; "
            "without it, trains the 6 runs again: ~10 min on two threads)", "seconds",
            (("experiments/llama_study.py",),)),
