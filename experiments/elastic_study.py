@@ -381,24 +381,35 @@ def plot(results: list, path: Path, steps: int = SCALE["steps"]) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "elastic_study")
+def add_study_options(p, runs: Path, arms, steps: int, steps_help: str = "") -> None:
+    """The options the elastic studies share: --runs, --report-only, --doc, --arms, --steps."""
+    p.add_argument("--runs", type=Path, default=runs)
     p.add_argument("--report-only", action="store_true", help="the table from the cache")
     p.add_argument("--doc", type=Path, default=DOC)
-    p.add_argument("--arms", type=lambda v: v.split(","), default=list(ARMS),
-                   help=f"arms to train, comma-separated (default all: {', '.join(ARMS)})")
-    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")],
-                   default=list(SEEDS), help="seeds to train (default 0,1,2)")
-    p.add_argument("--steps", type=int, default=SCALE["steps"],
-                   help=f"training steps (default {SCALE['steps']}; another count has its own "
-                        "cache folder, table and figure)")
+    p.add_argument("--arms", type=lambda v: v.split(","), default=list(arms),
+                   help=f"arms to train, comma-separated (default all: {', '.join(arms)})")
+    p.add_argument("--steps", type=int, default=steps,
+                   help=f"training steps (default {steps}{steps_help})")
+
+
+def parse_study_args(p, argv, arms):
+    """``p``'s arguments, an unknown arm or a step count below 1 refused in one line (exit 2)."""
     a = p.parse_args(argv)
-    unknown = [x for x in a.arms if x not in ARMS]
+    unknown = [x for x in a.arms if x not in arms]
     if unknown:
-        p.error(f"unknown arm(s) {', '.join(unknown)}: the arms are {', '.join(ARMS)}")
+        p.error(f"unknown arm(s) {', '.join(unknown)}: the arms are {', '.join(arms)}")
     if a.steps < 1:
         p.error(f"--steps must be >= 1, got {a.steps}")
+    return a
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_study_options(p, ROOT / "runs" / "elastic_study", ARMS, SCALE["steps"],
+                      "; another count has its own cache folder, table and figure")
+    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")],
+                   default=list(SEEDS), help="seeds to train (default 0,1,2)")
+    a = parse_study_args(p, argv, ARMS)
     if not a.report_only:
         for seed in a.seeds:
             for arm in a.arms:

@@ -167,19 +167,11 @@ def table(results: list) -> str:
 
 
 def main(argv=None) -> int:
+    from elastic_study import add_study_options, parse_study_args  # experiments/, beside this
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "elastic_translation")
-    p.add_argument("--report-only", action="store_true", help="the table from the cache")
-    p.add_argument("--doc", type=Path, default=DOC)
-    p.add_argument("--arms", type=lambda v: v.split(","), default=list(ARMS),
-                   help=f"arms to train, comma-separated (default all: {', '.join(ARMS)})")
-    p.add_argument("--steps", type=int, default=STEPS, help=f"training steps (default {STEPS})")
-    a = p.parse_args(argv)
-    unknown = [x for x in a.arms if x not in ARMS]
-    if unknown:
-        p.error(f"unknown arm(s) {', '.join(unknown)}: the arms are {', '.join(ARMS)}")
-    if a.steps < 1:
-        p.error(f"--steps must be >= 1, got {a.steps}")
+    add_study_options(p, ROOT / "runs" / "elastic_translation", ARMS, STEPS)
+    a = parse_study_args(p, argv, ARMS)
     if not a.report_only:
         for arm in a.arms:
             run_one(arm, a.runs, a.steps)
